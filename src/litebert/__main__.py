@@ -1,0 +1,3 @@
+from litebert.cli import main
+
+raise SystemExit(main())
