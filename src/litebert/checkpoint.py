@@ -1,0 +1,252 @@
+"""Model directories: ``config.json`` + ``model.safetensors`` with transformers' parameter names (SPEC §5).
+
+Writing (:func:`save_model_dir`): the state dict with each tensor once — the tied ``predictions.decoder.weight``
+(= ``albert.embeddings.word_embeddings.weight``) and ``predictions.decoder.bias`` (= ``predictions.bias``) are left
+out as transformers ≥ 5 does, and so is every alias of a shared module (sharing "attention"/"ffn"). Each file is
+written to a temporary name and renamed, weights first, ``config.json`` last. A model transformers can represent
+gets ``model_type: "albert"``; any other (sharing "attention"/"ffn", albert_zh layout, pre-LN) gets
+``model_type: "litebert_albert"``, and an explicit ``hf=True`` export of it raises :class:`LitebertError`.
+
+Reading (:func:`load_model_dir`): directories written by litebert or transformers (``model.safetensors``, a sharded
+``model.safetensors.index.json``, or ``pytorch_model.bin``), with transformers' key variants: with or without the
+``albert.`` prefix (a base-model directory into a head class and back), with or without the tied decoder keys,
+``predictions.decoder.bias`` standing in for ``predictions.bias``. Missing weights keep their fresh init and are
+logged as a warning, as transformers does.
+
+Every user-caused failure is a :class:`LitebertError` naming the file, and the parameter where there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from litebert.config import AlbertConfig
+from litebert.errors import LitebertError
+
+logger = logging.getLogger(__name__)
+
+CONFIG_NAME = "config.json"
+SAFETENSORS_NAME = "model.safetensors"
+SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"
+PYTORCH_NAME = "pytorch_model.bin"
+#: Keys that only alias another tensor (transformers' ``_tied_weights_keys``): never written, optional on read.
+TIED_ALIASES = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+                "predictions.decoder.bias": "predictions.bias"}
+
+
+# ====================================================================================================== writing
+def model_state_for_saving(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with every tensor once: tied decoder keys dropped, shared aliases kept at their first name."""
+    out: dict[str, torch.Tensor] = {}
+    seen: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
+    for name, tensor in model.state_dict().items():
+        if name in TIED_ALIASES:
+            continue
+        key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
+        if key in seen:
+            continue
+        seen.add(key)
+        out[name] = tensor.detach().contiguous()
+    return out
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def save_model_dir(model: torch.nn.Module, directory: str | os.PathLike, hf: bool | None = None) -> Path:
+    """Write ``directory/model.safetensors`` and ``directory/config.json`` (other files there are left alone).
+
+    ``hf`` None: transformers' format if the architecture allows it, else ``model_type: "litebert_albert"``;
+    ``hf=True``: raises LitebertError when transformers cannot represent the model, with the reason.
+    Returns the directory.
+    """
+    from safetensors.torch import save_file
+
+    config: AlbertConfig = model.config
+    reason = config.hf_incompatibility
+    if hf and reason:
+        raise LitebertError(f"cannot save {type(model).__name__} in transformers' format: {reason}. "
+                            f"Save without hf=True to write litebert's own format (model_type 'litebert_albert').")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config.architectures = [type(model).__name__]
+    state = model_state_for_saving(model)
+    _atomic_write(directory / SAFETENSORS_NAME, lambda p: save_file(state, str(p), metadata={"format": "pt"}))
+    _atomic_write(directory / CONFIG_NAME, lambda p: p.write_text(config.to_json_string(), encoding="utf-8"))
+    return directory
+
+
+# ====================================================================================================== reading
+def _check_safetensors(path: Path) -> None:
+    """Read the header and name the first tensor a truncated file lacks (safetensors' own error does not)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise LitebertError(f"{path}: truncated safetensors file ({size} bytes, no header)")
+        (n,) = struct.unpack("<Q", head)
+        if n > size - 8:
+            raise LitebertError(f"{path}: truncated safetensors file (header of {n} bytes, file of {size} bytes)")
+        try:
+            header = json.loads(fh.read(n))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise LitebertError(f"{path}: not a safetensors file (unreadable header)") from None
+    available = size - 8 - n
+    for name, entry in header.items():
+        if name == "__metadata__" or not isinstance(entry, dict):
+            continue
+        end = entry.get("data_offsets", [0, 0])[1]
+        if end > available:
+            raise LitebertError(f"{path}: truncated safetensors file: parameter {name!r} needs bytes up to {end} "
+                                f"of the data section, the file has {available}")
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    _check_safetensors(path)
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error type for every corruption
+        raise LitebertError(f"{path}: cannot read safetensors file ({exc})") from None
+
+
+def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Path]:
+    """The weights of a model directory and the file they came from: ``model.safetensors``, else the shards of
+    ``model.safetensors.index.json``, else ``pytorch_model.bin`` (loaded with ``weights_only=True``).
+
+    Raises LitebertError naming the path when the directory or the weights are missing or unreadable.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise LitebertError(f"{directory}: model directory not found")
+    path = directory / SAFETENSORS_NAME
+    if path.is_file():
+        return _read_safetensors(path), path
+    index = directory / SAFETENSORS_INDEX_NAME
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, AttributeError) as exc:
+            raise LitebertError(f"{index}: not a valid safetensors index ({exc})") from None
+        state: dict[str, torch.Tensor] = {}
+        for shard in shards:
+            if not (directory / shard).is_file():
+                raise LitebertError(f"{directory / shard}: shard listed in {index.name} is missing")
+            state.update(_read_safetensors(directory / shard))
+        return state, index
+    path = directory / PYTORCH_NAME
+    if path.is_file():
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise LitebertError(f"{path}: cannot read PyTorch weights ({exc})") from None
+        if not isinstance(state, dict):
+            raise LitebertError(f"{path}: expected a state dict, got {type(state).__name__}")
+        return state, path
+    raise LitebertError(f"{directory}: no weights found (expected {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} "
+                        f"or {PYTORCH_NAME})")
+
+
+def load_config(directory: str | os.PathLike) -> AlbertConfig:
+    """``directory/config.json`` as an AlbertConfig. Raises LitebertError naming the file if missing/invalid."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise LitebertError(f"{directory}: model directory not found")
+    path = directory / CONFIG_NAME
+    if not path.is_file():
+        raise LitebertError(f"{path}: missing config.json in the model directory")
+    return AlbertConfig.from_json_file(path)
+
+
+def _adapt_keys(state: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Map transformers' key variants onto the model's names (prefix, legacy decoder bias)."""
+    expected = set(model.state_dict())
+    prefix = getattr(model, "base_model_prefix", "albert") + "."
+    has_prefix = any(k.startswith(prefix) for k in expected)
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        if has_prefix and not key.startswith(prefix) and prefix + key in expected:
+            key = prefix + key  # base-model directory (AlbertModel) into a head class
+        elif not has_prefix and key.startswith(prefix):
+            key = key[len(prefix):]  # head-class directory into AlbertModel
+        out[key] = value
+    if "predictions.bias" in expected and "predictions.bias" not in out and "predictions.decoder.bias" in out:
+        out["predictions.bias"] = out["predictions.decoder.bias"]
+    return out
+
+
+def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str | os.PathLike = "<state dict>",
+                 ignore_mismatched_sizes: bool = False) -> dict[str, list[str]]:
+    """Copy ``state`` into ``model`` (casting to the model's dtype), tolerating transformers' key variants.
+
+    Returns ``{"missing": [...], "unexpected": [...], "mismatched": [...]}``; missing weights (left at their init)
+    are logged as a warning, unexpected ones at info level. Raises LitebertError naming ``source`` and the parameter
+    on a shape mismatch, unless ``ignore_mismatched_sizes`` (then the model keeps its init for it).
+    """
+    state = _adapt_keys(state, model)
+    own = model.state_dict()
+    # aliases of the same tensor (tied decoder, shared modules) count as loaded when any of their names is
+    groups: dict[tuple, list[str]] = {}
+    for name, tensor in own.items():
+        groups.setdefault((tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride())), []).append(name)
+    loaded: dict[str, torch.Tensor] = {}
+    mismatched: list[str] = []
+    for name, value in state.items():
+        if name not in own:
+            continue
+        if tuple(value.shape) != tuple(own[name].shape):
+            if ignore_mismatched_sizes:
+                mismatched.append(name)
+                continue
+            raise LitebertError(f"{source}: parameter {name!r} has shape {list(value.shape)} in the file but "
+                                f"{list(own[name].shape)} in the model built from the config (check config.json)")
+        loaded[name] = value
+    missing: list[str] = []
+    with torch.no_grad():
+        for names in groups.values():
+            present = [n for n in names if n in loaded]
+            if not present:
+                missing.extend(n for n in names if n not in TIED_ALIASES)
+                continue
+            own[names[0]].copy_(loaded[present[0]])
+    unexpected = [k for k in state if k not in own]
+    if missing:
+        logger.warning("%s: %d weights of %s were not in the file and are newly initialised: %s", source,
+                       len(missing), type(model).__name__, ", ".join(missing))
+    if mismatched:
+        logger.warning("%s: %d weights had other shapes and are newly initialised: %s", source, len(mismatched),
+                       ", ".join(mismatched))
+    if unexpected:
+        logger.info("%s: %d weights in the file are not used by %s: %s", source, len(unexpected),
+                    type(model).__name__, ", ".join(unexpected))
+    return {"missing": missing, "unexpected": unexpected, "mismatched": mismatched}
+
+
+def load_model_dir(cls, directory: str | os.PathLike, config: AlbertConfig | str | None = None,
+                   ignore_mismatched_sizes: bool = False, **config_overrides: Any):
+    """Build ``cls`` from ``directory/config.json`` (or ``config``: an AlbertConfig, preset name or JSON path),
+    apply ``config_overrides``, load the weights, return the model in eval mode (as transformers)."""
+    directory = Path(directory)
+    if config is None:
+        config = load_config(directory)
+    config = AlbertConfig.load(config, **config_overrides)
+    state, source = load_state_dict_file(directory)
+    model = cls(config)
+    report = load_weights(model, state, source, ignore_mismatched_sizes=ignore_mismatched_sizes)
+    model.loading_info = report
+    return model.eval()

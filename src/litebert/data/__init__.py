@@ -1,0 +1,21 @@
+"""Pretraining data (SPEC.md §2, §3): corpus readers → documents → SOP instances → n-gram masking → shards;
+the dataset and collator that training reads them with.
+
+Public names: :func:`prepare` / :class:`PrepareConfig` / :class:`PrepareResult`, :class:`PretrainingDataset`,
+:class:`PretrainingCollator`, :func:`read_manifest`, :func:`check_data_matches_model`, :func:`read_documents`,
+:func:`split_sentences`, :func:`mask_batch`.
+"""
+
+from litebert.data.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
+from litebert.data.dataset import PretrainingCollator, PretrainingDataset, check_data_matches_model
+from litebert.data.instances import META_FIELDS
+from litebert.data.masking import IGNORE_INDEX, mask_batch, mask_keys
+from litebert.data.prepare import PrepareConfig, PrepareResult, prepare
+from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, read_manifest, verify_checksums
+
+__all__ = [
+    "CorpusStats", "detect_format", "read_documents", "resolve_corpus_files", "split_sentences",
+    "PretrainingCollator", "PretrainingDataset", "check_data_matches_model", "META_FIELDS", "IGNORE_INDEX",
+    "mask_batch", "mask_keys", "PrepareConfig", "PrepareResult", "prepare", "FORMAT_NAME", "FORMAT_VERSION",
+    "read_manifest", "verify_checksums",
+]

@@ -1,0 +1,443 @@
+"""``litebert prepare``: corpus → tokenized documents → SOP instances → (static masks) → shards + manifest.
+
+Pipeline (STYLE.md principle 6: pure, seeded stages with inspectable artifacts):
+
+1. :func:`litebert.data.corpus.read_documents` streams documents (lists of sentences) from the files.
+2. Documents are grouped into *units* (64 documents or 512 KiB of text, whichever first; the grouping depends only
+   on the corpus). Each unit is tokenized and turned into instances (:mod:`litebert.data.instances`) by a worker;
+   each document uses a generator seeded by ``(seed, pass, doc_index)``, so results do not depend on ``--workers``.
+3. Results come back in unit order and are written into shards of about ``shard_size`` instances; at most
+   ``2 × workers`` units are in flight, so memory is bounded by a shard plus a few units, not by the corpus.
+4. ``manifest.json`` records the format, tokenizer, every setting, counts and sha256 of every file.
+
+With ``static_masking`` the corpus is read ``dupe_factor`` times (pass p), each pass making new instances and
+masks (as the official script); masks use keys ``(seed, pass, unit_first_doc << 20 | j)``. Dynamic masking (the
+default) stores unmasked instances; :class:`~litebert.data.dataset.PretrainingDataset` masks them per epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from litebert.data.corpus import CorpusStats, read_documents, resolve_corpus_files
+from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
+from litebert.data.masking import mask_batch, mask_keys
+from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_json, write_shard
+from litebert.errors import LitebertError
+
+UNIT_DOCS = 64
+UNIT_BYTES = 512 * 1024
+
+
+@dataclass
+class PrepareConfig:
+    """Settings of ``litebert prepare`` (SPEC.md §2, §3). Validated on construction.
+
+    Attributes:
+        corpus: corpus files or directories.
+        tokenizer: tokenizer directory (see :func:`litebert.tokenization.load_tokenizer`).
+        output: output directory (created; must not exist or be empty unless ``overwrite``).
+        max_seq_length: tokens per instance including ``[CLS]`` and two ``[SEP]``; ≤ ``max_position_embeddings``.
+        max_predictions_per_seq: P, the most masked tokens per instance.
+        masked_lm_prob: fraction of tokens to predict.
+        max_ngram: longest n-gram (in words); 1 gives plain whole-word masking.
+        short_seq_prob: probability that a document's target length is drawn from [2, max_seq_length − 3].
+        inter_sentence_task: ``sop`` (default), ``nsp`` (B from another nearby document with p 0.5) or ``none``
+            (A and B always in order, label 0; the trainer should not use the sentence loss).
+        seed: seed of every random choice.
+        workers: processes that tokenize and build instances (output is identical for any value).
+        static_masking: write masks into the shards (``dupe_factor`` passes) instead of masking per epoch.
+        dupe_factor: passes over the corpus with static masking (must be 1 without it).
+        whole_word_mask_zh: group Chinese characters into words with ``jieba`` for whole-word masking.
+        format: corpus format (``auto`` detects per file).
+        max_position_embeddings: the model's position table size; ``max_seq_length`` may not exceed it.
+        shard_size: instances per shard (about; shards end at unit boundaries).
+        on_invalid: ``skip`` (count) or ``error`` for lines that are not valid UTF-8.
+        overwrite: replace an existing non-empty output directory.
+        progress: show a tqdm progress bar (stderr).
+    """
+
+    corpus: list[str]
+    tokenizer: str
+    output: str
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    max_ngram: int = 3
+    short_seq_prob: float = 0.1
+    inter_sentence_task: str = "sop"
+    seed: int = 12345
+    workers: int = 1
+    static_masking: bool = False
+    dupe_factor: int = 1
+    whole_word_mask_zh: bool = False
+    format: str = "auto"
+    max_position_embeddings: int = 512
+    shard_size: int = 100_000
+    on_invalid: str = "skip"
+    overwrite: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.corpus, (str, os.PathLike)):
+            self.corpus = [self.corpus]
+        self.corpus = [str(c) for c in self.corpus]
+        self.tokenizer, self.output = str(self.tokenizer), str(self.output)
+        if self.max_seq_length > self.max_position_embeddings:
+            raise LitebertError(f"--max-seq-length {self.max_seq_length} is above max_position_embeddings "
+                                f"{self.max_position_embeddings}: the model has no positions beyond that")
+        if self.max_seq_length < 5:
+            raise LitebertError(f"--max-seq-length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise LitebertError(f"--masked-lm-prob must be in [0, 1], got {self.masked_lm_prob}")
+        if self.max_predictions_per_seq < 1:
+            raise LitebertError(f"--max-predictions-per-seq must be ≥ 1, got {self.max_predictions_per_seq}")
+        if self.max_ngram < 1:
+            raise LitebertError(f"--max-ngram must be ≥ 1, got {self.max_ngram}")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise LitebertError(f"--short-seq-prob must be in [0, 1], got {self.short_seq_prob}")
+        if self.inter_sentence_task not in ("sop", "nsp", "none"):
+            raise LitebertError(f"--inter-sentence-task must be sop, nsp or none, got {self.inter_sentence_task!r}")
+        if self.workers < 1:
+            raise LitebertError(f"--workers must be ≥ 1, got {self.workers}")
+        if self.dupe_factor < 1:
+            raise LitebertError(f"--dupe-factor must be ≥ 1, got {self.dupe_factor}")
+        if self.dupe_factor > 1 and not self.static_masking:
+            raise LitebertError("--dupe-factor > 1 needs --static-masking (dynamic masking draws new masks each epoch)")
+        if self.shard_size < 1:
+            raise LitebertError(f"shard_size must be ≥ 1, got {self.shard_size}")
+        if self.on_invalid not in ("skip", "error"):
+            raise LitebertError(f"on_invalid must be skip or error, got {self.on_invalid!r}")
+
+    def settings(self) -> dict:
+        """The settings recorded in the manifest (what determines the bytes; not workers/progress/paths)."""
+        d = asdict(self)
+        for k in ("workers", "progress", "overwrite", "output", "corpus", "tokenizer", "shard_size"):
+            d.pop(k)
+        d["masking"] = "static" if self.static_masking else "dynamic"
+        d["shard_size"] = self.shard_size
+        return d
+
+
+@dataclass
+class PrepareResult:
+    """What ``prepare`` made: the output directory, counts, throughput and the one-line summary."""
+
+    output: Path
+    documents: int
+    sentences: int
+    instances: int
+    tokens: int
+    shards: int
+    bytes_read: int
+    seconds: float
+    skipped_lines: int
+    dropped_documents: int
+    summary: str = ""
+    manifest: dict = field(default_factory=dict)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_read / 1e6 / max(self.seconds, 1e-9)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Worker side
+# ------------------------------------------------------------------------------------------------------------
+_STATE: dict = {}
+
+
+def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
+    from litebert.tokenization import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    _STATE.clear()
+    _STATE.update(tok=tok, cfg=cfg, table=tok.word_start_table(),
+                  settings=InstanceSettings(cfg.max_seq_length, cfg.short_seq_prob, cfg.inter_sentence_task),
+                  special=np.array(sorted({tok.cls_token_id, tok.sep_token_id, tok.pad_token_id,
+                                           tok.mask_token_id}), np.int64),
+                  random_ids=tok.random_replacement_ids())
+    if cfg.whole_word_mask_zh:
+        import jieba
+
+        jieba.setLogLevel(logging.ERROR)
+        jieba.initialize()
+        vocab = tok.get_vocab()
+        from litebert.tokenization import is_cjk_char
+
+        cjk = np.zeros(len(_STATE["table"]), dtype=bool)
+        for t, i in vocab.items():
+            core = t[2:] if t.startswith("##") else t
+            if len(core) == 1 and is_cjk_char(core):
+                cjk[i] = True
+        _STATE["cjk"] = cjk
+
+
+def _tokenize_unit(docs: list[list[str]]) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+    tok, table = _STATE["tok"], _STATE["table"]
+    flat = [s for d in docs for s in d]
+    zh = _STATE["cfg"].whole_word_mask_zh
+    if zh:
+        import jieba
+
+        encs = tok.backend.encode_batch(flat, add_special_tokens=False)
+        id_lists, flag_lists = [], []
+        cjk = _STATE["cjk"]
+        for text, enc in zip(flat, encs):
+            ids = np.asarray(enc.ids, np.int32)
+            flags = table[ids].astype(np.uint8)
+            if len(ids) and cjk[ids].any():
+                word_starts = np.fromiter((start for _, start, _ in jieba.tokenize(text)), np.int64)
+                tok_starts = np.fromiter((o[0] for o in enc.offsets), np.int64, len(ids))
+                is_cjk = cjk[ids]
+                flags[is_cjk] = np.isin(tok_starts[is_cjk], word_starts).astype(np.uint8)
+            id_lists.append(ids)
+            flag_lists.append(flags)
+    else:
+        id_lists = [np.asarray(ids, np.int32) for ids in tok.encode_batch(flat)]
+        flag_lists = [table[ids].astype(np.uint8) for ids in id_lists]
+    out_ids, out_flags, k = [], [], 0
+    for d in docs:
+        sents, flags = [], []
+        for _ in d:
+            if len(id_lists[k]):
+                sents.append(id_lists[k])
+                flags.append(flag_lists[k])
+            k += 1
+        out_ids.append(sents)
+        out_flags.append(flags)
+    return out_ids, out_flags
+
+
+def _process_unit(unit: tuple[int, int, list[list[str]]]) -> dict:
+    """Tokenize one unit of documents and build its instances (and static masks). Runs in a worker."""
+    pass_index, first_doc, docs = unit
+    tok, cfg = _STATE["tok"], _STATE["cfg"]
+    ids, flags = _tokenize_unit(docs)
+    others = [(first_doc + j, s, f) for j, (s, f) in enumerate(zip(ids, flags)) if s]
+    out = DocumentInstances()
+    dropped = 0
+    for j, (sents, fl) in enumerate(zip(ids, flags)):
+        if not sents:
+            dropped += 1
+            continue
+        rng = doc_rng(cfg.seed, pass_index, first_doc + j)
+        made = create_instances_from_document(first_doc + j, sents, fl, _STATE["settings"], rng, tok.cls_token_id,
+                                              tok.sep_token_id, out, others if cfg.inter_sentence_task == "nsp" else None)
+        dropped += made == 0
+    arrays = out.arrays()
+    arrays["n_sentences"] = sum(len(s) for s in ids)
+    arrays["n_doc_tokens"] = sum(int(len(x)) for s in ids for x in s)
+    arrays["dropped"] = dropped
+    if cfg.static_masking and len(arrays["lengths"]):
+        arrays["masked"], arrays["labels"] = _static_mask(arrays, pass_index, first_doc)
+    return arrays
+
+
+def _static_mask(arrays: dict, pass_index: int, first_doc: int) -> tuple[np.ndarray, np.ndarray]:
+    cfg = _STATE["cfg"]
+    lengths = arrays["lengths"]
+    n, S = len(lengths), int(lengths.max())
+    offs = np.concatenate([[0], np.cumsum(lengths)])
+    pos = np.arange(S)
+    valid = pos[None, :] < lengths[:, None]
+    gather = np.minimum(offs[:-1, None] + pos[None, :], len(arrays["tokens"]) - 1)
+    ids = np.where(valid, arrays["tokens"][gather], _STATE["tok"].pad_token_id)
+    ws = np.where(valid, arrays["word_start"][gather], 0)
+    keys = mask_keys(cfg.seed, pass_index, (np.int64(first_doc) << 20) + np.arange(n))
+    masked, labels = mask_batch(ids, ws, lengths, keys, mask_token_id=_STATE["tok"].mask_token_id,
+                                special_ids=_STATE["special"], random_ids=_STATE["random_ids"],
+                                masked_lm_prob=cfg.masked_lm_prob, max_predictions_per_seq=cfg.max_predictions_per_seq,
+                                max_ngram=cfg.max_ngram)
+    return masked[valid].astype(np.int32), labels[valid].astype(np.int32)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Main side
+# ------------------------------------------------------------------------------------------------------------
+def _units(cfg: PrepareConfig, stats: list[CorpusStats]):
+    """Yield (pass, first_doc_index, docs) units; deterministic in the corpus alone."""
+    for p in range(cfg.dupe_factor):
+        st = CorpusStats()
+        stats.append(st)
+        docs: list[list[str]] = []
+        size, first = 0, 0
+        index = 0
+        for doc in read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid):
+            docs.append(doc)
+            size += sum(len(s) for s in doc)
+            index += 1
+            if len(docs) >= UNIT_DOCS or size >= UNIT_BYTES:
+                yield p, first, docs
+                docs, size, first = [], 0, index
+        if docs:
+            yield p, first, docs
+
+
+def _ordered_results(cfg: PrepareConfig, units):
+    """Results of ``units`` in order, computed in-process or by a bounded pool of workers."""
+    if cfg.workers == 1:
+        _init_worker(cfg.tokenizer, cfg)
+        for unit in units:
+            yield unit, _process_unit(unit)
+        return
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
+    env_before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process; workers are the parallelism
+    try:
+        with ctx.Pool(cfg.workers, initializer=_init_worker, initargs=(cfg.tokenizer, cfg)) as pool:
+            pending: deque = deque()
+            for unit in units:
+                pending.append((unit, pool.apply_async(_process_unit, (unit,))))
+                while len(pending) >= 2 * cfg.workers:
+                    u, r = pending.popleft()
+                    yield u, r.get()
+            while pending:
+                u, r = pending.popleft()
+                yield u, r.get()
+    finally:
+        if env_before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = env_before
+
+
+class _ShardWriter:
+    def __init__(self, directory: Path, shard_size: int, static: bool, id_dtype) -> None:
+        self.dir, self.shard_size, self.static, self.id_dtype = directory, shard_size, static, id_dtype
+        self.buf: list[dict] = []
+        self.n = 0
+        self.entries: list[dict] = []
+
+    def add(self, arrays: dict) -> None:
+        if len(arrays["lengths"]):
+            self.buf.append(arrays)
+            self.n += len(arrays["lengths"])
+        if self.n >= self.shard_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        lengths = np.concatenate([b["lengths"] for b in self.buf])
+        out = {
+            "input_ids": np.concatenate([b["masked" if self.static else "tokens"] for b in self.buf]).astype(self.id_dtype),
+            "word_start": np.concatenate([b["word_start"] for b in self.buf]),
+            "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+            "meta": np.concatenate([b["meta"] for b in self.buf]),
+        }
+        if self.static:
+            out["labels"] = np.concatenate([b["labels"] for b in self.buf]).astype(np.int32)
+        self.entries.append(write_shard(self.dir, len(self.entries), out))
+        self.buf, self.n = [], 0
+
+
+def prepare(cfg: PrepareConfig) -> PrepareResult:
+    """Run the pipeline of the module docstring and write ``cfg.output``; returns counts and the summary line.
+
+    Raises:
+        LitebertError: bad corpus files, tokenizer directory, settings (see :class:`PrepareConfig`), an existing
+            non-empty output without ``overwrite``, or a corpus that yields no instance at all.
+    """
+    from litebert.tokenization import load_tokenizer
+
+    t0 = time.perf_counter()
+    files = resolve_corpus_files(cfg.corpus)
+    tok = load_tokenizer(cfg.tokenizer)
+    total_bytes = sum(f.stat().st_size for f in files) * cfg.dupe_factor
+    out = Path(cfg.output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not cfg.overwrite:
+        raise LitebertError(f"output {out} exists and is not empty (pass --overwrite to replace it)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        result = _prepare_into(cfg, tok, tmp, total_bytes, t0)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    result.output = out
+    return result
+
+
+def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: float) -> PrepareResult:
+    from tqdm import tqdm
+
+    id_dtype = np.uint16 if tok.vocab_size <= 65535 else np.int32
+    writer = _ShardWriter(tmp, cfg.shard_size, cfg.static_masking, id_dtype)
+    stats: list[CorpusStats] = []
+    n_inst = n_tok = n_sent = n_doc_tok = dropped = 0
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not cfg.progress,
+               file=sys.stderr, leave=False)
+    seen = 0
+    try:
+        for _unit, arrays in _ordered_results(cfg, _units(cfg, stats)):
+            writer.add(arrays)
+            n_inst += len(arrays["lengths"])
+            n_tok += int(arrays["lengths"].sum())
+            n_sent += arrays["n_sentences"]
+            n_doc_tok += arrays["n_doc_tokens"]
+            dropped += arrays["dropped"]
+            now = sum(s.bytes for s in stats)
+            bar.update(now - seen)
+            seen = now
+        writer.flush()
+    finally:
+        bar.close()
+    docs = stats[0].documents if stats else 0
+    if n_inst == 0:
+        raise LitebertError(
+            f"no instances were made from {docs} documents ({n_doc_tok} tokens): every document is a single "
+            "sentence of fewer than 2 tokens (or empty after tokenization); SOP needs two non-empty segments. "
+            "Use a corpus with longer documents (one sentence per line, a blank line between documents).")
+    tok_dir = tmp / "tokenizer"
+    tok.save(tok_dir)
+    random_entry = save_npy(tmp / "random_ids.npy", tok.random_replacement_ids())
+    skipped = stats[0].skipped_lines if stats else 0
+    manifest = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "tokenizer": {**tok.info(), "path": "tokenizer",
+                      "files": sorted(p.name for p in tok_dir.iterdir())},
+        "settings": cfg.settings(),
+        "counts": {"documents": docs, "sentences": stats[0].sentences if stats else 0,
+                   "corpus_tokens": n_doc_tok // cfg.dupe_factor, "instances": n_inst, "tokens": n_tok,
+                   "dropped_documents": dropped, "skipped_lines": skipped,
+                   "first_skipped_line": stats[0].first_skipped if stats else None,
+                   "bytes": total_bytes // cfg.dupe_factor, "passes": cfg.dupe_factor},
+        "corpus": [{"file": Path(f).name, "format": fmt} for f, fmt in (stats[0].formats.items() if stats else [])],
+        "random_ids": random_entry,
+        "shards": writer.entries,
+    }
+    write_json(tmp / "manifest.json", manifest)
+    seconds = time.perf_counter() - t0
+    res = PrepareResult(output=tmp, documents=docs, sentences=manifest["counts"]["sentences"], instances=n_inst,
+                        tokens=n_tok, shards=len(writer.entries), bytes_read=total_bytes, seconds=seconds,
+                        skipped_lines=skipped, dropped_documents=dropped, manifest=manifest)
+    res.summary = (f"prepared {res.documents} documents, {res.sentences} sentences -> {res.instances} instances, "
+                   f"{res.tokens} tokens in {res.shards} shard(s); {total_bytes / 1e6:.1f} MB in {seconds:.1f} s "
+                   f"= {res.mb_per_s:.2f} MB/s")
+    if skipped:
+        res.summary += f"; skipped {skipped} invalid line(s) (first: {stats[0].first_skipped})"
+    if dropped:
+        res.summary += f"; {dropped} document(s) gave no instance"
+    return res

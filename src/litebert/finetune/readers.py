@@ -1,0 +1,360 @@
+"""Readers for labelled text files: TSV, CSV and JSON lines, columns by name or 0-based index.
+
+A file is read into a list of :class:`Example` (``text``, optional ``text_pair``, optional ``label``, the 1-based
+``line`` it came from). What the readers handle, because GLUE/CLUE files do it:
+
+* a UTF-8 byte-order mark (GLUE MRPC starts with one) — files are opened as ``utf-8-sig``;
+* a missing final newline, ``\\r\\n`` line ends, blank lines (skipped, not counted as rows);
+* TSV without quoting (GLUE text contains bare ``"``), CSV with standard quoting, JSON lines (one object or array
+  per line);
+* headers: ``header=True`` (first row names the columns), ``False`` (no header; columns by index only).
+
+Every problem the user can cause raises :class:`~litebert.errors.LitebertError` naming the file and, where there is
+one, the line: an empty file, a column name not in the header, a column index out of range, a row with too few
+fields, a line that is not JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from litebert.errors import LitebertError
+
+Column = str | int
+"""A column: a header name (``"sentence"``) or a 0-based field index (``0``)."""
+
+FORMATS = ("tsv", "csv", "jsonl")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One input row.
+
+    Attributes:
+        index: 0-based position among the data rows of the file (blank lines and the header excluded); this is
+            the ``index`` column of ``predictions.tsv``.
+        text: the first text field.
+        text_pair: the second text field of sentence-pair tasks, else ``None``.
+        label: the raw label string as written in the file (``None`` when the file has no label column);
+            for ``multi_label`` it is the whole field, split later.
+        line: 1-based line number in the file (for error messages).
+    """
+
+    index: int
+    text: str
+    text_pair: str | None
+    label: str | None
+    line: int
+
+
+@dataclass
+class ReadResult:
+    """What :func:`read_examples` read from one file.
+
+    Attributes:
+        path: the file.
+        examples: the rows, in file order.
+        header: the header fields when the file has a header, else ``None``.
+        has_labels: whether a label column was found (``False`` for unlabelled test files).
+        format: ``"tsv"``, ``"csv"`` or ``"jsonl"``.
+        skipped: rows dropped by a layout's row filter (e.g. XNLI rows of other languages).
+    """
+
+    path: Path
+    examples: list[Example]
+    header: list[str] | None
+    has_labels: bool
+    format: str
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """Where to find the fields in a file.
+
+    Attributes:
+        text: the text column (name or 0-based index).
+        text_pair: the second text column for sentence pairs, or ``None``.
+        label: the label column, or ``None`` for unlabelled data.
+        header: whether the first row is a header. ``None`` lets :func:`read_examples` decide: a header when any
+            column is given by name (JSON lines never have one).
+        label_optional: when the label column is given by name and the header lacks it, read the file as
+            unlabelled instead of failing (test files of GLUE tasks have no label column).
+        filter_column / filter_value: keep only rows whose ``filter_column`` equals ``filter_value``.
+        label_map: raw label → canonical label (e.g. XNLI-MT's ``contradictory`` → ``contradiction``).
+    """
+
+    text: Column
+    text_pair: Column | None = None
+    label: Column | None = None
+    header: bool | None = None
+    label_optional: bool = False
+    filter_column: Column | None = None
+    filter_value: str | None = None
+    label_map: tuple[tuple[str, str], ...] = field(default=())
+
+    def wants_header(self) -> bool:
+        if self.header is not None:
+            return self.header
+        return any(isinstance(c, str) for c in (self.text, self.text_pair, self.label, self.filter_column))
+
+
+def parse_column(value: str | int | None) -> Column | None:
+    """Turn a command-line column value into a :data:`Column`: ``"3"`` → ``3``, ``"sentence"`` → ``"sentence"``.
+
+    A purely numeric name is an index; a header that really names a column ``"3"`` is still matched by name
+    (see :func:`resolve_column`).
+    """
+    if value is None or isinstance(value, int):
+        return value
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    if value.startswith("-") and value[1:].isdigit():
+        raise LitebertError(f"column index must be 0 or more, got {value}")
+    return value
+
+
+def detect_format(path: Path, delimiter: str | None = None) -> str:
+    """``"jsonl"`` for ``.jsonl``/``.json``/``.ndjson``; ``"csv"`` for ``.csv`` or a ``,`` delimiter; else ``"tsv"``."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    if delimiter is not None:
+        return "tsv" if delimiter == "\t" else "csv"
+    if suffix == ".csv":
+        return "csv"
+    return "tsv"
+
+
+def _decode_delimiter(delimiter: str | None) -> str | None:
+    if delimiter is None:
+        return None
+    named = {"\\t": "\t", "tab": "\t", "comma": ",", "space": " ", "semicolon": ";", "pipe": "|"}
+    delimiter = named.get(delimiter, delimiter)
+    if len(delimiter) != 1:
+        raise LitebertError(f"--delimiter must be one character (or \\t, tab, comma, ...), got {delimiter!r}")
+    return delimiter
+
+
+def _read_text(path: Path) -> str:
+    if not path.exists():
+        raise LitebertError(f"{path}: no such file")
+    if path.is_dir():
+        raise LitebertError(f"{path}: is a directory, expected a data file")
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LitebertError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+
+
+def iter_rows(path: Path, fmt: str, delimiter: str | None = None) -> Iterator[tuple[int, list[str] | dict]]:
+    """Yield ``(line_number, fields)`` for every non-blank row; ``fields`` is a list (TSV/CSV/JSON arrays) or a dict
+    (JSON objects). Line numbers are 1-based physical lines (a quoted CSV field spanning lines reports its first)."""
+    text = _read_text(path)
+    if fmt == "jsonl":
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+            if not isinstance(obj, (dict, list)):
+                raise LitebertError(f"{path}:{lineno}: expected a JSON object or array, got {type(obj).__name__}")
+            yield lineno, obj
+    elif fmt == "tsv":
+        sep = delimiter or "\t"
+        # GLUE TSVs are unquoted: a field may contain a bare '"'; only the separator splits.
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            yield lineno, line.split(sep)
+    elif fmt == "csv":
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter or ",")
+        try:
+            for fields in reader:
+                lineno = reader.line_num
+                if not fields or all(not f.strip() for f in fields):
+                    continue
+                yield lineno, fields
+        except csv.Error as exc:
+            raise LitebertError(f"{path}:{reader.line_num}: bad CSV ({exc})") from exc
+    else:
+        raise LitebertError(f"unknown data format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def resolve_column(column: Column, header: Sequence[str] | None, path: Path, what: str) -> int:
+    """Return the 0-based field index of ``column`` in a delimited file.
+
+    Raises:
+        LitebertError: a name without a header, or a name not in the header (the message lists the header).
+    """
+    if isinstance(column, str):
+        if header is None:
+            raise LitebertError(f"{path}: {what} column {column!r} is a name but the file is read without a header; "
+                                f"give a 0-based index or drop --no-header")
+        if column in header:
+            return list(header).index(column)
+        stripped = [h.strip() for h in header]
+        if column.strip() in stripped:
+            return stripped.index(column.strip())
+        raise LitebertError(f"{path}: {what} column {column!r} is not in the header {list(header)}")
+    if header is not None and str(column) in header:
+        return list(header).index(str(column))
+    return column
+
+
+def read_examples(path: str | Path, spec: ColumnSpec, *, delimiter: str | None = None, fmt: str | None = None,
+                  require_label: bool = False) -> ReadResult:
+    """Read ``path`` into examples according to ``spec``.
+
+    Args:
+        path: a TSV, CSV or JSON-lines file (UTF-8, BOM allowed).
+        spec: the columns (see :class:`ColumnSpec`).
+        delimiter: field separator override (``"\\t"``, ``","``, ``"tab"``, ``"comma"``...); implies TSV-style
+            splitting for a tab and CSV parsing otherwise, unless ``fmt`` says ``jsonl``.
+        fmt: ``"tsv"``, ``"csv"``, ``"jsonl"``; default from the extension (``.csv``, ``.jsonl``/``.json``, else TSV).
+        require_label: fail when the file has no label column (training and dev files).
+
+    Returns:
+        a :class:`ReadResult`.
+
+    Raises:
+        LitebertError: empty file; column name not in header; column index out of range (checked on the first
+            row); a row with too few fields (``file:line``); a JSON line missing a key; a label required but absent.
+    """
+    path = Path(path)
+    delimiter = _decode_delimiter(delimiter)
+    fmt = fmt or detect_format(path, delimiter)
+    if fmt not in FORMATS:
+        raise LitebertError(f"unknown data format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    rows = iter_rows(path, fmt, delimiter)
+    first = next(rows, None)
+    if first is None:
+        raise LitebertError(f"{path}: the file is empty (no rows)")
+
+    if fmt == "jsonl":
+        return _read_json_rows(path, spec, first, rows, require_label)
+
+    header: list[str] | None = None
+    if spec.wants_header():
+        header = [h.strip() for h in first[1]]
+        first = next(rows, None)
+        if first is None:
+            raise LitebertError(f"{path}: the file has a header but no data rows")
+
+    columns = {"text": spec.text, "text pair": spec.text_pair, "label": spec.label, "filter": spec.filter_column}
+    index: dict[str, int | None] = {}
+    for what, col in columns.items():
+        if col is None:
+            index[what] = None
+        elif what == "label" and spec.label_optional and isinstance(col, str) and header is not None \
+                and col not in header and col.strip() not in [h.strip() for h in header]:
+            index[what] = None  # an unlabelled file of a labelled layout (GLUE test.tsv)
+        else:
+            index[what] = resolve_column(col, header, path, what)
+    if require_label and index["label"] is None:
+        raise LitebertError(f"{path}: a label column is required here (got {spec.label!r}; header {header})")
+
+    ncols = len(header) if header is not None else len(first[1])
+    for what, i in index.items():
+        if i is not None and i >= ncols:
+            raise LitebertError(f"{path}: {what} column index {i} is out of range: the "
+                                f"{'header' if header is not None else 'first row'} has {ncols} fields "
+                                f"(valid indexes 0..{ncols - 1})")
+    needed = max(i for i in index.values() if i is not None) + 1
+    label_map = dict(spec.label_map)
+
+    examples: list[Example] = []
+    skipped = 0
+    for lineno, fields in _chain(first, rows):
+        if len(fields) < needed:
+            raise LitebertError(f"{path}:{lineno}: row has {len(fields)} field(s), expected at least {needed} "
+                                f"(delimiter {delimiter or (',' if fmt == 'csv' else chr(92) + 't')!r})")
+        if index["filter"] is not None and fields[index["filter"]].strip() != spec.filter_value:
+            skipped += 1
+            continue
+        label = None
+        if index["label"] is not None:
+            label = fields[index["label"]].strip()
+            label = label_map.get(label, label)
+        examples.append(Example(
+            index=len(examples), text=fields[index["text"]].strip(),
+            text_pair=fields[index["text pair"]].strip() if index["text pair"] is not None else None,
+            label=label, line=lineno))
+    if not examples:
+        raise LitebertError(f"{path}: no data rows" + (f" ({skipped} rows filtered out by "
+                                                     f"{spec.filter_column}={spec.filter_value!r})" if skipped else ""))
+    return ReadResult(path=path, examples=examples, header=header, has_labels=index["label"] is not None,
+                      format=fmt, skipped=skipped)
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+def _json_field(obj: dict | list, col: Column, path: Path, lineno: int, what: str, optional: bool = False):
+    if isinstance(obj, dict):
+        if isinstance(col, int):
+            keys = list(obj)
+            if col >= len(keys):
+                raise LitebertError(f"{path}:{lineno}: {what} column index {col} is out of range: the object has "
+                                    f"{len(keys)} keys {keys}")
+            return obj[keys[col]]
+        if col not in obj:
+            if optional:
+                return None
+            raise LitebertError(f"{path}:{lineno}: {what} key {col!r} missing (keys: {list(obj)})")
+        return obj[col]
+    if isinstance(col, str):
+        raise LitebertError(f"{path}:{lineno}: {what} column {col!r} is a name but the line is a JSON array")
+    if col >= len(obj):
+        raise LitebertError(f"{path}:{lineno}: row has {len(obj)} field(s), {what} column index {col} is out of range")
+    return obj[col]
+
+
+def _as_text(value) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list):  # multi-label JSON: ["a", "b"]
+        return ",".join(_as_text(v) for v in value)
+    return json.dumps(value) if not isinstance(value, (int, float)) else str(value)
+
+
+def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bool) -> ReadResult:
+    label_map = dict(spec.label_map)
+    examples: list[Example] = []
+    skipped = 0
+    has_labels = spec.label is not None
+    if has_labels and spec.label_optional and isinstance(first[1], dict) and isinstance(spec.label, str) \
+            and spec.label not in first[1]:
+        has_labels = False
+    if require_label and not has_labels:
+        raise LitebertError(f"{path}: a label column is required here (got {spec.label!r})")
+    for lineno, obj in _chain(first, rows):
+        if spec.filter_column is not None:
+            value = _json_field(obj, spec.filter_column, path, lineno, "filter")
+            if _as_text(value) != spec.filter_value:
+                skipped += 1
+                continue
+        text = _as_text(_json_field(obj, spec.text, path, lineno, "text"))
+        pair = None
+        if spec.text_pair is not None:
+            pair = _as_text(_json_field(obj, spec.text_pair, path, lineno, "text pair"))
+        label = None
+        if has_labels:
+            raw = _json_field(obj, spec.label, path, lineno, "label")
+            label = _as_text(raw)
+            label = label_map.get(label, label)
+        examples.append(Example(index=len(examples), text=text, text_pair=pair, label=label, line=lineno))
+    if not examples:
+        raise LitebertError(f"{path}: no data rows")
+    return ReadResult(path=path, examples=examples, header=None, has_labels=has_labels, format="jsonl",
+                      skipped=skipped)

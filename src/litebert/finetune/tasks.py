@@ -1,0 +1,150 @@
+"""Task presets: the file layouts, label sets and metrics of GLUE and CLUE tasks.
+
+A :class:`TaskSpec` lists one or more :class:`~litebert.finetune.readers.ColumnSpec` layouts; for each file the
+first layout whose header names all appear in the file's first row is used, and a header-less layout (CoLA's
+train/dev, LCQMC's original files) is the fallback. So ``--task sst2`` reads both ``train.tsv``
+(``sentence  label``) and ``test.tsv`` (``index  sentence``, no label).
+
+Sources of the layouts: the GLUE distribution (``download_glue_data.py`` files; CoLA train/dev have no header;
+MNLI's label is ``gold_label``; STS-B's ``score``), Baidu ERNIE ``task_data`` as re-distributed by UER-py
+(ChnSentiCorp ``label  text_a``; LCQMC ``text_a  text_b  label``), the original LCQMC (no header), XNLI 1.0
+dev/test (``language  gold_label ... sentence1  sentence2``; rows of other languages skipped) and XNLI-MT train
+(``premise  hypo  label`` with ``contradictory``), CLUE JSON lines (``sentence1``, ``sentence2``, ``label``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from litebert.errors import LitebertError
+from litebert.finetune.readers import ColumnSpec, _decode_delimiter, detect_format, iter_rows
+
+PROBLEM_TYPES = ("single_label", "multi_label", "regression")
+"""Command-line names; they map to transformers' ``config.problem_type`` via :data:`HF_PROBLEM_TYPES`."""
+
+HF_PROBLEM_TYPES = {
+    "single_label": "single_label_classification",
+    "multi_label": "multi_label_classification",
+    "regression": "regression",
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One file shape of a task.
+
+    Attributes:
+        columns: where the fields are.
+        signature: header names that identify this layout (all must be in the first row); ``()`` for a
+            header-less layout.
+    """
+
+    columns: ColumnSpec
+    signature: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A known task.
+
+    Attributes:
+        name: the ``--task`` name.
+        layouts: file layouts, tried in order (see the module docstring).
+        labels: the label strings in id order (``label2id``), or ``None`` to take them from the training file
+            (regression has none).
+        metrics: metric names; the first selects the best checkpoint.
+        problem_type: one of :data:`PROBLEM_TYPES`.
+        description: one line for ``--help``.
+    """
+
+    name: str
+    layouts: tuple[Layout, ...]
+    labels: tuple[str, ...] | None
+    metrics: tuple[str, ...]
+    problem_type: str = "single_label"
+    description: str = ""
+
+    def layout_for(self, path: str | Path, delimiter: str | None = None) -> ColumnSpec:
+        """Pick the layout for ``path`` from its first row.
+
+        Raises:
+            LitebertError: no layout fits (the message lists the expected headers and the row found).
+        """
+        path = Path(path)
+        delimiter = _decode_delimiter(delimiter)
+        fmt = detect_format(path, delimiter)
+        first = next(iter_rows(path, fmt, delimiter), None)
+        if first is None:
+            raise LitebertError(f"{path}: the file is empty (no rows)")
+        _, fields = first
+        if isinstance(fields, dict):
+            names = {str(k) for k in fields}
+            for layout in self.layouts:
+                if layout.signature and set(layout.signature) <= names and layout.columns.header is not False:
+                    return layout.columns
+        else:
+            names = {f.strip() for f in fields}
+            for layout in self.layouts:
+                if layout.signature and set(layout.signature) <= names:
+                    return ColumnSpec(**{**layout.columns.__dict__, "header": True})
+            for layout in self.layouts:
+                if not layout.signature:
+                    return layout.columns
+        expected = " | ".join(", ".join(layout.signature) for layout in self.layouts if layout.signature)
+        raise LitebertError(f"{path}: does not look like a {self.name} file: expected a header with {expected}; "
+                            f"first row is {sorted(names)[:12]}. Give --text-column/--label-column to read it anyway")
+
+
+def _hdr(text, pair=None, label=None, **kw) -> Layout:
+    """A headed layout whose signature is its text/pair columns (the label is optional: test files lack it)."""
+    names = tuple(c for c in (text, pair) if isinstance(c, str))
+    return Layout(ColumnSpec(text=text, text_pair=pair, label=label, header=True, label_optional=True, **kw), names)
+
+
+_NLI3 = ("contradiction", "entailment", "neutral")
+_BIN = ("0", "1")
+
+TASKS: dict[str, TaskSpec] = {t.name: t for t in (
+    TaskSpec("sst2", (_hdr("sentence", label="label"),), _BIN, ("accuracy",),
+             description="GLUE SST-2 sentiment: sentence, label"),
+    TaskSpec("mrpc", (_hdr("#1 String", "#2 String", "Quality"),), _BIN, ("accuracy", "f1"),
+             description="GLUE MRPC paraphrase: Quality, #1 ID, #2 ID, #1 String, #2 String"),
+    TaskSpec("cola", (_hdr("sentence"),  # test.tsv: index, sentence
+                      Layout(ColumnSpec(text=3, label=1, header=False))), _BIN, ("mcc", "accuracy"),
+             description="GLUE CoLA acceptability: train/dev have no header (source, label, mark, sentence)"),
+    TaskSpec("stsb", (_hdr("sentence1", "sentence2", "score"),), None, ("pearson", "spearman"), "regression",
+             description="GLUE STS-B similarity (regression): sentence1, sentence2, score"),
+    TaskSpec("qnli", (_hdr("question", "sentence", "label"),), ("entailment", "not_entailment"), ("accuracy",),
+             description="GLUE QNLI: question, sentence, label"),
+    TaskSpec("rte", (_hdr("sentence1", "sentence2", "label"),), ("entailment", "not_entailment"), ("accuracy",),
+             description="GLUE RTE: sentence1, sentence2, label"),
+    TaskSpec("qqp", (_hdr("question1", "question2", "is_duplicate"),), _BIN, ("accuracy", "f1"),
+             description="GLUE QQP: question1, question2, is_duplicate"),
+    TaskSpec("mnli", (_hdr("sentence1", "sentence2", "gold_label"),), _NLI3, ("accuracy",),
+             description="GLUE MNLI: sentence1, sentence2, gold_label (dev_matched.tsv / dev_mismatched.tsv)"),
+    TaskSpec("chnsenticorp", (_hdr("text_a", label="label"),
+                              Layout(ColumnSpec(text=1, label=0, header=False))), _BIN, ("accuracy",),
+             description="ChnSentiCorp sentiment (ERNIE/UER split): label, text_a"),
+    TaskSpec("lcqmc", (_hdr("text_a", "text_b", "label"),
+                       Layout(ColumnSpec(text=0, text_pair=1, label=2, header=False))), _BIN, ("accuracy", "f1"),
+             description="LCQMC question matching: text_a, text_b, label (ERNIE) or 3 columns without header"),
+    TaskSpec("xnli", (
+        _hdr("sentence1", "sentence2", "gold_label", filter_column="language", filter_value="zh"),  # XNLI 1.0
+        _hdr("premise", "hypo", "label", label_map=(("contradictory", "contradiction"),)),  # XNLI-MT train
+        _hdr("sentence1", "sentence2", "label"),  # CLUE-style JSON lines / TSV
+    ), _NLI3, ("accuracy",),
+        description="XNLI (Chinese rows of XNLI 1.0 dev/test; XNLI-MT train: premise, hypo, label)"),
+)}
+
+
+def get_task(name: str) -> TaskSpec:
+    """Return the preset ``name`` (case-insensitive; ``sst-2``/``sts-b`` spellings accepted).
+
+    Raises:
+        LitebertError: unknown name (the message lists the known ones).
+    """
+    key = name.lower().replace("-", "").replace("_", "")
+    if key not in TASKS:
+        raise LitebertError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
+    return TASKS[key]

@@ -1,0 +1,236 @@
+"""Optimizers and learning-rate schedules for ALBERT pretraining and fine-tuning.
+
+* :class:`Lamb` — LAMB exactly as SPEC.md §4 (You et al. 2019, "Large Batch Optimization for Deep Learning:
+  Training BERT in 76 minutes", arXiv:1904.00962; google-research/albert ``lamb_optimizer.py``).
+* :func:`build_param_groups` — which parameters get weight decay and the trust ratio, decided once from the
+  parameter *names* (``LayerNorm``, ``layer_norm``, ``bias`` are excluded), as the official code does with
+  ``exclude_from_weight_decay`` / ``exclude_from_layer_adaptation``.
+* :func:`build_optimizer` — ``"lamb"`` or ``"adamw"`` (``torch.optim.AdamW``) over those groups.
+* :func:`build_scheduler` — linear warmup from 0 to the peak, then polynomial decay (power 1 = linear) to 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import torch
+from torch import nn
+
+from litebert.errors import LitebertError
+
+#: Substrings of parameter names that get neither weight decay nor the LAMB trust ratio (SPEC.md §4).
+NO_DECAY_PATTERNS: tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB: Adam-style moments, decoupled weight decay, and a per-parameter trust ratio.
+
+    For a parameter ``w`` with gradient ``g`` (already clipped by the caller), per step::
+
+        m = β1·m + (1−β1)·g;   v = β2·v + (1−β2)·g²
+        (bias_correction: m̂ = m/(1−β1^t), v̂ = v/(1−β2^t); else m̂ = m, v̂ = v — the official code has none)
+        u = m̂ / (√v̂ + ε);      if weight_decay: u += λ·w
+        r = ‖w‖/‖u‖ if adapt and ‖w‖ > 0 and ‖u‖ > 0 else 1          (zero-norm guard)
+        w −= η·r·u
+
+    so for adapted parameters ``‖Δw‖ = η·‖w‖`` exactly (whenever both norms are positive). Norms are Frobenius
+    norms over the whole tensor; a shared (tied) weight is one parameter and gets one trust ratio.
+
+    Param-group options: ``lr`` (η), ``betas`` (β1, β2), ``eps`` (ε), ``weight_decay`` (λ), ``adapt`` (apply the
+    trust ratio), ``bias_correction``. Use :func:`build_param_groups` to set ``weight_decay=0, adapt=False`` for
+    LayerNorm and bias parameters. Defaults are SPEC.md §4's: β = (0.9, 0.999), ε = 1e-6, λ = 0.01.
+
+    ``foreach=True`` (default) updates a group's tensors with ``torch._foreach_*`` kernels (fewer, larger
+    kernel launches; the same arithmetic in the same order, hence the same results as ``foreach=False``).
+    Sparse gradients are not supported (``RuntimeError``).
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.01,
+        adapt: bool = True,
+        bias_correction: bool = False,
+        foreach: bool = True,
+    ) -> None:
+        if not lr >= 0.0:
+            raise ValueError(f"Lamb: lr must be >= 0, got {lr}")
+        if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Lamb: betas must be in [0, 1), got {betas}")
+        if not eps >= 0.0:
+            raise ValueError(f"Lamb: eps must be >= 0, got {eps}")
+        if not weight_decay >= 0.0:
+            raise ValueError(f"Lamb: weight_decay must be >= 0, got {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, adapt=adapt,
+                        bias_correction=bias_correction, foreach=foreach)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, exp_avgs, exp_avg_sqs = [], [], [], []
+            steps = []
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Lamb does not support sparse gradients")
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.zeros((), dtype=torch.float64)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                steps.append(int(state["step"].item()))
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
+            if not params:
+                continue
+            kwargs = dict(lr=group["lr"], beta1=group["betas"][0], beta2=group["betas"][1], eps=group["eps"],
+                          weight_decay=group["weight_decay"], adapt=group["adapt"],
+                          bias_correction=group["bias_correction"])
+            same_kind = all(p.device == params[0].device and p.dtype == params[0].dtype for p in params)
+            if group["foreach"] and same_kind and len(set(steps)) == 1:
+                _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, step=steps[0], **kwargs)
+            else:
+                for p, g, m, v, t in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
+                    _lamb_single(p, g, m, v, step=t, **kwargs)
+        return loss
+
+
+def _lamb_single(p, g, m, v, *, step, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction) -> None:
+    """One parameter's LAMB update (the reference path; :func:`_lamb_foreach` is its multi-tensor twin)."""
+    m.mul_(beta1).add_(g, alpha=1 - beta1)
+    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    if bias_correction:
+        denom = (v / (1 - beta2**step)).sqrt_().add_(eps)
+        u = (m / (1 - beta1**step)).div_(denom)
+    else:
+        u = m / v.sqrt().add_(eps)
+    if weight_decay != 0:
+        u.add_(p, alpha=weight_decay)
+    if adapt:
+        w_norm = torch.linalg.vector_norm(p)
+        u_norm = torch.linalg.vector_norm(u)
+        ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+        u.mul_(ratio)
+    p.add_(u, alpha=-lr)
+
+
+def _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2, eps, weight_decay, adapt,
+                  bias_correction) -> None:
+    """LAMB for a list of same-device, same-dtype tensors with ``torch._foreach_*`` kernels."""
+    torch._foreach_mul_(exp_avgs, beta1)
+    torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
+    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+    if bias_correction:
+        denom = torch._foreach_div(exp_avg_sqs, 1 - beta2**step)
+        torch._foreach_sqrt_(denom)
+        torch._foreach_add_(denom, eps)
+        updates = torch._foreach_div(exp_avgs, 1 - beta1**step)
+        torch._foreach_div_(updates, denom)
+    else:
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_add_(denom, eps)
+        updates = torch._foreach_div(exp_avgs, denom)
+    del denom
+    if weight_decay != 0:
+        torch._foreach_add_(updates, params, alpha=weight_decay)
+    if adapt:
+        w_norms = torch._foreach_norm(params)
+        u_norms = torch._foreach_norm(updates)
+        ratios = [torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w)) for w, u in zip(w_norms, u_norms)]
+        torch._foreach_mul_(updates, ratios)
+    torch._foreach_add_(params, updates, alpha=-lr)
+
+
+def is_excluded(name: str, patterns: Sequence[str] = NO_DECAY_PATTERNS) -> bool:
+    """True when parameter ``name`` gets neither weight decay nor the trust ratio (SPEC.md §4)."""
+    return any(pat in name for pat in patterns)
+
+
+def build_param_groups(model: nn.Module, weight_decay: float,
+                       exclude: Sequence[str] = NO_DECAY_PATTERNS) -> list[dict]:
+    """Split ``model``'s trainable parameters into a decayed/adapted group and an excluded group, by name.
+
+    Returns ``[{"params": [...], "names": [...], "weight_decay": weight_decay, "adapt": True},
+    {"params": [...], "names": [...], "weight_decay": 0.0, "adapt": False}]`` (empty groups dropped).
+    ``named_parameters()`` lists a shared/tied parameter once, under its first name, so it gets one trust ratio.
+    The ``adapt`` key is ignored by AdamW.
+    """
+    decay, decay_names, other, other_names = [], [], [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if is_excluded(name, exclude):
+            other.append(p)
+            other_names.append(name)
+        else:
+            decay.append(p)
+            decay_names.append(name)
+    groups = [
+        {"params": decay, "names": decay_names, "weight_decay": weight_decay, "adapt": True},
+        {"params": other, "names": other_names, "weight_decay": 0.0, "adapt": False},
+    ]
+    return [g for g in groups if g["params"]]
+
+
+def build_optimizer(model: nn.Module, name: str = "lamb", lr: float = 1.76e-3, weight_decay: float = 0.01,
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, bias_correction: bool = False,
+                    exclude: Sequence[str] = NO_DECAY_PATTERNS) -> torch.optim.Optimizer:
+    """Build ``"lamb"`` (:class:`Lamb`) or ``"adamw"`` (``torch.optim.AdamW``) over :func:`build_param_groups`.
+
+    AdamW always uses its own bias correction (that is torch's AdamW). Raises :class:`LitebertError` for an unknown
+    ``name``. For FSDP2 build the optimizer after ``fully_shard`` (parameters become DTensors).
+    """
+    groups = build_param_groups(model, weight_decay, exclude)
+    if name == "lamb":
+        return Lamb(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
+    if name == "adamw":
+        for g in groups:
+            g.pop("adapt", None)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    raise LitebertError(f"unknown optimizer {name!r}: expected 'lamb' or 'adamw'")
+
+
+class WarmupPolyDecay:
+    """Learning-rate multiplier after ``step`` scheduler steps (a picklable ``LambdaLR`` lambda).
+
+    ``step < warmup_steps``: ``step / warmup_steps`` (linear from 0; as google-research ``optimization.py`` and
+    transformers, the first update uses lr 0). Then ``((max_steps − step) / (max_steps − warmup_steps))^power``,
+    clamped at 0 from ``max_steps`` on: the peak at the end of warmup, 0 at ``max_steps``, linear for power 1.
+    """
+
+    def __init__(self, warmup_steps: int, max_steps: int, power: float = 1.0) -> None:
+        if warmup_steps < 0 or max_steps <= 0:
+            raise LitebertError(f"schedule: need warmup_steps >= 0 and max_steps > 0, got {warmup_steps}, {max_steps}")
+        if power <= 0:
+            raise LitebertError(f"schedule: power must be > 0, got {power}")
+        self.warmup_steps = int(warmup_steps)
+        self.max_steps = int(max_steps)
+        self.power = float(power)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return step / self.warmup_steps
+        if step >= self.max_steps:
+            return 0.0
+        remaining = (self.max_steps - step) / max(1, self.max_steps - self.warmup_steps)
+        return math.pow(remaining, self.power)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, max_steps: int,
+                    power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """``LambdaLR`` with :class:`WarmupPolyDecay` (SPEC.md §4: warmup then linear decay to 0 at ``max_steps``)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupPolyDecay(warmup_steps, max_steps, power))

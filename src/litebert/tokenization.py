@@ -1,0 +1,604 @@
+"""Tokenizers for ALBERT: SentencePiece (ALBERT's own ``spiece.model``), WordPiece (BERT ``vocab.txt``) and
+BERT-Chinese (every CJK character its own token, WordPiece for the rest; albert_zh's vocabulary).
+
+Every kind encodes through one ``tokenizers.Tokenizer`` built by the same recipe that ``transformers`` uses when it
+loads the saved directory (``AlbertTokenizer`` / ``BertTokenizer`` rebuild their pipeline from the vocabulary and
+the flags in ``tokenizer_config.json``), so litebert and ``transformers.AutoTokenizer`` give the same ids by
+construction; ``tests/test_tokenization.py`` checks it. Lowercasing and accent stripping are stored in
+``tokenizer_config.json`` (``do_lower_case``, ``keep_accents`` / ``strip_accents``) and read back by both.
+
+Special-token ids always come from the vocabulary (``tok.cls_token_id`` ...), never from constants. ALBERT's
+SentencePiece layout is ``<pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4``; WordPiece vocabularies we train start
+``[PAD] [UNK] [CLS] [SEP] [MASK]``; albert_zh's 21128-token ``vocab.txt`` has ``[PAD]=0 [UNK]=100 [CLS]=101``...
+
+Sources: google-research/albert ``tokenization.py`` (lowercase + accent stripping before SentencePiece),
+transformers ``models/albert/tokenization_albert.py`` and ``models/bert/tokenization_bert.py`` (the pipelines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import Tokenizer as _BackendTokenizer
+from tokenizers.models import Unigram, WordPiece
+
+from litebert.errors import LitebertError
+
+KINDS = ("sentencepiece", "wordpiece", "chinese")
+_SP_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+_WP_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+# Pieces that start a word in SentencePiece vocabularies besides "▁x" (google-research/albert
+# create_pretraining_data.py `_is_start_piece`: a word that starts with punctuation is a word of its own).
+_SP_START_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_UNUSED_RE = re.compile(r"^\[unused\d+\]$|^\[unused_\d+\]$")
+
+
+def is_cjk_char(ch: str) -> bool:
+    """True for a CJK ideograph (the ranges BERT's ``_is_chinese_char`` uses)."""
+    cp = ord(ch)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Pipelines (identical to what transformers rebuilds from the saved files)
+# --------------------------------------------------------------------------------------------------------------
+def _albert_backend(vocab_scores: list[tuple[str, float]], unk_id: int, charsmap: bytes | None,
+                    lowercase: bool, keep_accents: bool) -> _BackendTokenizer:
+    """transformers ``AlbertTokenizer.__init__``'s pipeline: quotes, NFKD + strip accents, lowercase, spm charsmap,
+    whitespace split + Metaspace."""
+    backend = _BackendTokenizer(Unigram(vocab_scores, unk_id=unk_id, byte_fallback=False))
+    norm = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
+    if not keep_accents:
+        norm += [normalizers.NFKD(), normalizers.StripAccents()]
+    if lowercase:
+        norm.append(normalizers.Lowercase())
+    if charsmap:
+        norm.append(normalizers.Precompiled(charsmap))
+    backend.normalizer = normalizers.Sequence(norm)
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")])
+    backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    return backend
+
+
+def _bert_backend(vocab: dict[str, int], unk_token: str, lowercase: bool, keep_accents: bool) -> _BackendTokenizer:
+    """transformers ``BertTokenizer.__init__``'s pipeline (BertNormalizer with CJK spacing, BertPreTokenizer)."""
+    backend = _BackendTokenizer(WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix="##",
+                                          max_input_chars_per_word=100))
+    backend.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                    strip_accents=not keep_accents, lowercase=lowercase)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.decoder = decoders.WordPiece(prefix="##")
+    return backend
+
+
+def _finish_backend(backend: _BackendTokenizer, specials: dict[str, str], sentencepiece: bool) -> None:
+    """Register the special tokens (so ``[MASK]`` in raw text is one token) and the ``[CLS] A [SEP] B [SEP]``
+    template."""
+    added = []
+    for role in ("pad", "unk", "cls", "sep", "mask"):
+        lstrip = sentencepiece and role == "mask"  # as transformers' AlbertTokenizerFast
+        added.append(AddedToken(specials[role], special=True, normalized=False, lstrip=lstrip, rstrip=False))
+    backend.add_special_tokens(added)
+    cls, sep = specials["cls"], specials["sep"]
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, backend.token_to_id(cls)), (sep, backend.token_to_id(sep))])
+
+
+def _spm_charsmap(model_bytes: bytes) -> bytes | None:
+    """Read ``normalizer_spec.precompiled_charsmap`` from a serialized SentencePiece ``ModelProto`` (field 3, sub
+    field 2) with a minimal protobuf wire-format reader, so that no protobuf package is needed at run time."""
+
+    def fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
+        i, n = 0, len(buf)
+        while i < n:
+            key, i = _varint(buf, i)
+            num, wt = key >> 3, key & 7
+            if wt == 0:
+                val, i = _varint(buf, i)
+            elif wt == 1:
+                val, i = buf[i:i + 8], i + 8
+            elif wt == 2:
+                ln, i = _varint(buf, i)
+                val, i = buf[i:i + ln], i + ln
+            elif wt == 5:
+                val, i = buf[i:i + 4], i + 4
+            else:
+                raise ValueError(f"unsupported wire type {wt}")
+            yield num, wt, val
+
+    for num, wt, val in fields(model_bytes):
+        if num == 3 and wt == 2:
+            for sub, swt, sval in fields(val):  # type: ignore[arg-type]
+                if sub == 2 and swt == 2:
+                    return bytes(sval) or None  # type: ignore[arg-type]
+    return None
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, i
+        shift += 7
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The tokenizer
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class Tokenizer:
+    """A loaded tokenizer: one ``tokenizers`` pipeline plus the vocabulary files it was made from.
+
+    Attributes:
+        kind: ``"sentencepiece"``, ``"wordpiece"`` or ``"chinese"``.
+        backend: the ``tokenizers.Tokenizer`` that encodes (the same pipeline transformers builds).
+        do_lower_case, keep_accents: normalisation flags, stored in ``tokenizer_config.json``.
+        special_tokens: role (``pad unk cls sep mask``) → token string.
+        spm_model: the serialized ``spiece.model`` (sentencepiece kind), else None.
+    """
+
+    kind: str
+    backend: _BackendTokenizer
+    do_lower_case: bool
+    keep_accents: bool
+    special_tokens: dict[str, str]
+    spm_model: bytes | None = None
+    model_max_length: int = 512
+    _id_cache: dict = field(default_factory=dict, repr=False)
+
+    # ---- ids of special tokens (always from the vocabulary) ----
+    def _special_id(self, role: str) -> int:
+        tid = self.backend.token_to_id(self.special_tokens[role])
+        if tid is None:
+            raise LitebertError(f"tokenizer vocabulary has no {role} token {self.special_tokens[role]!r}")
+        return tid
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._special_id("pad")
+
+    @property
+    def unk_token_id(self) -> int:
+        return self._special_id("unk")
+
+    @property
+    def cls_token_id(self) -> int:
+        return self._special_id("cls")
+
+    @property
+    def sep_token_id(self) -> int:
+        return self._special_id("sep")
+
+    @property
+    def mask_token_id(self) -> int:
+        return self._special_id("mask")
+
+    @property
+    def mask_token(self) -> str:
+        return self.special_tokens["mask"]
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids (the model's ``vocab_size``)."""
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return sorted({self._special_id(r) for r in self.special_tokens})
+
+    # ---- encoding ----
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Ids of ``text``; without ``[CLS]``/``[SEP]`` unless ``add_special_tokens`` (then ``[CLS] text [SEP]``)."""
+        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = False) -> list[list[int]]:
+        """Ids of many texts at once (Rust-parallel); same ids as :meth:`encode`."""
+        if hasattr(self.backend, "encode_batch_fast"):
+            encs = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
+        else:  # pragma: no cover - tokenizers < 0.21
+            encs = self.backend.encode_batch(list(texts), add_special_tokens=add_special_tokens)
+        return [e.ids for e in encs]
+
+    def encode_pair(self, text: str, text_pair: str | None = None, max_length: int | None = None) -> dict[str, list[int]]:
+        """``[CLS] A [SEP] (B [SEP])`` with ``token_type_ids`` and ``attention_mask``, as transformers'
+        ``tokenizer(text, text_pair, truncation="longest_first", max_length=...)``; for fine-tuning."""
+        a = self.encode(text)
+        b = self.encode(text_pair) if text_pair is not None else None
+        if max_length is not None:
+            budget = max_length - (3 if b is not None else 2)
+            if budget < 0:
+                raise LitebertError(f"max_length {max_length} is too small for the special tokens")
+            while len(a) + (len(b) if b is not None else 0) > budget:  # longest first, from the end
+                if b is not None and len(b) > len(a):
+                    b.pop()
+                else:
+                    a.pop()
+        ids = [self.cls_token_id] + a + [self.sep_token_id]
+        types = [0] * len(ids)
+        if b is not None:
+            ids += b + [self.sep_token_id]
+            types += [1] * (len(b) + 1)
+        return {"input_ids": ids, "token_type_ids": types, "attention_mask": [1] * len(ids)}
+
+    def tokenize(self, text: str) -> list[str]:
+        """Token strings of ``text`` (no special tokens added)."""
+        return self.backend.encode(text, add_special_tokens=False).tokens
+
+    def convert_tokens_to_ids(self, tokens: str | Iterable[str]) -> int | list[int]:
+        unk = self.unk_token_id
+        if isinstance(tokens, str):
+            tid = self.backend.token_to_id(tokens)
+            return unk if tid is None else tid
+        return [self.convert_tokens_to_ids(t) for t in tokens]  # type: ignore[misc]
+
+    def convert_ids_to_tokens(self, ids: int | Iterable[int]) -> str | list[str]:
+        if isinstance(ids, (int, np.integer)):
+            return self.backend.id_to_token(int(ids))
+        return [self.backend.id_to_token(int(i)) for i in ids]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend.get_vocab(with_added_tokens=True)
+
+    # ---- tables used by the data pipeline ----
+    def word_start_table(self) -> np.ndarray:
+        """``bool [V]``: True where a token starts a word (SPEC.md §2/§3 "Words").
+
+        WordPiece/Chinese: every token except ``##`` continuations. SentencePiece: pieces that begin with ``▁``, or
+        are ``<...>`` / single punctuation (google-research/albert ``_is_start_piece``).
+        """
+        if "word_start" not in self._id_cache:
+            vocab = self.get_vocab()
+            table = np.zeros(max(vocab.values()) + 1, dtype=bool)
+            for tok, i in vocab.items():
+                if self.kind == "sentencepiece":
+                    table[i] = tok.startswith("▁") or tok.startswith("<") or tok in _SP_START_PUNCT
+                else:
+                    table[i] = not tok.startswith("##")
+            self._id_cache["word_start"] = table
+        return self._id_cache["word_start"]
+
+    def random_replacement_ids(self) -> np.ndarray:
+        """``int64 [K]``: ids a masked token may be replaced with (SPEC.md §3 "10% a random vocabulary token"):
+        every id except special tokens, ``<unk>``-like control tokens and BERT's ``[unusedN]`` slots."""
+        if "random_ids" not in self._id_cache:
+            vocab = self.get_vocab()
+            special = set(self.all_special_ids)
+            keep = [i for t, i in vocab.items()
+                    if i not in special and not _UNUSED_RE.match(t) and not (t.startswith("<") and t.endswith(">"))
+                    and not (t.startswith("[") and t.endswith("]") and t.upper() == t and len(t) > 2)]
+            self._id_cache["random_ids"] = np.array(sorted(keep), dtype=np.int64)
+        return self._id_cache["random_ids"]
+
+    def info(self) -> dict:
+        """JSON-able description for the data manifest: kind, vocab_size, flags, special tokens and ids."""
+        return {
+            "kind": self.kind,
+            "vocab_size": self.vocab_size,
+            "do_lower_case": self.do_lower_case,
+            "keep_accents": self.keep_accents,
+            "special_tokens": dict(self.special_tokens),
+            "pad_token_id": self.pad_token_id,
+            "unk_token_id": self.unk_token_id,
+            "cls_token_id": self.cls_token_id,
+            "sep_token_id": self.sep_token_id,
+            "mask_token_id": self.mask_token_id,
+        }
+
+    # ---- saving ----
+    def save(self, directory: str | os.PathLike) -> list[Path]:
+        """Write the Hugging Face tokenizer files into ``directory`` (created if needed): ``spiece.model`` or
+        ``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``. Each file is
+        written to a temporary name and renamed. Returns the paths written."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        if self.kind == "sentencepiece":
+            if self.spm_model is not None:
+                written.append(_atomic_write(out / "spiece.model", self.spm_model))
+            cls_name = "AlbertTokenizer"
+        else:
+            vocab = self.get_vocab()
+            ordered = sorted(vocab.items(), key=lambda kv: kv[1])
+            written.append(_atomic_write(out / "vocab.txt", "".join(t + "\n" for t, _ in ordered).encode("utf-8")))
+            cls_name = "BertTokenizer"
+        written.append(_atomic_write(out / "tokenizer.json", self.backend.to_str(pretty=False).encode("utf-8")))
+        sp = self.special_tokens
+        added_decoder = {}
+        for role in ("pad", "unk", "cls", "sep", "mask"):
+            added_decoder[str(self._special_id(role))] = {
+                "content": sp[role], "lstrip": self.kind == "sentencepiece" and role == "mask", "normalized": False,
+                "rstrip": False, "single_word": False, "special": True}
+        config = {
+            "tokenizer_class": cls_name,
+            "do_lower_case": self.do_lower_case,
+            "model_max_length": self.model_max_length,
+            "pad_token": sp["pad"], "unk_token": sp["unk"], "cls_token": sp["cls"], "sep_token": sp["sep"],
+            "mask_token": sp["mask"],
+            "added_tokens_decoder": added_decoder,
+            "clean_up_tokenization_spaces": False,
+            "litebert_kind": self.kind,
+        }
+        if self.kind == "sentencepiece":
+            config.update({"keep_accents": self.keep_accents, "remove_space": True, "bos_token": sp["cls"],
+                           "eos_token": sp["sep"]})
+        else:
+            config.update({"strip_accents": not self.keep_accents, "tokenize_chinese_chars": True,
+                           "keep_accents": self.keep_accents})
+        written.append(_atomic_write(out / "tokenizer_config.json", _json_bytes(config)))
+        stm = {"pad_token": sp["pad"], "unk_token": sp["unk"], "cls_token": sp["cls"], "sep_token": sp["sep"],
+               "mask_token": sp["mask"]}
+        if self.kind == "sentencepiece":
+            stm.update({"bos_token": sp["cls"], "eos_token": sp["sep"]})
+        written.append(_atomic_write(out / "special_tokens_map.json", _json_bytes(stm)))
+        return written
+
+
+def _json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _atomic_write(path: Path, data: bytes) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Building and loading
+# --------------------------------------------------------------------------------------------------------------
+def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool, specials: dict[str, str],
+                        source: str) -> Tokenizer:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(model_bytes)
+    except Exception as exc:  # noqa: BLE001 - sentencepiece raises plain RuntimeError/OSError
+        raise LitebertError(f"{source}: not a valid SentencePiece model ({exc})") from None
+    vocab = [(sp.id_to_piece(i), float(sp.get_score(i))) for i in range(sp.get_piece_size())]
+    backend = _albert_backend(vocab, sp.unk_id(), _spm_charsmap(model_bytes), lowercase, keep_accents)
+    _check_specials(backend, specials, source)
+    _finish_backend(backend, specials, sentencepiece=True)
+    return Tokenizer("sentencepiece", backend, lowercase, keep_accents, specials, spm_model=model_bytes)
+
+
+def _tokenizer_from_wordpiece(vocab: dict[str, int], kind: str, lowercase: bool, keep_accents: bool,
+                              specials: dict[str, str], source: str) -> Tokenizer:
+    _check_specials_vocab(vocab, specials, source)
+    backend = _bert_backend(vocab, specials["unk"], lowercase, keep_accents)
+    _finish_backend(backend, specials, sentencepiece=False)
+    return Tokenizer(kind, backend, lowercase, keep_accents, specials)
+
+
+def _check_specials(backend: _BackendTokenizer, specials: dict[str, str], source: str) -> None:
+    missing = [t for t in specials.values() if backend.token_to_id(t) is None]
+    if missing:
+        raise LitebertError(f"{source}: vocabulary lacks the special tokens {missing}")
+
+
+def _check_specials_vocab(vocab: dict[str, int], specials: dict[str, str], source: str) -> None:
+    missing = [t for t in specials.values() if t not in vocab]
+    if missing:
+        raise LitebertError(f"{source}: vocabulary lacks the special tokens {missing}")
+
+
+def _read_vocab_txt(path: Path) -> dict[str, int]:
+    vocab: dict[str, int] = {}
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            tok = line.rstrip("\n").rstrip("\r")
+            if tok not in vocab:
+                vocab[tok] = i
+    if not vocab:
+        raise LitebertError(f"{path}: empty vocabulary file")
+    return vocab
+
+
+def _looks_chinese(vocab: Iterable[str]) -> bool:
+    n = sum(1 for t in vocab if len(t) == 1 and is_cjk_char(t))
+    return n >= 500
+
+
+def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
+    """Load a tokenizer directory: ours, albert-base-v2's (``spiece.model``), albert_zh's (``vocab.txt``), or a
+    ``tokenizer.json`` with a Unigram or WordPiece model.
+
+    ``tokenizer_config.json`` (when present) gives ``do_lower_case`` (default True), ``keep_accents`` /
+    ``strip_accents`` and the special-token strings. Files are preferred in the order ``spiece.model``,
+    ``vocab.txt``, ``tokenizer.json``; the pipeline is rebuilt from the vocabulary as transformers does.
+
+    Raises:
+        LitebertError: the directory does not exist or holds none of those files, or a file is unreadable.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise LitebertError(f"tokenizer directory not found: {d}")
+    cfg: dict = {}
+    cfg_path = d / "tokenizer_config.json"
+    if cfg_path.is_file():
+        try:
+            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise LitebertError(f"{cfg_path}: not valid JSON ({exc})") from None
+    lowercase = bool(cfg.get("do_lower_case", True))
+    if "keep_accents" in cfg:
+        keep_accents = bool(cfg["keep_accents"])
+    elif cfg.get("strip_accents") is not None:
+        keep_accents = not bool(cfg["strip_accents"])
+    else:
+        keep_accents = not lowercase if (d / "vocab.txt").is_file() and not (d / "spiece.model").is_file() else False
+
+    def specials_from(defaults: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for role, default in defaults.items():
+            v = cfg.get(f"{role}_token", default)
+            out[role] = v["content"] if isinstance(v, dict) else str(v)
+        return out
+
+    spm_path, vocab_path, json_path = d / "spiece.model", d / "vocab.txt", d / "tokenizer.json"
+    cls_name = cfg.get("tokenizer_class", "")
+    if spm_path.is_file() and "Bert" not in cls_name:
+        tok = _tokenizer_from_spm(spm_path.read_bytes(), lowercase, keep_accents, specials_from(_SP_SPECIALS),
+                                  str(spm_path))
+    elif vocab_path.is_file():
+        vocab = _read_vocab_txt(vocab_path)
+        kind = cfg.get("litebert_kind") or ("chinese" if _looks_chinese(vocab) else "wordpiece")
+        tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS),
+                                        str(vocab_path))
+    elif json_path.is_file():
+        try:
+            data = json.loads(json_path.read_text(encoding="utf-8"))
+            model = data["model"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+            raise LitebertError(f"{json_path}: not a tokenizer.json ({exc})") from None
+        if model.get("type") == "Unigram":
+            import base64
+
+            charsmap = None
+            norm = data.get("normalizer") or {}
+            for n in norm.get("normalizers", [norm]):
+                if n.get("type") == "Precompiled" and n.get("precompiled_charsmap"):
+                    charsmap = base64.b64decode(n["precompiled_charsmap"])
+            specials = specials_from(_SP_SPECIALS)
+            vocab_scores = [(p, float(s)) for p, s in model["vocab"]]
+            backend = _albert_backend(vocab_scores, int(model.get("unk_id") or 1), charsmap, lowercase, keep_accents)
+            _check_specials(backend, specials, str(json_path))
+            _finish_backend(backend, specials, sentencepiece=True)
+            tok = Tokenizer("sentencepiece", backend, lowercase, keep_accents, specials)
+        elif model.get("type") == "WordPiece":
+            vocab = dict(model["vocab"])
+            kind = cfg.get("litebert_kind") or ("chinese" if _looks_chinese(vocab) else "wordpiece")
+            tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS),
+                                            str(json_path))
+        else:
+            raise LitebertError(f"{json_path}: model type {model.get('type')!r} is not supported "
+                                "(expected Unigram or WordPiece)")
+    else:
+        raise LitebertError(f"tokenizer directory {d} has none of spiece.model, vocab.txt, tokenizer.json")
+    if isinstance(cfg.get("model_max_length"), int) and cfg["model_max_length"] < 10**9:
+        tok.model_max_length = cfg["model_max_length"]
+    return tok
+
+
+def normalize_for_training(text: str, lowercase: bool, keep_accents: bool) -> str:
+    """The lowercase / accent stripping that the SentencePiece pipeline applies before the model, applied to the
+    training text so the learned pieces match what encoding will see (google-research/albert ``preprocess_text``)."""
+    if not keep_accents:
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    if lowercase:
+        text = text.lower()
+    return text
+
+
+def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: int, output: str | os.PathLike,
+                    lowercase: bool = True, keep_accents: bool = False, format: str = "auto",
+                    character_coverage: float | None = None, seed: int = 0) -> Tokenizer:
+    """Train a tokenizer on ``corpus`` files (any format :func:`litebert.data.corpus.read_documents` reads) and
+    save it to ``output`` (the Hugging Face files, see :meth:`Tokenizer.save`).
+
+    Args:
+        kind: ``sentencepiece`` (ALBERT unigram ``spiece.model``, ids ``<pad> <unk> [CLS] [SEP] [MASK]`` = 0..4),
+            ``wordpiece`` (BERT ``vocab.txt``) or ``chinese`` (BERT-Chinese: every CJK character seen is a token).
+        vocab_size: target size; SentencePiece may stop below it on a small corpus (soft limit).
+        lowercase, keep_accents: normalisation, stored with the tokenizer.
+
+    Raises:
+        LitebertError: unknown kind, vocab_size < 10, or corpus problems (missing/empty files).
+    """
+    from litebert.data.corpus import iter_sentences_text, resolve_corpus_files
+
+    if kind not in KINDS:
+        raise LitebertError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if vocab_size < 10:
+        raise LitebertError(f"--vocab-size must be at least 10, got {vocab_size}")
+    resolve_corpus_files(corpus)  # missing/empty files fail here, before any training starts
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    sentences = iter_sentences_text(corpus, format=format)
+    if kind == "sentencepiece":
+        import io
+
+        import sentencepiece as spm
+
+        def feed() -> Iterator[str]:
+            for s in sentences:
+                s = normalize_for_training(s, lowercase, keep_accents)
+                # SentencePiece skips sentences above max_sentence_length bytes; cut long lines at spaces.
+                while len(s) > 2000:
+                    cut = s.rfind(" ", 0, 2000)
+                    cut = cut if cut > 0 else 2000
+                    yield s[:cut]
+                    s = s[cut:].lstrip()
+                if s.strip():
+                    yield s
+
+        buf = io.BytesIO()
+        spm.set_random_generator_seed(seed)  # sentence shuffling/sampling: same corpus + seed -> same model
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=feed(), model_writer=buf, model_type="unigram", vocab_size=vocab_size,
+            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+            pad_piece="<pad>", unk_piece="<unk>",
+            character_coverage=character_coverage if character_coverage is not None else 0.99995,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True, hard_vocab_limit=False,
+            num_threads=max(1, min(4, os.cpu_count() or 1)), seed_sentencepiece_size=200_000,
+            minloglevel=2)
+        model_bytes = buf.getvalue()
+        if not model_bytes:
+            raise LitebertError("SentencePiece training produced no model (corpus too small?)")
+        tok = _tokenizer_from_spm(model_bytes, lowercase, keep_accents, dict(_SP_SPECIALS), "trained model")
+    else:
+        from tokenizers import trainers
+
+        specials = dict(_WP_SPECIALS)
+        backend = _bert_backend({specials["unk"]: 0}, specials["unk"], lowercase, keep_accents)
+        kwargs = {}
+        if kind == "wordpiece":
+            kwargs["limit_alphabet"] = 1000
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=[specials[r] for r in ("pad", "unk", "cls", "sep", "mask")],
+            continuing_subword_prefix="##", show_progress=False, **kwargs)
+        seen_text = []
+
+        def feed_wp() -> Iterator[str]:
+            for s in sentences:
+                if not seen_text:
+                    seen_text.append(True)
+                yield s
+
+        backend.train_from_iterator(feed_wp(), trainer=trainer)
+        if not seen_text:
+            raise LitebertError("the corpus has no text to train on")
+        vocab = backend.get_vocab(with_added_tokens=True)
+        tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials, "trained vocabulary")
+    tok.save(out)
+    return tok

@@ -1,0 +1,394 @@
+"""ALBERT pretraining (MLM + SOP) on prepared shards: :class:`PretrainConfig` → :func:`pretrain` → :class:`PretrainResult`.
+
+What :func:`pretrain` does, in order: start the process group (under ``torchrun``), read the data manifest, build
+the model config (``vocab_size`` and special ids from the data's tokenizer), check data and model agree, write
+``OUTPUT/config.json`` and ``OUTPUT/run_settings.json``, build model/optimizer/schedule, run the one training loop
+(:func:`litebert.training.loop.train`) with the pretraining objective, and write ``OUTPUT/final/`` (HF model
+directory + tokenizer files). Objective (SPEC.md §1): ``loss = MLM CE averaged over every predicted token of the
+optimizer step (all micro-batches, all ranks) + SOP CE averaged over every sequence of the step``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litebert.errors import LitebertError
+from litebert.training import distributed as D
+from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
+
+_PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass
+class PretrainConfig:
+    """Settings of one pretraining run (the ``litebert pretrain`` options, one field each)."""
+
+    #: prepared shards directory (``litebert prepare`` output, with manifest.json)
+    data: str
+    #: run directory: config.json, run_settings.json, metrics.jsonl, tb/, checkpoints/, final/
+    output: str
+    #: model preset name (``albert-base`` …) or a config.json path; vocab_size is taken from the data's tokenizer
+    model_config: str = "albert-base"
+    #: prepared shards to evaluate on (MLM accuracy, MLM perplexity, SOP accuracy); None = no evaluation
+    eval_data: str | None = None
+    #: "lamb" (SPEC.md §4) or "adamw"
+    optimizer: str = "lamb"
+    #: peak learning rate (paper: 0.00176 at batch 4096)
+    learning_rate: float = 1.76e-3
+    #: linear warmup steps from 0 to the peak
+    warmup_steps: int = 0
+    #: optimizer steps
+    max_steps: int = 1000
+    #: sequences per process per micro-batch
+    batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    #: global gradient-norm clipping (0 = off)
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    #: LAMB bias correction (off in the official code)
+    bias_correction: bool = False
+    #: polynomial decay power after warmup (1 = linear)
+    lr_decay_power: float = 1.0
+    logging_steps: int = 50
+    #: evaluate every N steps (0 = only at the end)
+    eval_steps: int = 0
+    #: evaluate on at most this many eval batches (None = the whole eval set)
+    max_eval_batches: int | None = None
+    eval_batch_size: int | None = None
+    #: checkpoint every N steps (0 = only at the end)
+    save_steps: int = 0
+    save_total_limit: int | None = None
+    seed: int = 42
+    #: None, "auto" or a checkpoint directory
+    resume: str | None = None
+    precision: str = "fp32"
+    #: DataLoader worker processes per rank
+    num_workers: int = 0
+    #: torch.compile the model
+    compile: bool = False
+    #: FSDP2 (fully_shard) instead of DDP; GPUs, under torchrun
+    fsdp: bool = False
+    #: "cpu", "cuda" or None (cuda when available)
+    device: str | None = None
+    #: this many non-finite steps in a row stop the run
+    max_bad_steps: int = 5
+    progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        def need(cond: bool, name: str, what: str) -> None:
+            if not cond:
+                raise LitebertError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: {what}")
+
+        need(self.optimizer in ("lamb", "adamw"), "optimizer", "expected lamb or adamw")
+        need(self.learning_rate > 0, "learning_rate", "must be > 0")
+        need(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
+        need(self.max_steps > 0, "max_steps", "must be > 0")
+        need(self.warmup_steps <= self.max_steps, "warmup_steps", "must not exceed --max-steps")
+        need(self.batch_size > 0, "batch_size", "must be > 0")
+        need(self.gradient_accumulation_steps > 0, "gradient_accumulation_steps", "must be > 0")
+        need(self.max_grad_norm >= 0, "max_grad_norm", "must be >= 0")
+        need(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        need(self.precision in _PRECISIONS, "precision", f"expected one of {', '.join(_PRECISIONS)}")
+        need(self.num_workers >= 0, "num_workers", "must be >= 0")
+        need(self.logging_steps > 0, "logging_steps", "must be > 0")
+        need(self.eval_steps >= 0, "eval_steps", "must be >= 0")
+        need(self.save_steps >= 0, "save_steps", "must be >= 0")
+        need(self.save_total_limit is None or self.save_total_limit > 0, "save_total_limit", "must be > 0")
+        need(self.lr_decay_power > 0, "lr_decay_power", "must be > 0")
+
+
+@dataclass
+class PretrainResult:
+    output_dir: Path
+    final_dir: Path
+    step: int
+    #: last "train" record (loss, mlm_loss, sop_loss, mlm_accuracy, sop_accuracy, ...)
+    train_metrics: dict
+    #: first "train" record of the run (to show how far the loss fell)
+    first_train_metrics: dict
+    #: final evaluation (mlm_accuracy, mlm_perplexity, sop_accuracy, losses) or {}
+    eval_metrics: dict
+    skipped_steps: int
+    seconds: float
+    last_checkpoint: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------- the objective
+def pretraining_count(batch: dict) -> dict[str, int]:
+    """Units of each loss term in a micro-batch: predicted tokens (``labels != -100``) and sequences."""
+    return {"mlm_loss": int((batch["labels"] != -100).sum()), "sop_loss": int(batch["input_ids"].shape[0])}
+
+
+def _pretraining_sums(model: nn.Module, batch: dict) -> tuple[dict, dict]:
+    labels = batch["labels"]  # (B, S), -100 = not predicted
+    out = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"),
+                token_type_ids=batch.get("token_type_ids"), labels=labels)
+    target = labels.reshape(-1)
+    target = target[target != -100]  # (P_total,), aligned with prediction_logits (P_total, V)
+    logits = out.prediction_logits.float()
+    sop_logits = out.sop_logits.float()  # (B, 2)
+    sop_label = batch["sentence_order_label"].reshape(-1)
+    mlm_sum = F.cross_entropy(logits, target, reduction="sum") if target.numel() else logits.sum() * 0.0
+    sop_sum = F.cross_entropy(sop_logits, sop_label, reduction="sum")
+    with torch.no_grad():
+        mlm_correct = float((logits.argmax(-1) == target).sum()) if target.numel() else 0.0
+        sop_correct = float((sop_logits.argmax(-1) == sop_label).sum())
+    sums = {"mlm_loss": mlm_sum, "sop_loss": sop_sum}
+    ratios = {"mlm_accuracy": (mlm_correct, float(target.numel())),
+              "sop_accuracy": (sop_correct, float(sop_label.numel()))}
+    return sums, ratios
+
+
+def pretraining_objective(model: nn.Module, batch: dict) -> LossOutput:
+    """(model, micro-batch) → summed MLM CE over predicted tokens, summed SOP CE over sequences, accuracies."""
+    sums, ratios = _pretraining_sums(model, batch)
+    return LossOutput(sums=sums, ratios=ratios)
+
+
+def make_pretraining_eval(batches, device: torch.device, max_batches: int | None = None):
+    """An eval function over ``batches`` (this rank's share): sums reduced over ranks.
+
+    Returns ``{"loss", "mlm_loss", "sop_loss", "mlm_accuracy", "mlm_perplexity", "sop_accuracy"}``; the MLM
+    figures are averaged over every predicted token, the SOP ones over every sequence; perplexity =
+    exp(mlm_loss).
+    """
+
+    def eval_fn(model: nn.Module) -> dict[str, float]:
+        acc = torch.zeros(6, dtype=torch.float64)  # mlm_sum, n_mlm, mlm_correct, sop_sum, n_sop, sop_correct
+        for i, batch in enumerate(batches(0, 0)):
+            if max_batches is not None and i >= max_batches:
+                break
+            batch = {k: v.to(device) for k, v in batch.items()}
+            sums, ratios = _pretraining_sums(model, batch)
+            acc += torch.tensor([float(sums["mlm_loss"]), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0],
+                                 float(sums["sop_loss"]), ratios["sop_accuracy"][1], ratios["sop_accuracy"][0]],
+                                dtype=torch.float64)
+        acc = D.all_reduce_sum(acc.to(device)).cpu().tolist()
+        mlm = acc[0] / max(acc[1], 1.0)
+        sop = acc[3] / max(acc[4], 1.0)
+        return {"loss": mlm + sop, "mlm_loss": mlm, "sop_loss": sop,
+                "mlm_accuracy": acc[2] / max(acc[1], 1.0),
+                "mlm_perplexity": math.exp(mlm) if mlm < 700 else float("inf"),
+                "sop_accuracy": acc[5] / max(acc[4], 1.0)}
+
+    return eval_fn
+
+
+# ---------------------------------------------------------------------------------------------- data glue
+def _read_data(path: str, what: str):
+    """(manifest, dataset) of a prepared directory, or a LitebertError saying it is not litebert's."""
+    from litebert import data as litebert_data
+
+    p = Path(path)
+    if not p.is_dir():
+        raise LitebertError(f"{what} {p}: no such directory (run `litebert prepare` first)")
+    if not (p / "manifest.json").is_file():
+        raise LitebertError(f"{what} {p} is not a litebert data directory (no manifest.json; run `litebert prepare`)")
+    manifest = litebert_data.read_manifest(p)
+    dataset = litebert_data.PretrainingDataset(p, epoch=0)
+    return manifest, dataset
+
+
+def _tokenizer_info(manifest: dict) -> dict:
+    info = manifest.get("tokenizer") or {}
+    if not isinstance(info, dict):
+        raise LitebertError("data manifest has no tokenizer section; re-run `litebert prepare`")
+    return info
+
+
+def _collator(manifest: dict, dataset):
+    """The data package's collator for this data set (pads to the longest item with the tokenizer's pad id)."""
+    from litebert import data as litebert_data
+
+    if hasattr(dataset, "collator"):
+        return dataset.collator()
+    return litebert_data.PretrainingCollator.from_manifest(manifest)
+
+
+def model_config_for_data(model_config: str, manifest: dict, log=print):
+    """The AlbertConfig of ``model_config`` with ``vocab_size`` and special ids from the data's tokenizer.
+
+    Logs each override. Raises LitebertError for an unknown preset/bad file, or (via the data package's
+    ``check_data_matches_model``) a mismatch that cannot be fixed (sequence length over max_position_embeddings).
+    """
+    from litebert import data as litebert_data
+    from litebert.config import AlbertConfig
+
+    config = AlbertConfig.load(model_config)
+    tok = _tokenizer_info(manifest)
+    overrides = {}
+    if tok.get("vocab_size") and tok["vocab_size"] != config.vocab_size:
+        overrides["vocab_size"] = int(tok["vocab_size"])
+    pad = tok.get("pad_token_id", tok.get("pad_id"))
+    if pad is not None and pad != config.pad_token_id:
+        overrides["pad_token_id"] = int(pad)
+    for name, value in overrides.items():
+        log(f"model config: {name} {getattr(config, name)} -> {value} (from the data's tokenizer)")
+    if overrides:
+        config = config.replace(**overrides)
+    litebert_data.check_data_matches_model(manifest, config)
+    return config
+
+
+def _copy_tokenizer(data_dir: Path, dest: Path) -> bool:
+    src = data_dir / "tokenizer"
+    if not src.is_dir():
+        return False
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)
+    return True
+
+
+def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
+    """OUTPUT/final/: the HF model directory + the tokenizer files, written to a temp dir and renamed."""
+    final = output / "final"
+    tmp = output / ".tmp-final"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp)
+    if not _copy_tokenizer(data_dir, tmp):
+        print(f"warning: {data_dir}/tokenizer not found; {final} has no tokenizer files", file=sys.stderr)
+    old = output / ".old-final"
+    if final.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(final, old)
+    os.rename(tmp, final)
+    if old.exists():
+        shutil.rmtree(old)
+    return final
+
+
+def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int) -> dict:
+    return {
+        "pretrain_config": dataclasses.asdict(cfg),
+        "world_size": dist.world_size,
+        "device": str(dist.device),
+        "global_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size,
+        "model_config": config.to_dict(),
+        "num_parameters": n_params,
+        "data_manifest": {k: manifest.get(k) for k in ("format", "version", "settings", "counts", "tokenizer")
+                          if k in manifest},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__},
+        "argv": sys.argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- main entry
+def pretrain(cfg: PretrainConfig) -> PretrainResult:
+    """Run pretraining as configured; see the module docstring. Call it on every rank under ``torchrun``.
+
+    Raises :class:`LitebertError` for a bad setting, a directory that is not litebert data, an unknown preset,
+    a data/model mismatch, an unusable checkpoint, or a run stopped by non-finite losses.
+    """
+    from litebert.modeling import AlbertForPreTraining
+
+    t0 = time.perf_counter()
+    dist = D.init_distributed(cfg.device)
+    try:
+        out = Path(cfg.output)
+        log = print if dist.is_main else (lambda *a, **k: None)
+        manifest, dataset = _read_data(cfg.data, "--data")
+        config = model_config_for_data(cfg.model_config, manifest, log)
+        eval_manifest = eval_dataset = None
+        if cfg.eval_data:
+            eval_manifest, eval_dataset = _read_data(cfg.eval_data, "--eval-data")
+            t_train, t_eval = _tokenizer_info(manifest), _tokenizer_info(eval_manifest)
+            if t_train.get("vocab_size") != t_eval.get("vocab_size"):
+                raise LitebertError(f"--eval-data {cfg.eval_data} was prepared with another tokenizer (vocab_size "
+                                    f"{t_eval.get('vocab_size')} vs {t_train.get('vocab_size')})")
+        if cfg.resume is None and (out / "checkpoints").is_dir():
+            from litebert.training.state import list_checkpoints
+
+            if list_checkpoints(out, warn=False):
+                raise LitebertError(f"{out} already holds checkpoints; pass --resume auto to continue, or choose "
+                                    "another --output (nothing was overwritten)")
+
+        torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
+        model = AlbertForPreTraining(config)
+        n_params = model.num_parameters()
+        if dist.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+            config.save(out)
+            settings = _run_settings(cfg, dist, config, manifest, n_params)
+            (out / "run_settings.json").write_text(json.dumps(settings, indent=2, default=str) + "\n")
+            log(f"pretrain: {cfg.model_config} ({n_params:,} parameters), {len(dataset):,} training sequences, "
+                f"{dist.world_size} process(es) x batch {cfg.batch_size} x {cfg.gradient_accumulation_steps} "
+                f"accumulation = {settings['global_batch_size']} sequences/step, {cfg.max_steps} steps, "
+                f"{cfg.optimizer} peak lr {cfg.learning_rate} warmup {cfg.warmup_steps}, device {dist.device}")
+            log(f"run settings: {json.dumps(settings['pretrain_config'], default=str)}")
+
+        from litebert.optim import build_optimizer, build_scheduler
+
+        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile)
+        optimizer = build_optimizer(wrapped, cfg.optimizer, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                                    betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon,
+                                    bias_correction=cfg.bias_correction)
+        scheduler = build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, power=cfg.lr_decay_power)
+        batches = make_batch_factory(dataset, cfg.batch_size, _collator(manifest, dataset), seed=cfg.seed,
+                                     num_workers=cfg.num_workers, rank=dist.rank, world_size=dist.world_size)
+        eval_fn = None
+        if eval_dataset is not None:
+            eval_batches = make_batch_factory(eval_dataset, cfg.eval_batch_size or cfg.batch_size,
+                                              _collator(eval_manifest, eval_dataset), seed=cfg.seed, shuffle=False,
+                                              drop_last=False, num_workers=cfg.num_workers, rank=dist.rank,
+                                              world_size=dist.world_size)
+            eval_fn = make_pretraining_eval(eval_batches, dist.device, cfg.max_eval_batches)
+
+        args = TrainingArgs(
+            output_dir=out, max_steps=cfg.max_steps, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+            max_grad_norm=cfg.max_grad_norm or None, logging_steps=cfg.logging_steps, eval_steps=cfg.eval_steps,
+            save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit, resume=cfg.resume,
+            precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
+            log_prefix="pretrain")
+        result = train(wrapped, optimizer, scheduler, batches, pretraining_objective, pretraining_count, args,
+                       eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed},
+                       dist=dist)
+        eval_metrics = {k: v for k, v in result.last_eval.items() if k not in ("step", "split")}
+        if eval_fn is not None and not eval_metrics:  # resumed at the very end: evaluate once more
+            wrapped.eval()
+            with torch.no_grad():
+                eval_metrics = eval_fn(wrapped)
+        final = out / "final"
+        if dist.is_main:
+            final = _write_final(D.unwrap_model(wrapped), Path(cfg.data), out)
+        D.barrier()
+        from litebert.training.metrics import read_metrics
+
+        train_records = [r for r in read_metrics(out) if r.get("split") == "train"] if dist.is_main else []
+        first = train_records[0] if train_records else {}
+        last = train_records[-1] if train_records else dict(result.last_train)
+        seconds = time.perf_counter() - t0
+        if dist.is_main:
+            summary = f"pretrain: done, {result.step} steps in {seconds:.0f} s"
+            if first and last:
+                summary += f"; train mlm_loss {first.get('mlm_loss', float('nan')):.3f} -> {last.get('mlm_loss', float('nan')):.3f}"
+            if eval_metrics:
+                summary += (f"; eval mlm_accuracy {eval_metrics['mlm_accuracy']:.4f}, mlm_perplexity "
+                            f"{eval_metrics['mlm_perplexity']:.1f}, sop_accuracy {eval_metrics['sop_accuracy']:.4f}")
+            log(summary + f"; model in {final}")
+        return PretrainResult(output_dir=out, final_dir=final, step=result.step, train_metrics=last,
+                              first_train_metrics=first, eval_metrics=eval_metrics,
+                              skipped_steps=result.skipped_steps, seconds=seconds,
+                              last_checkpoint=result.last_checkpoint)
+    finally:
+        D.destroy_distributed()

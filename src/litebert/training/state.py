@@ -1,0 +1,246 @@
+"""Training-state checkpoints (SPEC.md §5; torchtitan-style): complete, atomic, resumable.
+
+Layout of ``OUTPUT/checkpoints/step-N/``::
+
+    model.pt              model state dict (HF parameter names; full, unsharded)
+    optimizer.pt          optimizer state dict
+    scheduler.pt          LR scheduler state dict
+    scaler.pt             fp16 GradScaler state (only with --precision fp16)
+    rng_state_rank{r}.pt  python / numpy / torch (CPU) / CUDA RNG states of rank r, one file per rank
+    trainer_state.json    step, epoch, data position, counters, best metric, world size, caller's extra state
+    COMPLETE              written last: JSON with each file's size and sha256
+
+Everything is written into ``checkpoints/.tmp-step-N/`` and renamed to ``step-N`` once sealed, so a kill at any
+moment leaves either no ``step-N`` or a complete one. A ``step-N`` without ``COMPLETE`` (a copy cut short, a crash
+on a file system without atomic rename) is ignored with a warning; a file whose size or checksum does not match
+``COMPLETE`` or that cannot be read is a :class:`LitebertError` naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from litebert.errors import LitebertError
+
+COMPLETE_MARKER = "COMPLETE"
+_STEP_RE = re.compile(r"^step-(\d+)$")
+
+# Test-only fault injection: LITEBERT_TEST_KILL_DURING_SAVE=N makes the process SIGKILL itself while writing the
+# checkpoint of step N (after the model and optimizer files, before sealing), to prove that resume survives it.
+_KILL_ENV = "LITEBERT_TEST_KILL_DURING_SAVE"
+
+
+def checkpoints_dir(output_dir: str | Path) -> Path:
+    return Path(output_dir) / "checkpoints"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _save_file(obj: Any, path: Path) -> None:
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def rng_state() -> dict:
+    """This process's RNG states (python ``random``, numpy global, torch CPU, all CUDA devices)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def list_checkpoints(output_dir: str | Path, *, warn: bool = True) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``output_dir/checkpoints`` as ``(step, path)``, oldest first.
+
+    Directories named ``step-N`` without ``COMPLETE`` are skipped (with a warning when ``warn``); temporary
+    ``.tmp-*`` directories (a save cut short) are never listed.
+    """
+    root = checkpoints_dir(output_dir)
+    found = []
+    if not root.is_dir():
+        return found
+    for child in root.iterdir():
+        m = _STEP_RE.match(child.name)
+        if not m or not child.is_dir():
+            continue
+        if not (child / COMPLETE_MARKER).is_file():
+            if warn:
+                warnings.warn(f"ignoring incomplete checkpoint {child} (no {COMPLETE_MARKER} marker)", stacklevel=2)
+            continue
+        found.append((int(m.group(1)), child))
+    return sorted(found)
+
+
+def find_latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint directory, or ``None``."""
+    ckpts = list_checkpoints(output_dir)
+    return ckpts[-1][1] if ckpts else None
+
+
+def save_checkpoint(
+    output_dir: str | Path,
+    step: int,
+    *,
+    rank: int,
+    world_size: int,
+    model_state: dict | None,
+    optimizer_state: dict | None,
+    scheduler_state: dict | None,
+    trainer_state: dict,
+    scaler_state: dict | None = None,
+    extra_files=None,
+    save_total_limit: int | None = None,
+    barrier=lambda: None,
+) -> Path:
+    """Write ``checkpoints/step-{step}/`` atomically; call on EVERY rank (each writes its RNG file).
+
+    Rank 0 writes the model/optimizer/scheduler/trainer state (the ``*_state`` arguments are only read there),
+    ``extra_files(tmp_dir)`` if given, then seals with ``COMPLETE`` and renames; other ranks only write
+    ``rng_state_rank{r}.pt``. ``barrier`` synchronises ranks (a no-op in one process). Returns the final path.
+    Older checkpoints beyond ``save_total_limit`` (newest kept) are removed after the rename.
+    """
+    root = checkpoints_dir(output_dir)
+    final = root / f"step-{step}"
+    tmp = root / f".tmp-step-{step}"
+    if rank == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    barrier()
+    _save_file(rng_state(), tmp / f"rng_state_rank{rank}.pt")
+    if rank == 0:
+        _save_file(model_state, tmp / "model.pt")
+        _save_file(optimizer_state, tmp / "optimizer.pt")
+        if os.environ.get(_KILL_ENV) == str(step):
+            os.kill(os.getpid(), 9)
+        _save_file(scheduler_state, tmp / "scheduler.pt")
+        if scaler_state is not None:
+            _save_file(scaler_state, tmp / "scaler.pt")
+        state = dict(trainer_state, step=step, world_size=world_size)
+        with open(tmp / "trainer_state.json", "w") as f:
+            json.dump(state, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        if extra_files is not None:
+            extra_files(tmp)
+    barrier()
+    if rank == 0:
+        files = {}
+        for p in sorted(tmp.rglob("*")):
+            if p.is_file():
+                files[str(p.relative_to(tmp))] = {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        with open(tmp / COMPLETE_MARKER, "w") as f:
+            json.dump({"step": step, "files": files}, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        if final.exists():  # a stale copy of the same step (e.g. saved again after a resume): replace it
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+        if save_total_limit is not None and save_total_limit > 0:
+            for _, old in list_checkpoints(output_dir, warn=False)[:-save_total_limit]:
+                shutil.rmtree(old, ignore_errors=True)
+    barrier()
+    return final
+
+
+def verify_checkpoint(path: str | Path) -> dict:
+    """Check ``path`` against its ``COMPLETE`` marker; return the marker. ``LitebertError`` naming the bad file."""
+    path = Path(path)
+    if not path.is_dir():
+        raise LitebertError(f"checkpoint {path} does not exist or is not a directory")
+    marker = path / COMPLETE_MARKER
+    if not marker.is_file():
+        raise LitebertError(f"checkpoint {path} is incomplete (no {COMPLETE_MARKER} marker); resume from another one")
+    try:
+        info = json.loads(marker.read_text())
+        files = info["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LitebertError(f"checkpoint marker {marker} is corrupted ({exc})") from None
+    for name, meta in files.items():
+        f = path / name
+        if not f.is_file():
+            raise LitebertError(f"checkpoint file {f} is missing")
+        if f.stat().st_size != meta["bytes"] or _sha256(f) != meta["sha256"]:
+            raise LitebertError(f"checkpoint file {f} is corrupted (size/sha256 differ from {marker.name}); "
+                                f"resume from an older checkpoint with --resume PATH")
+    return info
+
+
+def _load(path: Path, map_location="cpu"):
+    try:
+        return torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a corrupted file to the user
+        raise LitebertError(f"cannot read checkpoint file {path}: {exc}") from None
+
+
+def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_location="cpu") -> dict:
+    """Read a checkpoint written by :func:`save_checkpoint` after :func:`verify_checkpoint`.
+
+    Returns ``{"model", "optimizer", "scheduler", "scaler" (or None), "rng" (this rank's), "trainer_state",
+    "path"}``. Raises :class:`LitebertError` when a file is missing/corrupt or the world size differs (the data
+    position and the per-rank RNG states are only meaningful for the same number of processes).
+    """
+    path = Path(path)
+    verify_checkpoint(path)
+    try:
+        trainer_state = json.loads((path / "trainer_state.json").read_text())
+    except ValueError as exc:
+        raise LitebertError(f"checkpoint file {path / 'trainer_state.json'} is corrupted ({exc})") from None
+    saved_ws = trainer_state.get("world_size", 1)
+    if saved_ws != world_size:
+        raise LitebertError(f"checkpoint {path} was written by {saved_ws} process(es), this run has {world_size}: "
+                            "resume with the same number of processes")
+    rng_file = path / f"rng_state_rank{rank}.pt"
+    scaler_file = path / "scaler.pt"
+    return {
+        "model": _load(path / "model.pt", map_location),
+        "optimizer": _load(path / "optimizer.pt", map_location),
+        "scheduler": _load(path / "scheduler.pt", map_location),
+        "scaler": _load(scaler_file, map_location) if scaler_file.is_file() else None,
+        "rng": _load(rng_file),
+        "trainer_state": trainer_state,
+        "path": path,
+    }

@@ -1,0 +1,135 @@
+"""Readers and task presets: formats, BOM, missing final newline, columns by name/index, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from litebert.errors import LitebertError
+from litebert.finetune.readers import ColumnSpec, parse_column, read_examples
+from litebert.finetune.tasks import TASKS, get_task
+
+
+def write(tmp_path, name, text, encoding="utf-8"):
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+def test_tsv_by_name_and_by_index_agree(tmp_path):
+    path = write(tmp_path, "d.tsv", 'sentence\tlabel\na "quoted" film \t1\nbad one\t0\n')
+    by_name = read_examples(path, ColumnSpec(text="sentence", label="label"))
+    by_index = read_examples(path, ColumnSpec(text=0, label=1, header=True))
+    assert [(e.text, e.label) for e in by_name.examples] == [('a "quoted" film', "1"), ("bad one", "0")]
+    assert by_name.examples == by_index.examples
+    assert by_name.header == ["sentence", "label"]
+    assert [e.line for e in by_name.examples] == [2, 3]
+
+
+def test_bom_crlf_missing_final_newline_and_blank_lines(tmp_path):
+    path = write(tmp_path, "d.tsv", "\ufeffQuality\t#1 String\t#2 String\r\n1\ta\tb\r\n\r\n0\tc\td")
+    res = read_examples(path, ColumnSpec(text="#1 String", text_pair="#2 String", label="Quality"))
+    assert [(e.label, e.text, e.text_pair) for e in res.examples] == [("1", "a", "b"), ("0", "c", "d")]
+    assert res.examples[1].line == 4
+
+
+def test_no_header_indexes(tmp_path):
+    path = write(tmp_path, "d.tsv", "x\t1\t\tgood\ny\t0\t*\tbad\n")
+    res = read_examples(path, ColumnSpec(text=3, label=1, header=False))
+    assert [(e.text, e.label) for e in res.examples] == [("good", "1"), ("bad", "0")]
+
+
+def test_csv_with_quotes_and_custom_delimiter(tmp_path):
+    path = write(tmp_path, "d.csv", 'text,label\n"hello, world",pos\n"say ""hi""",neg\n')
+    res = read_examples(path, ColumnSpec(text="text", label="label"))
+    assert [(e.text, e.label) for e in res.examples] == [("hello, world", "pos"), ('say "hi"', "neg")]
+    semi = write(tmp_path, "d.txt", "text;label\na;1\n")
+    assert read_examples(semi, ColumnSpec(text=0, label=1, header=True), delimiter=";").examples[0].text == "a"
+
+
+def test_jsonl(tmp_path):
+    path = write(tmp_path, "d.jsonl", '{"sentence1": "a", "sentence2": "b", "label": 2}\n\n{"sentence1": "c", '
+                                      '"sentence2": "d", "label": 0}')
+    res = read_examples(path, ColumnSpec(text="sentence1", text_pair="sentence2", label="label"))
+    assert [(e.text, e.text_pair, e.label) for e in res.examples] == [("a", "b", "2"), ("c", "d", "0")]
+    bad = write(tmp_path, "bad.jsonl", '{"sentence1": "a"}\n{"x": 1}\n')
+    with pytest.raises(LitebertError, match=r"bad.jsonl:2: text key 'sentence1' missing"):
+        read_examples(bad, ColumnSpec(text="sentence1"))
+
+
+def test_parse_column():
+    assert parse_column("3") == 3
+    assert parse_column("#1 String") == "#1 String"
+    assert parse_column(None) is None
+    with pytest.raises(LitebertError):
+        parse_column("-1")
+
+
+def test_empty_file_and_header_only(tmp_path):
+    with pytest.raises(LitebertError, match="empty"):
+        read_examples(write(tmp_path, "e.tsv", ""), ColumnSpec(text=0))
+    with pytest.raises(LitebertError, match="empty"):
+        read_examples(write(tmp_path, "e2.tsv", "\n  \n"), ColumnSpec(text=0))
+    with pytest.raises(LitebertError, match="no data rows"):
+        read_examples(write(tmp_path, "h.tsv", "sentence\tlabel\n"), ColumnSpec(text="sentence", label="label"))
+
+
+def test_column_index_out_of_range_and_unknown_name(tmp_path):
+    path = write(tmp_path, "d.tsv", "sentence\tlabel\na\t1\n")
+    with pytest.raises(LitebertError, match=r"label column index 5 is out of range.*2 fields"):
+        read_examples(path, ColumnSpec(text=0, label=5, header=True))
+    with pytest.raises(LitebertError, match=r"'text' is not in the header \['sentence', 'label'\]"):
+        read_examples(path, ColumnSpec(text="text", label="label"))
+
+
+def test_row_with_too_few_fields_names_file_and_line(tmp_path):
+    path = write(tmp_path, "short.tsv", "sentence\tlabel\na\t1\nb\t0\nonly text\n")
+    with pytest.raises(LitebertError, match=r"short.tsv:4: row has 1 field\(s\), expected at least 2"):
+        read_examples(path, ColumnSpec(text="sentence", label="label"))
+
+
+def test_optional_label_for_test_files(tmp_path):
+    path = write(tmp_path, "test.tsv", "index\tsentence\n0\ta\n1\tb\n")
+    res = read_examples(path, ColumnSpec(text="sentence", label="label", label_optional=True))
+    assert not res.has_labels and [e.label for e in res.examples] == [None, None]
+    with pytest.raises(LitebertError, match="label column is required"):
+        read_examples(path, ColumnSpec(text="sentence", label="label", label_optional=True), require_label=True)
+
+
+def test_task_presets_pick_layouts(tmp_path):
+    cola_train = write(tmp_path, "cola.tsv", "gj04\t1\t\tOur friends won't buy this.\ngj04\t0\t*\tThey drank the pub.\n")
+    cola_test = write(tmp_path, "cola_test.tsv", "index\tsentence\n0\tBill whistled.\n")
+    cola = get_task("CoLA")
+    assert read_examples(cola_train, cola.layout_for(cola_train)).examples[1].label == "0"
+    test = read_examples(cola_test, cola.layout_for(cola_test))
+    assert test.examples[0].text == "Bill whistled." and not test.has_labels
+
+    xnli = get_task("xnli")
+    mt = write(tmp_path, "mt.tsv", "premise\thypo\tlabel\na\tb\tcontradictory\n")
+    assert read_examples(mt, xnli.layout_for(mt)).examples[0].label == "contradiction"
+    dev = write(tmp_path, "xnli.dev.tsv", "language\tgold_label\tsentence1\tsentence2\nen\tneutral\ta\tb\n"
+                                         "zh\tentailment\t你\t好\n")
+    res = read_examples(dev, xnli.layout_for(dev))
+    assert [(e.text, e.label) for e in res.examples] == [("你", "entailment")] and res.skipped == 1
+
+    lcqmc = get_task("lcqmc")
+    raw = write(tmp_path, "lcqmc.txt", "喜欢打篮球的男生喜欢什么样的女生\t爱打篮球的男生喜欢什么样的女生\t1\n")
+    assert read_examples(raw, lcqmc.layout_for(raw)).examples[0].label == "1"
+    with pytest.raises(LitebertError, match="does not look like a sst2 file"):
+        get_task("sst-2").layout_for(dev)
+    with pytest.raises(LitebertError, match="unknown task"):
+        get_task("squad")
+    assert set(TASKS) >= {"sst2", "mrpc", "cola", "stsb", "qnli", "rte", "qqp", "mnli", "chnsenticorp", "lcqmc", "xnli"}
+
+
+@pytest.mark.parametrize("task,split,rows,pair", [
+    ("sst2", "SST-2", 872, False), ("mrpc", "MRPC", 408, True), ("chnsenticorp", "chnsenticorp", 1200, False)])
+def test_real_glue_and_clue_files(shared_data, task, split, rows, pair):
+    base = shared_data / ("glue" if split != "chnsenticorp" else "") / split
+    spec = get_task(task)
+    dev = read_examples(base / "dev.tsv", spec.layout_for(base / "dev.tsv"), require_label=True)
+    assert len(dev.examples) == rows
+    assert {e.label for e in dev.examples} == {"0", "1"}
+    assert (dev.examples[0].text_pair is not None) == pair
+    test = read_examples(base / "test.tsv", spec.layout_for(base / "test.tsv"))
+    assert test.examples and all(e.text for e in test.examples)
+    assert test.has_labels == (task == "chnsenticorp")

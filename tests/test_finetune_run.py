@@ -1,0 +1,270 @@
+"""Fine-tuning end to end on real GLUE/CLUE files with a tiny model: outputs, label mapping, transformers oracle,
+evaluate/predict, CLI, bad input.
+
+The model is ``albert-debug`` (H 64, 2 layers) with a WordPiece / Chinese tokenizer trained here on a slice of the
+task text, random weights; runs are a few dozen steps on subsampled rows, so the whole file takes well under a
+minute on 2 cores. These tests check the machinery, not accuracy (scripts/compare_pretraining.py does that).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from litebert.cli import main
+from litebert.errors import LitebertError
+from litebert.finetune import DataOptions, EvaluateConfig, FinetuneConfig, evaluate, finetune, predict
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Tiny matrices gain nothing from intra-op threads, and on a shared 2-core box two threads spin-wait.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _tiny_model_dir(path, corpus_files, kind):
+    from litebert.config import AlbertConfig
+    from litebert.modeling import AlbertForPreTraining
+    from litebert.tokenization import train_tokenizer
+
+    tok = train_tokenizer([str(f) for f in corpus_files], kind, 1500, path)
+    torch.manual_seed(0)
+    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=tok.vocab_size)).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def en_model(shared_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("en")
+    corpus = root / "corpus.txt"
+    sst = (shared_data / "glue/SST-2/train.tsv").read_text(encoding="utf-8").splitlines()[1:2001]
+    mrpc = (shared_data / "glue/MRPC/train.tsv").read_text(encoding="utf-8-sig").splitlines()[1:1001]
+    lines = [row.split("\t")[0] for row in sst] + [s for row in mrpc for s in row.split("\t")[3:5]]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return _tiny_model_dir(root / "model", [corpus], "wordpiece")
+
+
+@pytest.fixture(scope="module")
+def zh_model(shared_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("zh")
+    corpus = root / "corpus.txt"
+    rows = (shared_data / "chnsenticorp/train.tsv").read_text(encoding="utf-8").splitlines()[1:1501]
+    corpus.write_text("\n".join(r.split("\t", 1)[1] for r in rows) + "\n", encoding="utf-8")
+    return _tiny_model_dir(root / "model", [corpus], "chinese")
+
+
+def _config(model, train, dev, out, task=None, **kw):
+    base = dict(model=str(model), train_file=str(train), dev_file=str(dev), output_dir=str(out),
+                data=DataOptions(task=task) if task else kw.pop("data"), max_train_examples=192,
+                max_eval_examples=96, batch_size=32, max_steps=12, learning_rate=1e-3, warmup_ratio=0.1,
+                max_seq_length=64, eval_steps=6, progress_bar=False)
+    base.update(kw)
+    return FinetuneConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def sst2_run(en_model, shared_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sst2") / "run"
+    glue = shared_data / "glue/SST-2"
+    result = finetune(_config(en_model, glue / "train.tsv", glue / "dev.tsv", out, "sst2",
+                              test_file=str(glue / "test.tsv")))
+    return result, out
+
+
+def test_sst2_outputs(sst2_run):
+    result, out = sst2_run
+    assert result.steps == 12 and result.num_train == 192 and result.num_dev == 96
+    assert result.metric == "accuracy" and result.labels == ["0", "1"]
+    for name in ("eval_results.json", "predictions.tsv", "test_predictions.tsv", "metrics.jsonl",
+                 "finetune_config.json", "train.log", "best/config.json", "best/model.safetensors",
+                 "best/tokenizer.json"):
+        assert (out / name).exists(), name
+    assert any((out / "tb").iterdir())
+    res = json.loads((out / "eval_results.json").read_text())
+    assert set(res) >= {"accuracy", "eval_loss", "num_examples", "best_step"} and res["num_examples"] == 96
+    assert res["accuracy"] == pytest.approx(result.eval_results["accuracy"])
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["split"] == "eval"]
+    assert [r["step"] for r in evals] == [6, 12]
+    assert res["accuracy"] == pytest.approx(max(r["accuracy"] for r in evals))  # best/ is the best eval
+    rows = (out / "predictions.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction\tlabel" and len(rows) == 97
+    test_rows = (out / "test_predictions.tsv").read_text().splitlines()
+    assert test_rows[0] == "index\tprediction" and len(test_rows) == 1822  # one per test row, no labels
+    assert result.truncated["test"] > 0  # SST-2 test has sentences over 64 word pieces
+
+
+def test_label_mapping_round_trips_through_config_json(sst2_run):
+    from litebert.config import AlbertConfig
+
+    _, out = sst2_run
+    raw = json.loads((out / "best/config.json").read_text())
+    assert raw["id2label"] == {"0": "0", "1": "1"} and raw["label2id"] == {"0": 0, "1": 1}
+    assert raw["problem_type"] == "single_label_classification" and raw["finetuning_task"] == "sst2"
+    cfg = AlbertConfig.from_json_file(out / "best/config.json")
+    assert cfg.id2label == {0: "0", 1: "1"} and cfg.num_labels == 2
+
+
+def test_transformers_loads_the_finetuned_model_and_agrees(sst2_run, shared_data):
+    transformers = pytest.importorskip("transformers")
+    from litebert.finetune.data import PadCollator, encode_examples
+    from litebert.finetune.readers import read_examples
+    from litebert.finetune.tasks import get_task
+    from litebert.modeling import AlbertForSequenceClassification
+    from litebert.tokenization import load_tokenizer
+
+    _, out = sst2_run
+    best = out / "best"
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(best).eval()
+    ours = AlbertForSequenceClassification.from_pretrained(best).eval()
+    assert hf.config.id2label == {0: "0", 1: "1"}
+    dev = shared_data / "glue/SST-2/dev.tsv"
+    examples = read_examples(dev, get_task("sst2").layout_for(dev)).examples[:48]
+    enc = encode_examples(examples, load_tokenizer(best), 64)
+    batch = PadCollator(0)([{"input_ids": i, "token_type_ids": t} for i, t in zip(enc.input_ids, enc.token_type_ids)])
+    with torch.no_grad():
+        a = ours(**batch).logits
+        b = hf(**batch).logits
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert torch.equal(a.argmax(-1), b.argmax(-1))
+    # and the labels written by finetune() are those predictions
+    preds = [line.split("\t")[1] for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
+    assert set(preds) <= {"0", "1"}
+
+
+def test_evaluate_and_predict_reproduce_finetune(sst2_run, shared_data, tmp_path):
+    result, out = sst2_run
+    dev = shared_data / "glue/SST-2/dev.tsv"
+    # the task is read back from config.json (finetuning_task): no columns needed
+    ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "ev"),
+                                 max_seq_length=64))
+    assert ev.num_examples == 872 and (tmp_path / "ev/eval_results.json").exists()
+    assert set(ev.metrics) == {"accuracy", "eval_loss"}
+    pr = predict(EvaluateConfig(model=str(out / "best"), data_file=str(shared_data / "glue/SST-2/test.tsv"),
+                                output_dir=str(tmp_path / "pr"), max_seq_length=64))
+    assert pr.labels is None and len(pr.predictions) == 1821
+    written = [line.split("\t")[1] for line in (tmp_path / "pr/predictions.tsv").read_text().splitlines()[1:]]
+    assert written == pr.predictions
+    ours = [line.split("\t")[1] for line in (out / "test_predictions.tsv").read_text().splitlines()[1:]]
+    assert ours == pr.predictions
+
+
+def test_mrpc_sentence_pairs(en_model, shared_data, tmp_path):
+    glue = shared_data / "glue/MRPC"
+    result = finetune(_config(en_model, glue / "train.tsv", glue / "dev.tsv", tmp_path / "mrpc", "mrpc",
+                              optimizer="lamb", max_steps=6, eval_steps=3))
+    assert set(result.eval_results) == {"accuracy", "f1", "eval_loss"}
+    assert result.metric == "accuracy"
+
+
+def test_chnsenticorp(zh_model, shared_data, tmp_path):
+    data = shared_data / "chnsenticorp"
+    result = finetune(_config(zh_model, data / "train.tsv", data / "dev.tsv", tmp_path / "chn", "chnsenticorp",
+                              test_file=str(data / "test.tsv"), max_steps=6, eval_steps=6))
+    assert result.num_dev == 96 and result.truncated["train"] > 0  # reviews are longer than 64 characters
+    assert result.test_results is not None and "accuracy" in result.test_results  # this test split has labels
+    assert (tmp_path / "chn/test_results.json").exists()
+
+
+def test_string_labels_csv_columns_by_index_early_stopping(en_model, tmp_path):
+    rows = [("great fun", "pos"), ("dull and slow", "neg"), ("a joy", "pos"), ("boring", "neg")] * 8
+    train = tmp_path / "train.csv"
+    train.write_text("".join(f'"{t}",{lab}\n' for t, lab in rows), encoding="utf-8")  # no header
+    data = DataOptions(text_column="0", label_column="1", header=False)
+    result = finetune(_config(en_model, train, train, tmp_path / "run", data=data, max_train_examples=None,
+                              max_eval_examples=None, batch_size=8, max_steps=40, eval_steps=1,
+                              early_stopping_patience=2, learning_rate=1e-9, metrics=("f1", "accuracy")))
+    assert result.stopped_early and result.steps < 40
+    assert result.labels == ["neg", "pos"] and result.metric == "f1"
+    cfg = json.loads((tmp_path / "run/best/config.json").read_text())
+    assert cfg["id2label"] == {"0": "neg", "1": "pos"}
+    preds = {line.split("\t")[1] for line in (tmp_path / "run/predictions.tsv").read_text().splitlines()[1:]}
+    assert preds <= {"neg", "pos"}
+    ev = evaluate(EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(train),
+                                 data=data, max_seq_length=64))
+    assert ev.metrics["f1"] == pytest.approx(result.eval_results["f1"])
+
+
+def test_regression_and_multilabel_train(en_model, tmp_path):
+    reg = tmp_path / "reg.tsv"
+    reg.write_text("text\tscore\n" + "".join(f"row {i}\t{i % 5 * 0.5}\n" for i in range(24)), encoding="utf-8")
+    data = DataOptions(text_column="text", label_column="score")
+    r = finetune(_config(en_model, reg, reg, tmp_path / "reg", data=data, problem_type="regression",
+                         max_steps=3, eval_steps=3))
+    assert set(r.eval_results) == {"pearson", "spearman", "eval_loss"}
+    assert json.loads((tmp_path / "reg/best/config.json").read_text())["num_labels"] == 1
+    multi = tmp_path / "multi.jsonl"
+    multi.write_text("".join(json.dumps({"text": f"t {i}", "tags": ["a", "b", "c"][: 1 + i % 3]}) + "\n"
+                             for i in range(24)), encoding="utf-8")
+    m = finetune(_config(en_model, multi, multi, tmp_path / "multi", problem_type="multi_label", max_steps=3,
+                         eval_steps=3, data=DataOptions(text_column="text", label_column="tags")))
+    assert m.labels == ["a", "b", "c"] and set(m.eval_results) == {"accuracy", "f1", "eval_loss"}
+
+
+def test_bad_input(en_model, tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\ngood\tpos\nbad\tneg\n", encoding="utf-8")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("text\tlabel\nfine\tpos\nmeh\tneutral\n", encoding="utf-8")
+    data = DataOptions(text_column="text", label_column="label")
+    with pytest.raises(LitebertError, match=r"dev.tsv:3: label 'neutral' does not occur in the training labels"):
+        finetune(_config(en_model, train, dev, tmp_path / "o1", data=data, max_train_examples=None,
+                         max_eval_examples=None))
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(LitebertError, match="empty"):
+        finetune(_config(en_model, empty, dev, tmp_path / "o2", data=data))
+    with pytest.raises(LitebertError, match="label column index 7 is out of range"):
+        finetune(_config(en_model, train, dev, tmp_path / "o3", data=DataOptions(text_column="0", label_column="7")))
+    short = tmp_path / "short.tsv"
+    short.write_text("text\tlabel\ngood\tpos\nno label here\n", encoding="utf-8")
+    with pytest.raises(LitebertError, match=r"short.tsv:3: row has 1 field"):
+        finetune(_config(en_model, short, dev, tmp_path / "o4", data=data))
+    with pytest.raises(LitebertError, match="unknown task"):
+        DataOptions(task="squad")
+    with pytest.raises(LitebertError, match="learning_rate"):
+        _config(en_model, train, dev, tmp_path / "o5", data=data, learning_rate=0)
+
+
+def test_truncation_is_counted(en_model):
+    from litebert.finetune.data import encode_examples
+    from litebert.finetune.readers import Example
+    from litebert.tokenization import load_tokenizer
+
+    tok = load_tokenizer(en_model)
+    long = " ".join(["film"] * 100)
+    exs = [Example(0, long, None, None, 1), Example(1, "short", None, None, 2), Example(2, long, long, None, 3)]
+    enc = encode_examples(exs, tok, 16)
+    assert enc.truncated == 2 and enc.longest == 203
+    assert [len(i) for i in enc.input_ids] == [16, 3, 16]
+    # longest first, ties cut from the second text (google-research/bert, transformers): 7 + 6 pieces + 3 specials
+    assert enc.token_type_ids[2] == [0] * 9 + [1] * 7
+    assert enc.input_ids[2][0] == tok.cls_token_id and enc.input_ids[2][-1] == tok.sep_token_id
+
+
+def test_cli(en_model, shared_data, tmp_path, capsys):
+    glue = shared_data / "glue/SST-2"
+    out = tmp_path / "cli"
+    code = main(["finetune", "--model", str(en_model), "--task", "sst2", "--train", str(glue / "train.tsv"),
+                 "--dev", str(glue / "dev.tsv"), "--output", str(out), "--max-train-examples", "64",
+                 "--max-eval-examples", "32", "--max-steps", "2", "--batch-size", "32", "--max-seq-length", "64",
+                 "--no-progress", "--no-checkpoints"])
+    assert code == 0 and (out / "best/model.safetensors").exists() and not (out / "checkpoints").exists()
+    printed = capsys.readouterr().out  # the loop's log lines, then the result as JSON
+    assert json.loads(printed[printed.index("{\n"):])["metric"] == "accuracy"
+    code = main(["evaluate", "--model", str(out / "best"), "--data", str(glue / "dev.tsv"), "--max-examples", "20",
+                 "--max-seq-length", "64"])
+    assert code == 0 and "accuracy" in json.loads(capsys.readouterr().out)
+    code = main(["predict", "--model", str(out / "best"), "--data", str(glue / "test.tsv"), "--max-examples", "5",
+                 "--max-seq-length", "64"])
+    assert code == 0 and len(capsys.readouterr().out.splitlines()) == 5
+    code = main(["evaluate", "--model", str(out / "best"), "--data", str(glue / "test.tsv"), "--task", "sst2"])
+    assert code == 2 and "label column is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["finetune", "--model", "x", "--bogus"])

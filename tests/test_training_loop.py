@@ -1,0 +1,172 @@
+"""The one training loop on synthetic data: global loss normalisation, exact resume, checkpoint safety,
+non-finite steps, best model + early stopping, what gets logged, the golden per-step loss of the debug preset."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from _training_helpers import SyntheticPretrainingData, collate
+from litebert import AlbertConfig, AlbertForPreTraining
+from litebert.errors import LitebertError
+from litebert.optim import build_optimizer, build_scheduler
+from litebert.training import LossOutput, TrainingArgs, make_batch_factory, train
+from litebert.training.metrics import read_metrics
+from litebert.training.plot import plot_metrics
+from litebert.training.pretrain import pretraining_count, pretraining_objective
+from litebert.training.state import COMPLETE_MARKER, list_checkpoints
+
+GOLDEN = Path(__file__).parent / "golden" / "albert_debug_pretrain_loss.json"
+
+
+def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
+    torch.manual_seed(seed)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
+    opt = build_optimizer(model, "lamb", lr=lr, weight_decay=0.01)
+    sched = build_scheduler(opt, warmup, steps)
+    batches = make_batch_factory(SyntheticPretrainingData(n=n), batch_size, collate, seed=1)
+    return model, opt, sched, batches
+
+
+def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, **kw):
+    setup_kw = {k: kw.pop(k) for k in ("n", "lr") if k in kw}
+    model, opt, sched, batches = _setup(batch_size, steps, **setup_kw)
+    args = TrainingArgs(output_dir=out, max_steps=steps, gradient_accumulation_steps=accum, logging_steps=1,
+                        progress_bar=False, **kw)
+    result = train(model, opt, sched, batches, objective, pretraining_count, args)
+    return model, result
+
+
+def _max_diff(a, b):
+    return max((x - y).abs().max().item() for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_accumulation_equals_large_batch(tmp_path):
+    # 1 x 8 and 1 x 4 x 2 accumulation: the same examples per step, loss normalised over the whole step
+    m8, _ = _run(tmp_path / "a", batch_size=8, accum=1)
+    m4, _ = _run(tmp_path / "b", batch_size=4, accum=2)
+    assert _max_diff(m8, m4) < 1e-4
+    la = [r["loss"] for r in read_metrics(tmp_path / "a")]
+    lb = [r["loss"] for r in read_metrics(tmp_path / "b")]
+    assert len(la) == 20 and max(abs(x - y) for x, y in zip(la, lb)) < 1e-4
+
+
+def test_golden_per_step_loss(tmp_path):
+    """Guards the numerics of model + LAMB + schedule + loop: 20 steps of albert-debug on synthetic data."""
+    _run(tmp_path, batch_size=8, steps=20)
+    losses = [r["loss"] for r in read_metrics(tmp_path) if r["split"] == "train"]
+    golden = json.loads(GOLDEN.read_text())
+    assert len(losses) == len(golden["loss"]) == 20
+    # fp32 on CPU: BLAS kernels/thread counts may change the last bits; 20 steps keep that far below 1e-3
+    for step, (got, want) in enumerate(zip(losses, golden["loss"]), start=1):
+        assert abs(got - want) < golden["tolerance"], f"step {step}: {got} vs golden {want}"
+
+
+def test_records_and_files(tmp_path):
+    _run(tmp_path, steps=4)
+    records = read_metrics(tmp_path)
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert set(records[0]) == {"step", "split", "loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy",
+                               "learning_rate", "grad_norm", "tokens_per_second"}
+    assert records[0]["split"] == "train" and records[0]["learning_rate"] == 0.0
+    assert math.isclose(records[0]["loss"], records[0]["mlm_loss"] + records[0]["sop_loss"])
+    assert any((tmp_path / "tb").iterdir())
+    assert "train step 4/4" in (tmp_path / "train.log").read_text()
+    png = plot_metrics(tmp_path)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(LitebertError, match="no metrics"):
+        plot_metrics(tmp_path / "nothing")
+
+
+def test_resume_is_bit_identical_and_checkpoints_are_safe(tmp_path):
+    full, _ = _run(tmp_path / "full", steps=12, save_steps=4)
+    # the interrupted run: the same run directory, cut after step 8 (simulated by removing later artefacts)
+    part = tmp_path / "part"
+    shutil.copytree(tmp_path / "full", part)
+    shutil.rmtree(part / "checkpoints" / "step-12")
+    (part / "checkpoints" / "step-12").mkdir()  # a directory without its marker: ignored with a warning
+    (part / "checkpoints" / ".tmp-step-12").mkdir()  # a save cut short
+    with pytest.warns(UserWarning, match="incomplete checkpoint"):
+        resumed, result = _run(part, steps=12, save_steps=4, resume="auto")
+    assert result.step == 12
+    for (k, a), b in zip(full.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), k
+    # metrics.jsonl reads as one run
+    assert [r["step"] for r in read_metrics(part)] == list(range(1, 13))
+    # a fresh run must not overwrite existing checkpoints
+    with pytest.raises(LitebertError, match="already holds checkpoints"):
+        _run(part, steps=12)
+
+
+def test_corrupted_checkpoint_is_a_clear_error(tmp_path):
+    _run(tmp_path, steps=4, save_steps=2, save_total_limit=1)
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [4]
+    model_file = tmp_path / "checkpoints" / "step-4" / "model.pt"
+    data = bytearray(model_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model_file.write_bytes(bytes(data))
+    with pytest.raises(LitebertError, match="model.pt is corrupted"):
+        _run(tmp_path, steps=6, resume="auto")
+    (tmp_path / "checkpoints" / "step-4" / COMPLETE_MARKER).write_text("{not json")
+    with pytest.raises(LitebertError, match="corrupted"):
+        _run(tmp_path, steps=6, resume=str(tmp_path / "checkpoints" / "step-4"))
+    with pytest.raises(LitebertError, match="no such checkpoint"):
+        _run(tmp_path, steps=6, resume=str(tmp_path / "nope"))
+
+
+def _nan_objective(bad_steps):
+    calls = {"n": 0}
+
+    def objective(model, batch):
+        calls["n"] += 1
+        out = pretraining_objective(model, batch)
+        if calls["n"] in bad_steps:
+            out.sums["mlm_loss"] = out.sums["mlm_loss"] * float("nan")
+        return out
+
+    return objective
+
+
+def test_non_finite_steps_are_skipped_then_stop(tmp_path):
+    model, result = _run(tmp_path / "a", steps=6, objective=_nan_objective({2, 3}))
+    assert result.skipped_steps == 2 and result.step == 6
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    with pytest.raises(LitebertError, match=r"stopped at step 5: 3 non-finite.*last good checkpoint is .*step-2"):
+        _run(tmp_path / "b", steps=10, save_steps=2, max_bad_steps=3, objective=_nan_objective({3, 4, 5, 6}))
+
+
+def test_best_model_and_early_stopping(tmp_path):
+    model, opt, sched, batches = _setup(steps=20)
+    scores = iter([0.5, 0.7, 0.6, 0.65, 0.9])
+    best = []
+    args = TrainingArgs(output_dir=tmp_path, max_steps=20, eval_steps=2, logging_steps=5, progress_bar=False,
+                        metric_for_best="accuracy", early_stopping_patience=2)
+    result = train(model, opt, sched, batches, pretraining_objective, pretraining_count, args,
+                   eval_fn=lambda m: {"accuracy": next(scores)}, on_best=lambda m, metrics, step: best.append(step))
+    assert best == [2, 4] and result.stopped_early and result.step == 8
+    assert result.best_metric == 0.7 and result.best_step == 4
+    evals = [r for r in read_metrics(tmp_path) if r["split"] == "eval"]
+    assert [r["step"] for r in evals] == [2, 4, 6, 8]
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [8]
+
+
+def test_single_term_objective_and_bad_args(tmp_path):
+    def objective(model, batch):  # fine-tuning style: one term, units = examples
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        loss = torch.nn.functional.cross_entropy(out.sop_logits, batch["sentence_order_label"], reduction="sum")
+        return LossOutput(sums={"loss": loss})
+
+    model, opt, sched, batches = _setup(steps=3)
+    args = TrainingArgs(output_dir=tmp_path, max_steps=3, logging_steps=1, progress_bar=False)
+    train(model, opt, sched, batches, objective, lambda b: {"loss": b["input_ids"].shape[0]}, args)
+    rec = read_metrics(tmp_path)[-1]
+    assert "loss" in rec and "mlm_loss" not in rec
+    with pytest.raises(LitebertError, match="max_steps"):
+        TrainingArgs(output_dir=tmp_path, max_steps=0)
+    with pytest.raises(LitebertError, match="precision"):
+        TrainingArgs(output_dir=tmp_path, max_steps=1, precision="fp8")
