@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -186,8 +185,10 @@ def test_string_labels_csv_columns_by_index_early_stopping(en_model, tmp_path):
     assert cfg["id2label"] == {"0": "neg", "1": "pos"}
     preds = {line.split("\t")[1] for line in (tmp_path / "run/predictions.tsv").read_text().splitlines()[1:]}
     assert preds <= {"neg", "pos"}
-    ev = evaluate(EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(train),
-                                 data=data, max_seq_length=64))
+    # the column options were saved in config.json: evaluate needs none
+    assert cfg["litebert_data_options"] == {"text_column": 0, "label_column": 1, "header": False,
+                                            "label_separator": ","}
+    ev = evaluate(EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(train), max_seq_length=64))
     assert ev.metrics["f1"] == pytest.approx(result.eval_results["f1"])
 
 

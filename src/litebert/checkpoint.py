@@ -206,15 +206,17 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], source:
         groups.setdefault((tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride())), []).append(name)
     loaded: dict[str, torch.Tensor] = {}
     mismatched: list[str] = []
-    for name, value in state.items():
-        if name not in own:
+    for name in own:  # the model's order, so that the first mismatch reported is the first in the model
+        if name not in state:
             continue
+        value = state[name]
         if tuple(value.shape) != tuple(own[name].shape):
             if ignore_mismatched_sizes:
                 mismatched.append(name)
                 continue
             raise LitebertError(f"{source}: parameter {name!r} has shape {list(value.shape)} in the file but "
-                                f"{list(own[name].shape)} in the model built from the config (check config.json)")
+                                f"{list(own[name].shape)} in the model built from the config (check config.json; "
+                                "for a new task head pass ignore_mismatched_sizes=True)")
         loaded[name] = value
     missing: list[str] = []
     with torch.no_grad():

@@ -24,7 +24,8 @@ from typing import Any
 from litebert.errors import LitebertError
 
 #: activations accepted in ``hidden_act`` (transformers' ``ACT2FN`` names that the model implements).
-SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh", "quick_gelu")
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh",
+                         "quick_gelu")
 SHARING_MODES = ("all", "attention", "ffn", "none")
 EMBEDDING_LAYOUTS = ("factorized", "albert_zh")
 LAYER_NORM_POSITIONS = ("post", "pre")
@@ -155,7 +156,8 @@ class AlbertConfig:
             fail("tie_word_embeddings", "litebert's ALBERT always ties the MLM decoder to the word embeddings")
         pos_type = self.extra.get("position_embedding_type", "absolute")
         if pos_type not in (None, "absolute"):
-            raise LitebertError(f"AlbertConfig.position_embedding_type: only 'absolute' is supported (got {pos_type!r})")
+            raise LitebertError(
+                f"AlbertConfig.position_embedding_type: only 'absolute' is supported (got {pos_type!r})")
         # labels: id2label wins (transformers' rule), keys as int
         if self.id2label is not None:
             try:

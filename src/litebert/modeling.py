@@ -26,7 +26,7 @@ K layers per group. All float tensors are the parameters' dtype (fp32 unless the
 
 from __future__ import annotations
 
-import logging
+import functools
 import math
 import os
 from dataclasses import dataclass, fields
@@ -38,7 +38,6 @@ from torch import nn
 
 from litebert.config import AlbertConfig
 
-logger = logging.getLogger(__name__)
 
 
 def get_activation(name: str):
@@ -50,7 +49,7 @@ def get_activation(name: str):
     if name == "gelu":
         return F.gelu
     if name in ("gelu_new", "gelu_fast", "gelu_pytorch_tanh"):
-        return lambda x: F.gelu(x, approximate="tanh")
+        return functools.partial(F.gelu, approximate="tanh")  # a partial, not a lambda: models stay picklable
     if name == "relu":
         return F.relu
     if name in ("silu", "swish"):
@@ -58,8 +57,12 @@ def get_activation(name: str):
     if name == "tanh":
         return torch.tanh
     if name == "quick_gelu":
-        return lambda x: x * torch.sigmoid(1.702 * x)
+        return _quick_gelu
     raise ValueError(f"unsupported activation {name!r}")
+
+
+def _quick_gelu(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(1.702 * x)
 
 
 def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -203,14 +206,24 @@ class AlbertAttention(nn.Module):
         self.pre_ln = config.layer_norm_position == "pre"
         self.attn_dropout, self.dropout_prob = config.attention_probs_dropout_prob, config.hidden_dropout_prob
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
+    def fused_qkv(self, cache: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W (3H, H), b (3H,)): query, key and value stacked for one matmul. They are concatenated at forward time
+        so that the gradients reach the three HF-named parameters; ``cache`` (one dict per model forward) makes a
+        layer shared across L applications concatenate once instead of L times."""
+        if cache is not None and id(self) in cache:
+            return cache[id(self)]
+        w = torch.cat((self.query.weight, self.key.weight, self.value.weight))  # 3 × (H, H) -> (3H, H)
+        b = torch.cat((self.query.bias, self.key.bias, self.value.bias))  # (3H,)
+        if cache is not None:
+            cache[id(self)] = (w, b)
+        return w, b
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False,
+                cache: dict | None = None):
         """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None)."""
         B, S, H = x.shape
         h = self.LayerNorm(x) if self.pre_ln else x
-        # One matmul for Q, K and V; the weights are concatenated at each call so that gradients reach the three
-        # HF-named parameters (the copy costs 3H² floats, small next to the (B·S)·H·3H matmul).
-        w = torch.cat((self.query.weight, self.key.weight, self.value.weight))  # (3H, H)
-        b = torch.cat((self.query.bias, self.key.bias, self.value.bias))  # (3H,)
+        w, b = self.fused_qkv(cache)
         qkv = F.linear(h, w, b).view(B, S, 3, self.num_heads, self.head_size)  # (B, S, 3H) -> (B, S, 3, nh, hd)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, nh, S, hd)
         p_drop = self.attn_dropout if self.training else 0.0
@@ -244,9 +257,10 @@ class AlbertLayer(nn.Module):
         self.pre_ln = config.layer_norm_position == "pre"
         self.dropout_prob = config.hidden_dropout_prob
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False,
+                cache: dict | None = None):
         """x (B, S, H) → ((B, S, H), attention probs or None)."""
-        a, probs = self.attention(x, mask, output_attentions)
+        a, probs = self.attention(x, mask, output_attentions, cache)
         h = self.full_layer_layer_norm(a) if self.pre_ln else a
         f = self.ffn_output(self.activation(self.ffn(h)))  # (B, S, H) -> (B, S, I) -> (B, S, H)
         f = _dropout(f, self.dropout_prob, self.training)
@@ -260,10 +274,11 @@ class AlbertLayerGroup(nn.Module):
         super().__init__()
         self.albert_layers = nn.ModuleList([AlbertLayer(config) for _ in range(config.inner_group_num)])
 
-    def forward(self, x, mask=None, all_hidden: list | None = None, all_attn: list | None = None):
+    def forward(self, x, mask=None, all_hidden: list | None = None, all_attn: list | None = None,
+                cache: dict | None = None):
         """x (B, S, H) → (B, S, H); appends each layer's output / attention probs to the lists when given."""
         for layer in self.albert_layers:
-            x, probs = layer(x, mask, all_attn is not None)
+            x, probs = layer(x, mask, all_attn is not None, cache)
             if all_hidden is not None:
                 all_hidden.append(x)
             if all_attn is not None:
@@ -292,24 +307,26 @@ class AlbertTransformer(nn.Module):
         self.albert_layer_groups = nn.ModuleList([AlbertLayerGroup(config) for _ in range(L if partial else G)])
         self.physical_group = list(range(L)) if partial else self.sharing_group  # layer -> module index
         if partial:
-            first_layer_of = {}
+            shared = ("attention",) if config.sharing == "attention" else ("ffn", "ffn_output", "full_layer_layer_norm")
+            first_layer_of: dict[int, int] = {}
             for l, g in enumerate(self.sharing_group):
                 first_layer_of.setdefault(g, l)
                 src = self.albert_layer_groups[first_layer_of[g]].albert_layers
                 for k, layer in enumerate(self.albert_layer_groups[l].albert_layers):
-                    names = ("attention",) if config.sharing == "attention" else ("ffn", "ffn_output", "full_layer_layer_norm")
-                    for name in names:
+                    for name in shared:
                         setattr(layer, name, getattr(src[k], name))
 
     def forward(self, x, mask=None, output_hidden_states=False, output_attentions=False):
-        """x (B, S, E) factorized / (B, S, H) albert_zh → (last (B, S, H), hidden_states tuple|None, attentions|None)."""
+        """x (B, S, E) factorized / (B, S, H) albert_zh → (last (B, S, H), hidden_states | None, attentions | None)."""
         if hasattr(self, "embedding_hidden_mapping_in"):
             x = self.embedding_hidden_mapping_in(x)  # (B, S, E) -> (B, S, H)
         all_hidden = [x] if output_hidden_states else None
         all_attn = [] if output_attentions else None
+        cache: dict = {}  # fused QKV weights, built once per forward for each distinct attention module
         for l in range(self.config.num_hidden_layers):
-            x = self.albert_layer_groups[self.physical_group[l]](x, mask, all_hidden, all_attn)
-        return x, (tuple(all_hidden) if all_hidden is not None else None), (tuple(all_attn) if all_attn is not None else None)
+            x = self.albert_layer_groups[self.physical_group[l]](x, mask, all_hidden, all_attn, cache)
+        return (x, tuple(all_hidden) if all_hidden is not None else None,
+                tuple(all_attn) if all_attn is not None else None)
 
 
 # ====================================================================================================== base class

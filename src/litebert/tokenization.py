@@ -17,6 +17,7 @@ transformers ``models/albert/tokenization_albert.py`` and ``models/bert/tokeniza
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -38,6 +39,7 @@ _WP_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", 
 # Pieces that start a word in SentencePiece vocabularies besides "▁x" (google-research/albert
 # create_pretraining_data.py `_is_start_piece`: a word that starts with punctuation is a word of its own).
 _SP_START_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_CTRL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$|^\[unused_\d+\]$")
 
 
@@ -217,11 +219,81 @@ class Tokenizer:
         return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
 
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = False) -> list[list[int]]:
-        """Ids of many texts at once (Rust-parallel); same ids as :meth:`encode`."""
+        """Ids of many texts at once; exactly the ids of :meth:`encode` (see :meth:`encode_batch_flat`)."""
+        texts = list(texts)
+        if add_special_tokens:
+            return [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=True)]
+        flat, lengths = self.encode_batch_flat(texts)
+        return [a.tolist() for a in np.split(flat, np.cumsum(lengths)[:-1])] if len(texts) else []
+
+    def encode_batch_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Ids of many texts (no special tokens added) as one ``int32 [T]`` array plus ``int64 [len(texts)]``
+        lengths; exactly the ids of :meth:`encode` (``tests/test_tokenization.py`` checks it on the corpora).
+
+        Why it is exact: both pipelines cut text at whitespace before the model (Metaspace / BertPreTokenizer)
+        and every normalizer step acts within a whitespace-separated word, so a text's ids are the concatenation
+        of its words' ids. Each distinct word is encoded once by the ``tokenizers`` pipeline and cached (words
+        repeat: Zipf); printable-ASCII text is lowercased first (for ASCII, lowercasing and ALBERT's quote
+        replacement are the only steps that change anything), so "The" and "the" share an entry. Special tokens
+        in the raw text are cut out first, as the pipeline does. Text with control characters (which Python and
+        Rust disagree on as whitespace) is encoded whole by the pipeline. The gather is vectorized with numpy.
+        """
+        cache = self._id_cache.setdefault("words", {})
+        if len(cache) > 1_000_000:
+            cache.clear()
+        if "special_re" not in self._id_cache:
+            alts = sorted(set(self.special_tokens.values()), key=len, reverse=True)
+            self._id_cache["special_re"] = re.compile("(" + "|".join(re.escape(a) for a in alts) + ")")
+            for t in alts:
+                cache["\x00" + t] = [self.backend.token_to_id(t)]
+        special_re = self._id_cache["special_re"]
+        sp, lower = self.kind == "sentencepiece", self.do_lower_case
+        keys: list[str] = []
+        counts = np.zeros(len(texts), dtype=np.int64)
+        for i, t in enumerate(texts):  # per text, not per word: the word loops below run in C
+            n0 = len(keys)
+            if _CTRL_RE.search(t):
+                keys.append("\x01" + t)  # encoded whole
+            else:
+                ascii_ = t.isascii()
+                parts = special_re.split(t) if ("[" in t or "<" in t) else [t]
+                for k, part in enumerate(parts):
+                    if k % 2:
+                        keys.append("\x00" + part)
+                        continue
+                    if ascii_:
+                        if sp and ("``" in part or "''" in part):
+                            part = part.replace("``", '"').replace("''", '"')
+                        if lower:
+                            part = part.lower()
+                    keys.extend(part.split())
+            counts[i] = len(keys) - n0
+        uniq = list(dict.fromkeys(keys))
+        missing = [k for k in uniq if k not in cache]
+        if missing:
+            todo = [k[1:] if k[0] == "\x01" else k for k in missing]
+            for k, ids in zip(missing, self._backend_batch(todo)):
+                cache[k] = ids
+        id_lists = [cache[k] for k in uniq]
+        ulens = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
+        uflat = np.fromiter(itertools.chain.from_iterable(id_lists), np.int32, int(ulens.sum()))
+        ustart = np.cumsum(ulens) - ulens
+        index = dict(zip(uniq, range(len(uniq))))
+        widx = np.fromiter(map(index.__getitem__, keys), np.int64, len(keys))
+        occ_len = ulens[widx]
+        total = int(occ_len.sum())
+        occ_first = np.cumsum(occ_len) - occ_len
+        flat = uflat[np.repeat(ustart[widx] - occ_first, occ_len) + np.arange(total)]
+        text_end = np.cumsum(counts)
+        word_cum = np.concatenate([[0], np.cumsum(occ_len)])
+        lengths = word_cum[text_end] - word_cum[text_end - counts]
+        return flat, lengths
+
+    def _backend_batch(self, texts: list[str]) -> list[list[int]]:
         if hasattr(self.backend, "encode_batch_fast"):
-            encs = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
+            encs = self.backend.encode_batch_fast(texts, add_special_tokens=False)
         else:  # pragma: no cover - tokenizers < 0.21
-            encs = self.backend.encode_batch(list(texts), add_special_tokens=add_special_tokens)
+            encs = self.backend.encode_batch(texts, add_special_tokens=False)
         return [e.ids for e in encs]
 
     def encode_pair(self, text: str, text_pair: str | None = None, max_length: int | None = None) -> dict[str, list[int]]:

@@ -12,7 +12,7 @@ Formats, chosen by content (:func:`detect_format`) unless forced:
 
 Sentence splitting (:func:`split_sentences`) is a documented rule, not a model: a sentence ends after ``.``, ``!``
 or ``?`` (with any closing quotes/brackets) that is followed by whitespace and then an upper-case letter, a digit,
-an opening quote/bracket or ``<`` (WikiText's ``<unk>``); and after Chinese ``。！？`` (with closing quotes),
+an opening quote/bracket, a CJK character or ``<`` (WikiText's ``<unk>``); and after Chinese ``。！？`` (with closing quotes),
 whether or not a space follows. Abbreviations such as "Mr. Smith" are split too; that costs a sentence boundary,
 not text.
 
@@ -35,7 +35,7 @@ from litebert.errors import LitebertError
 
 FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "plain")
 
-_EN_BOUNDARY = re.compile(r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ])")
+_EN_BOUNDARY = re.compile(r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ\u3400-\u4dbf\u4e00-\u9fff])")
 _ZH_BOUNDARY = re.compile(r"([。！？]+[”’」』）)]*)\s*")
 _WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
 _WIKITEXT_HEADING = re.compile(r"^ (= )+.*( =)+ $")
@@ -48,8 +48,29 @@ def split_sentences(paragraph: str) -> list[str]:
     ['It rained .', 'Then it stopped !', '下雨了。', '停了！']
     """
     text = _EN_BOUNDARY.sub("\\1\n", paragraph)
-    text = _ZH_BOUNDARY.sub("\\1\n", text)
+    if "。" in text or "！" in text or "？" in text:
+        text = _ZH_BOUNDARY.sub("\\1\n", text)
     return [s.strip() for s in text.split("\n") if s.strip()]
+
+
+class Unsplit(str):
+    """A paragraph whose sentence splitting was deferred (``read_documents(defer_split=True)``): the consumer
+    calls :func:`expand_document` (so that ``prepare``'s workers, not the reader, run the splitter)."""
+
+    __slots__ = ()
+
+
+def expand_document(doc: list[str]) -> list[str]:
+    """Split the :class:`Unsplit` paragraphs of a document into sentences; other entries are sentences already."""
+    if not any(type(s) is Unsplit for s in doc):
+        return doc
+    out: list[str] = []
+    for s in doc:
+        if type(s) is Unsplit:
+            out.extend(split_sentences(s))
+        else:
+            out.append(s)
+    return out
 
 
 @dataclass
@@ -159,7 +180,7 @@ def _iter_lines(path: Path, stats: CorpusStats, on_invalid: str) -> Iterator[tup
             yield n, line.rstrip("\r\n")
 
 
-def _read_bert(lines: Iterable[tuple[int, str]], split: bool) -> Iterator[list[str]]:
+def _read_bert(lines: Iterable[tuple[int, str]], split, splitter=split_sentences) -> Iterator[list[str]]:
     doc: list[str] = []
     for _, line in lines:
         s = line.strip()
@@ -169,14 +190,14 @@ def _read_bert(lines: Iterable[tuple[int, str]], split: bool) -> Iterator[list[s
                 doc = []
             continue
         if split:
-            doc.extend(split_sentences(s))
+            doc.extend(splitter(s))
         else:
             doc.append(s)
     if doc:
         yield doc
 
 
-def _read_wikitext(lines: Iterable[tuple[int, str]]) -> Iterator[list[str]]:
+def _read_wikitext(lines: Iterable[tuple[int, str]], splitter=split_sentences) -> Iterator[list[str]]:
     doc: list[str] = []
     for _, line in lines:
         if _WIKITEXT_TITLE.match(line):
@@ -188,12 +209,12 @@ def _read_wikitext(lines: Iterable[tuple[int, str]]) -> Iterator[list[str]]:
             continue
         s = line.strip()
         if s:
-            doc.extend(split_sentences(s))
+            doc.extend(splitter(s))
     if doc:
         yield doc
 
 
-def _read_wikiextractor(lines: Iterable[tuple[int, str]]) -> Iterator[list[str]]:
+def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentences) -> Iterator[list[str]]:
     doc: list[str] | None = None
     title = None
     skip_title = False
@@ -220,12 +241,13 @@ def _read_wikiextractor(lines: Iterable[tuple[int, str]]) -> Iterator[list[str]]
                 continue
         if doc is None:
             doc = []
-        doc.extend(split_sentences(s))
+        doc.extend(splitter(s))
     if doc:
         yield doc
 
 
-def _read_jsonl(lines: Iterable[tuple[int, str]], path: Path, stats: CorpusStats, on_invalid: str) -> Iterator[list[str]]:
+def _read_jsonl(lines: Iterable[tuple[int, str]], path: Path, stats: CorpusStats, on_invalid: str,
+                splitter=split_sentences) -> Iterator[list[str]]:
     for n, line in lines:
         if not line.strip():
             continue
@@ -240,13 +262,14 @@ def _read_jsonl(lines: Iterable[tuple[int, str]], path: Path, stats: CorpusStats
                 raise LitebertError(f"{where}: not a JSON object with a string 'text' field ({exc})") from None
             stats.skip(where)
             continue
-        doc = [s for para in text.split("\n") for s in split_sentences(para)]
+        doc = [s for para in text.split("\n") if para.strip() for s in splitter(para.strip())]
         if doc:
             yield doc
 
 
 def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, format: str = "auto",
-                   stats: CorpusStats | None = None, on_invalid: str = "skip") -> Iterator[list[str]]:
+                   stats: CorpusStats | None = None, on_invalid: str = "skip",
+                   defer_split: bool = False) -> Iterator[list[str]]:
     """Yield the documents of ``paths`` in order, each a non-empty list of sentence strings; one file at a time,
     one document at a time (memory is bounded by the longest document).
 
@@ -255,6 +278,8 @@ def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, forma
         format: one of ``FORMATS``; ``auto`` detects per file.
         stats: filled in while reading (bytes, lines, skipped lines, documents, sentences).
         on_invalid: ``skip`` (count invalid UTF-8 / bad JSON lines) or ``error``.
+        defer_split: yield paragraphs to split as :class:`Unsplit` (see :func:`expand_document`); ``sentences``
+            in ``stats`` then counts entries, not sentences.
 
     Raises:
         LitebertError: bad paths (see :func:`resolve_corpus_files`), unknown format, invalid line with
@@ -266,6 +291,7 @@ def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, forma
         raise LitebertError(f"on_invalid must be 'skip' or 'error', got {on_invalid!r}")
     stats = stats if stats is not None else CorpusStats()
     files = resolve_corpus_files(paths)
+    splitter = (lambda p: [Unsplit(p)]) if defer_split else split_sentences
     for path in files:
         fmt = detect_format(path) if format == "auto" else format
         stats.files += 1
@@ -274,13 +300,13 @@ def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, forma
         if fmt == "bert":
             docs = _read_bert(lines, split=False)
         elif fmt == "plain":
-            docs = _read_bert(lines, split=True)
+            docs = _read_bert(lines, split=True, splitter=splitter)
         elif fmt == "wikitext":
-            docs = _read_wikitext(lines)
+            docs = _read_wikitext(lines, splitter)
         elif fmt == "wikiextractor":
-            docs = _read_wikiextractor(lines)
+            docs = _read_wikiextractor(lines, splitter)
         else:
-            docs = _read_jsonl(lines, path, stats, on_invalid)
+            docs = _read_jsonl(lines, path, stats, on_invalid, splitter)
         for doc in docs:
             stats.documents += 1
             stats.sentences += len(doc)

@@ -12,6 +12,7 @@ returns the same items as ``[dataset[i] for i in indices]``, only faster.
 
 from __future__ import annotations
 
+import collections.abc
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -54,6 +55,8 @@ class PretrainingDataset(torch.utils.data.Dataset):
         self.special_ids = np.array(sorted({t["cls_token_id"], t["sep_token_id"], t["pad_token_id"],
                                             t["mask_token_id"]}), np.int64)
         self.random_ids = np.load(self._file(self.manifest["random_ids"]["path"]))
+        self._special_table = np.zeros(int(t["vocab_size"]), dtype=bool)
+        self._special_table[self.special_ids] = True
         self._ids, self._ws, self._offs, self._meta, self._labels = [], [], [], [], []
         for shard in self.manifest["shards"]:
             f = shard["files"]
@@ -113,50 +116,76 @@ class PretrainingDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, torch.Tensor]]:
-        """Items ``indices``, masked together in one vectorized call (same result as one by one)."""
-        idx = [int(i) for i in indices]
-        locs = [self._locate(i) for i in idx]
+    def __getitems__(self, indices: Sequence[int]) -> "MaskedBatch":
+        """Items ``indices``, masked together in one vectorized call (same result as one by one).
+
+        Returns a :class:`MaskedBatch`: a sequence of the item dicts that also holds the padded batch, which
+        :class:`PretrainingCollator` uses directly (no per-item work).
+        """
+        idx = np.asarray([int(i) for i in indices], dtype=np.int64)
+        idx = np.where(idx < 0, idx + self._len, idx)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self._len):
+            raise IndexError(f"index out of range for {self._len} instances")
         B = len(idx)
-        lengths = np.array([b - a for _, _, a, b in locs], np.int64)
+        shard = np.searchsorted(self._starts, idx, side="right") - 1
+        lengths = self._lengths[idx] if B else np.zeros(0, np.int64)
         S = int(lengths.max()) if B else 0
+        pos = np.arange(S)
+        valid = pos[None, :] < lengths[:, None]
         ids = np.full((B, S), self.pad_token_id, np.int64)
         ws = np.zeros((B, S), np.uint8)
-        labels = None
-        if self.static:
-            labels = np.full((B, S), IGNORE_INDEX, np.int64)
-        for r, (s, _, a, b) in enumerate(locs):  # one copy per item, not per token
-            ids[r, :b - a] = self._ids[s][a:b]
+        labels = np.full((B, S), IGNORE_INDEX, np.int64) if self.static else None
+        for s in np.unique(shard):  # one vectorized gather per shard touched
+            rows = np.nonzero(shard == s)[0]
+            local = idx[rows] - self._starts[s]
+            starts = self._offs[s][local]
+            gather = np.minimum(starts[:, None] + pos[None, :], len(self._ids[s]) - 1)
+            v = valid[rows]
+            ids[rows] = np.where(v, self._ids[s][gather], self.pad_token_id)
             if self.static:
-                labels[r, :b - a] = self._labels[s][a:b]
+                labels[rows] = np.where(v, self._labels[s][gather], IGNORE_INDEX)
             else:
-                ws[r, :b - a] = self._ws[s][a:b]
+                ws[rows] = np.where(v, self._ws[s][gather], 0)
         if not self.static:
-            keys = mask_keys(self.seed, self.epoch, np.asarray([i % self._len for i in idx]))
+            keys = mask_keys(self.seed, self.epoch, idx)
             ids, labels = mask_batch(ids, ws, lengths, keys, mask_token_id=self.mask_token_id,
-                                     special_ids=self.special_ids, random_ids=self.random_ids,
+                                     special_ids=self._special_table, random_ids=self.random_ids,
                                      masked_lm_prob=self.masked_lm_prob,
                                      max_predictions_per_seq=self.max_predictions_per_seq, max_ngram=self.max_ngram)
-        ids_t = torch.from_numpy(ids)
-        labels_t = torch.from_numpy(labels)
-        items = []
-        for r, (s, j, _, _) in enumerate(locs):
-            n = int(lengths[r])
-            len_a = int(self._meta[s][j, META_INDEX["len_a"]])
-            tt = torch.zeros(n, dtype=torch.int64)
-            tt[len_a + 2:] = 1
-            items.append({
-                "input_ids": ids_t[r, :n].clone(),
-                "token_type_ids": tt,
-                "attention_mask": torch.ones(n, dtype=torch.int64),
-                "labels": labels_t[r, :n].clone(),
-                "sentence_order_label": torch.tensor(int(self._meta[s][j, META_INDEX["label"]]), dtype=torch.int64),
-            })
-        return items
+        meta = self._meta_all[idx] if B else np.zeros((0, len(META_INDEX)), np.int64)
+        len_a = meta[:, META_INDEX["len_a"]]
+        token_type = ((pos[None, :] >= (len_a + 2)[:, None]) & valid).astype(np.int64)
+        return MaskedBatch({
+            "input_ids": ids,
+            "token_type_ids": token_type,
+            "attention_mask": valid.astype(np.int64),
+            "labels": labels,
+            "sentence_order_label": meta[:, META_INDEX["label"]].astype(np.int64),
+        }, lengths, self.pad_token_id)
 
     def collator(self, pad_to_multiple_of: int | None = None) -> "PretrainingCollator":
         """A :class:`PretrainingCollator` with this data's pad id."""
         return PretrainingCollator(self.pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
+
+
+class MaskedBatch(collections.abc.Sequence):
+    """What :meth:`PretrainingDataset.__getitems__` returns: item ``r`` is the dict of 1-D tensors of the data
+    contract (built on access); ``arrays`` holds the batch padded to its longest item (int64 numpy ``[B, S]`` and
+    ``sentence_order_label [B]``) for :class:`PretrainingCollator`'s fast path."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], lengths: np.ndarray, pad_token_id: int) -> None:
+        self.arrays, self.lengths, self.pad_token_id = arrays, lengths, pad_token_id
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, r):  # type: ignore[override]
+        if isinstance(r, slice):
+            return [self[i] for i in range(*r.indices(len(self)))]
+        n = int(self.lengths[r])
+        item = {k: torch.from_numpy(np.array(v[r, :n])) for k, v in self.arrays.items() if v.ndim == 2}
+        item["sentence_order_label"] = torch.tensor(int(self.arrays["sentence_order_label"][r]), dtype=torch.int64)
+        return item
 
 
 class PretrainingCollator:
@@ -176,6 +205,8 @@ class PretrainingCollator:
         return cls(manifest["tokenizer"]["pad_token_id"], pad_to_multiple_of)
 
     def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        if isinstance(items, MaskedBatch) and items.pad_token_id == self.pad_token_id:
+            return self._from_masked_batch(items)
         B = len(items)
         S = max(int(it["input_ids"].shape[0]) for it in items)
         if self.pad_to_multiple_of:
@@ -192,6 +223,16 @@ class PretrainingCollator:
             for k in ("input_ids", "token_type_ids", "attention_mask", "labels"):
                 batch[k][r, :n] = it[k]
         batch["sentence_order_label"] = torch.stack([torch.as_tensor(it["sentence_order_label"]) for it in items])
+        return batch
+
+    def _from_masked_batch(self, mb: MaskedBatch) -> dict[str, torch.Tensor]:
+        batch = {k: torch.from_numpy(v) for k, v in mb.arrays.items()}
+        S = batch["input_ids"].shape[1]
+        if self.pad_to_multiple_of and S % self.pad_to_multiple_of:
+            extra = self.pad_to_multiple_of - S % self.pad_to_multiple_of
+            fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
+            for k, value in fill.items():
+                batch[k] = torch.nn.functional.pad(batch[k], (0, extra), value=value)
         return batch
 
 

@@ -1,8 +1,8 @@
 """Pretraining instances from tokenized documents (SPEC.md §2; google-research/albert
 ``create_pretraining_data.py`` ``create_instances_from_document`` and ``truncate_seq_pair``).
 
-A document is a list of sentences, each an ``int32`` array of token ids, with a parallel list of ``uint8``
-"word start" flags. Each document is processed with its own generator seeded by ``(seed, pass, doc_index)``, so the
+A document is its token ids (``int32``, sentences concatenated), the parallel ``uint8`` "word start" flags and
+the sentence lengths. Each document is processed with its own generator seeded by ``(seed, pass, doc_index)``, so the
 output never depends on how documents are spread over worker processes.
 
 Where we differ from the official script (and why), as SPEC.md §2 says:
@@ -95,43 +95,45 @@ class DocumentInstances:
 
 def create_instances_from_document(
     doc_index: int,
-    sentences: list[np.ndarray],
-    starts: list[np.ndarray],
+    doc_tokens: np.ndarray,
+    doc_flags: np.ndarray,
+    sent_lens: np.ndarray,
     settings: InstanceSettings,
     rng: np.random.Generator,
     cls_id: int,
     sep_id: int,
     out: DocumentInstances,
-    other_docs: list[tuple[int, list[np.ndarray], list[np.ndarray]]] | None = None,
+    other_docs: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> int:
     """Append the instances of one document to ``out`` (SPEC.md §2); returns how many were made.
 
     Args:
         doc_index: global index of the document (recorded in ``meta``).
-        sentences: token ids per sentence (int32 arrays, none empty).
-        starts: word-start flags per sentence (uint8 arrays, same lengths).
+        doc_tokens: ``int32 [T]`` the document's token ids, sentences concatenated.
+        doc_flags: ``uint8 [T]`` word-start flags aligned with ``doc_tokens``.
+        sent_lens: ``int64 [n_sentences]`` sentence lengths (all ≥ 1, summing to T).
         rng: this document's generator (:func:`doc_rng`).
-        other_docs: ``(doc_index, sentences, starts)`` of nearby documents, for NSP's random next segment.
+        other_docs: ``(doc_index, tokens, flags, sent_lens)`` of nearby documents, for NSP's random next segment.
     """
     max_num_tokens = settings.max_seq_length - 3
     target = max_num_tokens
     if rng.random() < settings.short_seq_prob:
         target = int(rng.integers(2, max_num_tokens + 1))
-    sent_lens = np.fromiter((len(s) for s in sentences), np.int64, len(sentences))
-    sent_off = np.concatenate([[0], np.cumsum(sent_lens)])
+    sent_off = np.concatenate([[0], np.cumsum(sent_lens)]).tolist()
+    lens = sent_lens.tolist()
     made = 0
     task = settings.inter_sentence_task
     i, chunk_start, length = 0, 0, 0
-    n_sent = len(sentences)
+    n_sent = len(lens)
     while i < n_sent:
-        length += int(sent_lens[i])
+        length += lens[i]
         if i == n_sent - 1 or length >= target:
             chunk_end = i + 1
             n_chunk = chunk_end - chunk_start
-            c0, c1 = int(sent_off[chunk_start]), int(sent_off[chunk_end])
+            c0, c1 = sent_off[chunk_start], sent_off[chunk_end]
             if n_chunk >= 2:
                 a_end_sent = chunk_start + int(rng.integers(1, n_chunk))
-                split = int(sent_off[a_end_sent])
+                split = sent_off[a_end_sent]
             elif c1 - c0 >= 2:  # one sentence: split at a random token boundary, both parts non-empty
                 split = c0 + int(rng.integers(1, c1 - c0))
                 a_end_sent = chunk_start
@@ -141,20 +143,20 @@ def create_instances_from_document(
                 first = (doc_index, c0, split)
                 second = (doc_index, split, c1)
                 label = 0
-                b_source = None
+                b_arrays = None
                 if task == "sop":
                     if rng.random() < 0.5:
                         first, second, label = second, first, 1
                 elif task == "nsp" and other_docs and rng.random() < 0.5:
-                    b_source = _random_segment(other_docs, doc_index, max(1, target - (split - c0)), rng)
-                    if b_source is not None:
+                    picked = _random_segment(other_docs, doc_index, max(1, target - (split - c0)), rng)
+                    if picked is not None:
                         label = 1
-                        second = b_source[0]
+                        second, b_arrays = picked
                         if n_chunk >= 2:  # put the unused sentences back (as the official script does)
                             i = a_end_sent - 1
                             chunk_end = a_end_sent
-                _emit(out, doc_index, sentences, starts, sent_off, first, second, b_source, label,
-                      chunk_start, chunk_end, target, max_num_tokens, rng, cls_id, sep_id)
+                _emit(out, doc_tokens, doc_flags, first, second, b_arrays, label, chunk_start, chunk_end, target,
+                      max_num_tokens, rng, cls_id, sep_id)
                 made += 1
             chunk_start, length = i + 1, 0
         i += 1
@@ -165,48 +167,39 @@ def _random_segment(other_docs, doc_index, target_b, rng):
     candidates = [d for d in other_docs if d[0] != doc_index]
     if not candidates:
         return None
-    j, sents, starts = candidates[int(rng.integers(0, len(candidates)))]
-    off = np.concatenate([[0], np.cumsum([len(s) for s in sents])])
-    s0 = int(rng.integers(0, len(sents)))
+    j, toks, flags, lens = candidates[int(rng.integers(0, len(candidates)))]
+    off = np.concatenate([[0], np.cumsum(lens)])
+    s0 = int(rng.integers(0, len(lens)))
     s1 = s0
-    while s1 < len(sents) and off[s1] - off[s0] < target_b:
+    while s1 < len(lens) and off[s1] - off[s0] < target_b:
         s1 += 1
-    return (j, int(off[s0]), int(off[s1])), sents, starts, off
+    return (j, int(off[s0]), int(off[s1])), (toks, flags)
 
 
-def _slice_doc(sentences, starts, off, lo, hi):
-    """Tokens and word-start flags of document positions [lo, hi)."""
-    s0 = int(np.searchsorted(off, lo, side="right")) - 1
-    s1 = int(np.searchsorted(off, hi, side="left"))
-    toks = np.concatenate(sentences[s0:s1])
-    flags = np.concatenate(starts[s0:s1])
-    base = int(off[s0])
-    return toks[lo - base:hi - base], flags[lo - base:hi - base]
-
-
-def _emit(out, doc_index, sentences, starts, sent_off, first, second, b_source, label, chunk_start, chunk_end,
-          target, max_num_tokens, rng, cls_id, sep_id):
-    (_, a0, a1), (b_doc, b0, b1) = first, second
+def _emit(out, doc_tokens, doc_flags, first, second, b_arrays, label, chunk_start, chunk_end, target,
+          max_num_tokens, rng, cls_id, sep_id):
+    (doc_index, a0, a1), (b_doc, b0, b1) = first, second
     la, lb = truncated_lengths(a1 - a0, b1 - b0, max_num_tokens)
     ra, rb = (a1 - a0) - la, (b1 - b0) - lb
     fa = int(rng.binomial(ra, 0.5)) if ra else 0  # removals from the front of A
     fb = int(rng.binomial(rb, 0.5)) if rb else 0
     ka0, ka1 = a0 + fa, a1 - (ra - fa)
     kb0, kb1 = b0 + fb, b1 - (rb - fb)
-    ta, wa = _slice_doc(sentences, starts, sent_off, ka0, ka1)
-    if b_source is None:
-        tb, wb = _slice_doc(sentences, starts, sent_off, kb0, kb1)
-    else:
-        _, bsents, bstarts, boff = b_source
-        tb, wb = _slice_doc(bsents, bstarts, boff, kb0, kb1)
-    wa = wa.copy()
-    wb = wb.copy()
-    wa[0] = 1  # a segment that begins inside a word (truncated or split) still begins a word of its own
-    wb[0] = 1
-    cls = np.array([cls_id], np.int32)
-    sep = np.array([sep_id], np.int32)
-    zero = np.zeros(1, np.uint8)
-    out.tokens.append(np.concatenate([cls, ta, sep, tb, sep]))
-    out.word_start.append(np.concatenate([zero, wa, zero, wb, zero]))
-    out.lengths.append(la + lb + 3)
+    b_toks, b_flags = b_arrays if b_arrays is not None else (doc_tokens, doc_flags)
+    n = la + lb + 3
+    toks = np.empty(n, np.int32)
+    flags = np.zeros(n, np.uint8)
+    toks[0] = cls_id
+    toks[1:la + 1] = doc_tokens[ka0:ka1]
+    toks[la + 1] = sep_id
+    toks[la + 2:n - 1] = b_toks[kb0:kb1]
+    toks[n - 1] = sep_id
+    flags[1:la + 1] = doc_flags[ka0:ka1]
+    flags[la + 2:n - 1] = b_flags[kb0:kb1]
+    # a segment that begins inside a word (truncated or split) still begins a word of its own
+    flags[1] = 1
+    flags[la + 2] = 1
+    out.tokens.append(toks)
+    out.word_start.append(flags)
+    out.lengths.append(n)
     out.meta.append((doc_index, ka0, ka1, b_doc, kb0, kb1, a0, a1, b0, b1, chunk_start, chunk_end, target, label, la))

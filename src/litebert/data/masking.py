@@ -46,10 +46,14 @@ def mask_keys(seed: int, epoch: int, indices: np.ndarray) -> np.ndarray:
 
 def _uniform(keys: np.ndarray, stream: int, n: int) -> np.ndarray:
     """``float64 [B, n]`` in [0, 1): counter ``j`` of ``stream`` of each key."""
+    return _uniform_at(keys[:, None], stream, np.arange(n, dtype=np.uint64)[None, :])
+
+
+def _uniform_at(keys: np.ndarray, stream, counters: np.ndarray) -> np.ndarray:
+    """Uniforms in [0, 1) for broadcast triples (key, stream, counter): the values ``_uniform`` gives."""
     with np.errstate(over="ignore"):
-        ctr = (np.arange(n, dtype=np.uint64) + np.uint64(1)) * _GOLDEN
-        base = _mix(keys ^ (np.uint64(stream) * _M2))
-        x = _mix(base[:, None] + ctr[None, :])
+        base = _mix(keys ^ (np.asarray(stream, dtype=np.uint64) * _M2))
+        x = _mix(base + (np.asarray(counters, dtype=np.uint64) + np.uint64(1)) * _GOLDEN)
     return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
@@ -79,7 +83,7 @@ def mask_batch(
         word_start: ``bool/uint8 [B, S]`` word-start flags (from the shards).
         lengths: ``int [B]`` real lengths (``n_tokens``, counting ``[CLS]`` and both ``[SEP]``).
         keys: ``uint64 [B]`` from :func:`mask_keys`.
-        special_ids: ids never chosen (``[CLS]``, ``[SEP]``, pad, ``[MASK]``).
+        special_ids: ids never chosen (``[CLS]``, ``[SEP]``, pad, ``[MASK]``), or a ``bool [V]`` table of them.
         random_ids: ``int [K]`` ids for the 10% random replacement (no special tokens).
 
     Returns:
@@ -89,7 +93,12 @@ def mask_batch(
     B, S = ids.shape
     lengths = np.asarray(lengths, dtype=np.int64)
     pos = np.arange(S)
-    cand = (pos[None, :] < lengths[:, None]) & ~np.isin(ids, special_ids)
+    special_ids = np.asarray(special_ids)
+    if special_ids.dtype == bool:  # a lookup table over the vocabulary
+        is_special = special_ids[ids]
+    else:
+        is_special = np.isin(ids, special_ids)
+    cand = (pos[None, :] < lengths[:, None]) & ~is_special
     prev_cand = np.zeros_like(cand)
     prev_cand[:, 1:] = cand[:, :-1]
     starts = cand & ((np.asarray(word_start) != 0) | ~prev_cand)
@@ -113,10 +122,11 @@ def mask_batch(
     cum = np.where(w_idx[None, :] <= n_words[:, None], cum, big)
 
     # ---- shuffled visiting order of word starts and n draws ----
-    u_order = _uniform(keys, _STREAM_ORDER, W)
+    streams = np.array([_STREAM_ORDER, _STREAM_NGRAM], dtype=np.uint64)[None, :, None]
+    u = _uniform_at(keys[:, None, None], streams, np.arange(W, dtype=np.uint64)[None, None, :])  # (B, 2, W)
+    u_order, u_n = u[:, 0], u[:, 1]
     u_order[np.arange(W)[None, :] >= n_words[:, None]] = 2.0
-    order = np.argsort(u_order, axis=1, kind="stable")
-    u_n = _uniform(keys, _STREAM_NGRAM, W)
+    order = np.argsort(u_order, axis=1)  # real words never tie (53-bit uniforms); padding order is irrelevant
     # cumulative p(n) restricted to the first m lengths, for m = 1..N: row m-1
     p = ngram_probs(N)
     cum_tables = np.full((N, N), 2.0)
@@ -124,35 +134,47 @@ def mask_batch(
         c = np.cumsum(p[:m] / p[:m].sum())
         cum_tables[m - 1, :m - 1] = c[:m - 1]
 
-    covered = np.zeros((B, W + N), dtype=bool)
-    count = np.zeros(B, dtype=np.int64)
     rows = np.arange(B)
     jn = np.arange(N)
-    for k in range(W):
-        active = (k < n_words) & (count < budget)
-        if not active.any():
+    stride = W + N
+    cstride = W + N + 1
+    cum_flat = cum.ravel()
+    in_item = np.arange(W)[None, :] < n_words[:, None]
+    covered = np.zeros(B * stride, dtype=bool)
+    remaining = budget.copy()
+    CH = 24  # steps whose choice-independent arrays are computed together (most batches finish in one chunk)
+    for k0 in range(0, W, CH):
+        k1 = min(W, k0 + CH)
+        if not (in_item[:, k0] & (remaining > 0)).any():
             break
-        w = order[:, k]
-        navail = np.clip(n_words - w, 1, N)
-        thr = cum_tables[navail - 1]  # (B, N)
-        n = 1 + (u_n[:, k, None] >= thr).sum(axis=1)  # drawn n-gram length in words
-        # tokens of the 1..N-gram starting at word w: (B, N)
-        tok = cum[rows[:, None], w[:, None] + 1 + jn[None, :]] - cum[rows, w][:, None]
-        fits = (count[:, None] + tok <= budget[:, None]) & (jn[None, :] < n[:, None])
-        n2 = fits.sum(axis=1)  # back-off: longest n' <= n that fits (token counts grow with n)
-        span = w[:, None] + jn[None, :]
-        in_span = jn[None, :] < n2[:, None]
-        overlap = (covered[rows[:, None], span] & in_span).any(axis=1)
-        ok = active & (n2 > 0) & ~overlap
-        covered[rows[:, None], span] |= in_span & ok[:, None]
-        count += np.where(ok, tok[rows, np.maximum(n2 - 1, 0)], 0)
+        o = order[:, k0:k1]
+        navail = np.clip(n_words[:, None] - o, 1, N)
+        n_draw = 1 + (u_n[:, k0:k1, None] >= cum_tables[navail - 1]).sum(axis=2)  # drawn n (words)
+        cbase = rows[:, None] * cstride + o  # flat index of cum at the n-gram's first word
+        # tokens of the 1..N-gram starting at each visited word: (B, CH, N), increasing in n
+        tok = cum_flat[cbase[:, :, None] + 1 + jn] - cum_flat[cbase][:, :, None]
+        # lengths above the drawn n, and steps past an item's last word, are never taken
+        tok = np.where((jn < n_draw[:, :, None]) & in_item[:, k0:k1, None], tok, big)
+        span = (rows[:, None] * stride + o)[:, :, None] + jn  # flat indices of the n-gram's words
+        for c in range(k1 - k0):
+            if c % 4 == 0 and not (in_item[:, k0 + c] & (remaining > 0)).any():
+                break
+            t = tok[:, c]
+            # back-off: the n' <= n that fit the remaining budget form a prefix; take the longest
+            fits = t <= remaining[:, None]
+            sp = span[:, c]
+            fits &= ~(covered[sp] & fits).any(axis=1, keepdims=True)  # skip if it overlaps a chosen word
+            covered[sp[fits]] = True
+            remaining -= (t * fits).max(axis=1)
 
-    chosen = cand & covered[rows[:, None], np.clip(wid, 0, W - 1)]
-    u_act = _uniform(keys, _STREAM_ACTION, S)
-    u_rnd = _uniform(keys, _STREAM_RANDOM, S)
+    chosen = cand & covered.ravel()[rows[:, None] * stride + np.clip(wid, 0, W - 1)]
+    r, c = np.nonzero(chosen)
+    streams = np.array([_STREAM_ACTION, _STREAM_RANDOM], dtype=np.uint64)[:, None]
+    u_act, u_rnd = _uniform_at(keys[r][None, :], streams, c[None, :])
     rand_tok = random_ids[np.minimum((u_rnd * len(random_ids)).astype(np.int64), len(random_ids) - 1)]
+    orig = ids[r, c]
     out = ids.copy()
-    out = np.where(chosen & (u_act < 0.8), mask_token_id, out)
-    out = np.where(chosen & (u_act >= 0.8) & (u_act < 0.9), rand_tok, out)
-    labels = np.where(chosen, ids, IGNORE_INDEX)
+    out[r, c] = np.where(u_act < 0.8, mask_token_id, np.where(u_act < 0.9, rand_tok, orig))
+    labels = np.full_like(ids, IGNORE_INDEX)
+    labels[r, c] = orig
     return out, labels

@@ -17,6 +17,7 @@ default) stores unmasked instances; :class:`~litebert.data.dataset.PretrainingDa
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing as mp
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litebert.data.corpus import CorpusStats, read_documents, resolve_corpus_files
+from litebert.data.corpus import CorpusStats, expand_document, read_documents, resolve_corpus_files
 from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
 from litebert.data.masking import mask_batch, mask_keys
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_json, write_shard
@@ -183,62 +184,71 @@ def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
         _STATE["cjk"] = cjk
 
 
-def _tokenize_unit(docs: list[list[str]]) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+def _tokenize_unit(docs: list[list[str]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Tokenize a unit's documents: per document ``(tokens int32 [T], word_start uint8 [T], sent_lens int64)``,
+    sentences that tokenize to nothing removed."""
     tok, table = _STATE["tok"], _STATE["table"]
+    docs = [expand_document(d) for d in docs]
     flat = [s for d in docs for s in d]
-    zh = _STATE["cfg"].whole_word_mask_zh
-    if zh:
+    if _STATE["cfg"].whole_word_mask_zh:
         import jieba
 
         encs = tok.backend.encode_batch(flat, add_special_tokens=False)
-        id_lists, flag_lists = [], []
-        cjk = _STATE["cjk"]
-        for text, enc in zip(flat, encs):
-            ids = np.asarray(enc.ids, np.int32)
-            flags = table[ids].astype(np.uint8)
-            if len(ids) and cjk[ids].any():
-                word_starts = np.fromiter((start for _, start, _ in jieba.tokenize(text)), np.int64)
-                tok_starts = np.fromiter((o[0] for o in enc.offsets), np.int64, len(ids))
-                is_cjk = cjk[ids]
-                flags[is_cjk] = np.isin(tok_starts[is_cjk], word_starts).astype(np.uint8)
-            id_lists.append(ids)
-            flag_lists.append(flags)
+        id_lists = [e.ids for e in encs]
+        lens = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
+        ids = np.fromiter(itertools.chain.from_iterable(id_lists), np.int32, int(lens.sum()))
     else:
-        id_lists = [np.asarray(ids, np.int32) for ids in tok.encode_batch(flat)]
-        flag_lists = [table[ids].astype(np.uint8) for ids in id_lists]
-    out_ids, out_flags, k = [], [], 0
+        encs = None
+        ids, lens = tok.encode_batch_flat(flat)
+    flags = table[ids].astype(np.uint8)
+    if encs is not None:
+        cjk = _STATE["cjk"]
+        is_cjk = cjk[ids]
+        if is_cjk.any():
+            offs = np.concatenate([[0], np.cumsum(lens)])
+            for k, (text, enc) in enumerate(zip(flat, encs)):
+                lo, hi = int(offs[k]), int(offs[k + 1])
+                sel = is_cjk[lo:hi]
+                if not sel.any():
+                    continue
+                word_starts = np.fromiter((start for _, start, _ in jieba.tokenize(text)), np.int64)
+                tok_starts = np.fromiter((o[0] for o in enc.offsets), np.int64, hi - lo)
+                f = flags[lo:hi]
+                f[sel] = np.isin(tok_starts[sel], word_starts)
+    out = []
+    pos = k = 0
     for d in docs:
-        sents, flags = [], []
-        for _ in d:
-            if len(id_lists[k]):
-                sents.append(id_lists[k])
-                flags.append(flag_lists[k])
-            k += 1
-        out_ids.append(sents)
-        out_flags.append(flags)
-    return out_ids, out_flags
+        dl = lens[k:k + len(d)]
+        k += len(d)
+        n = int(dl.sum())
+        out.append((ids[pos:pos + n], flags[pos:pos + n], dl[dl > 0]))
+        pos += n
+    return out
 
 
 def _process_unit(unit: tuple[int, int, list[list[str]]]) -> dict:
     """Tokenize one unit of documents and build its instances (and static masks). Runs in a worker."""
     pass_index, first_doc, docs = unit
     tok, cfg = _STATE["tok"], _STATE["cfg"]
-    ids, flags = _tokenize_unit(docs)
-    others = [(first_doc + j, s, f) for j, (s, f) in enumerate(zip(ids, flags)) if s]
+    tokenized = _tokenize_unit(docs)
+    others = None
+    if cfg.inter_sentence_task == "nsp":
+        others = [(first_doc + j, t, f, sl) for j, (t, f, sl) in enumerate(tokenized) if len(sl)]
     out = DocumentInstances()
     dropped = 0
-    for j, (sents, fl) in enumerate(zip(ids, flags)):
-        if not sents:
+    for j, (toks, flags, sent_lens) in enumerate(tokenized):
+        if not len(sent_lens):
             dropped += 1
             continue
         rng = doc_rng(cfg.seed, pass_index, first_doc + j)
-        made = create_instances_from_document(first_doc + j, sents, fl, _STATE["settings"], rng, tok.cls_token_id,
-                                              tok.sep_token_id, out, others if cfg.inter_sentence_task == "nsp" else None)
+        made = create_instances_from_document(first_doc + j, toks, flags, sent_lens, _STATE["settings"], rng,
+                                              tok.cls_token_id, tok.sep_token_id, out, others)
         dropped += made == 0
     arrays = out.arrays()
-    arrays["n_sentences"] = sum(len(s) for s in ids)
-    arrays["n_doc_tokens"] = sum(int(len(x)) for s in ids for x in s)
+    arrays["n_sentences"] = sum(len(t[2]) for t in tokenized)
+    arrays["n_doc_tokens"] = sum(len(t[0]) for t in tokenized)
     arrays["dropped"] = dropped
+    arrays["single_sentence_docs"] = sum(len(t[2]) == 1 for t in tokenized)
     if cfg.static_masking and len(arrays["lengths"]):
         arrays["masked"], arrays["labels"] = _static_mask(arrays, pass_index, first_doc)
     return arrays
@@ -273,7 +283,8 @@ def _units(cfg: PrepareConfig, stats: list[CorpusStats]):
         docs: list[list[str]] = []
         size, first = 0, 0
         index = 0
-        for doc in read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid):
+        for doc in read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid,
+                                  defer_split=True):
             docs.append(doc)
             size += sum(len(s) for s in doc)
             index += 1
@@ -313,6 +324,8 @@ def _ordered_results(cfg: PrepareConfig, units):
 
 
 class _ShardWriter:
+    """Buffers unit results and writes shards of exactly ``shard_size`` instances (the last one smaller)."""
+
     def __init__(self, directory: Path, shard_size: int, static: bool, id_dtype) -> None:
         self.dir, self.shard_size, self.static, self.id_dtype = directory, shard_size, static, id_dtype
         self.buf: list[dict] = []
@@ -321,25 +334,33 @@ class _ShardWriter:
 
     def add(self, arrays: dict) -> None:
         if len(arrays["lengths"]):
-            self.buf.append(arrays)
+            keys = ("masked" if self.static else "tokens", "word_start", "lengths", "meta") + (
+                ("labels",) if self.static else ())
+            self.buf.append({k: arrays[k] for k in keys})
             self.n += len(arrays["lengths"])
-        if self.n >= self.shard_size:
-            self.flush()
+        while self.n >= self.shard_size:
+            self._write(self.shard_size)
 
     def flush(self) -> None:
-        if not self.buf:
-            return
-        lengths = np.concatenate([b["lengths"] for b in self.buf])
+        if self.n:
+            self._write(self.n)
+
+    def _write(self, count: int) -> None:
+        merged = {k: np.concatenate([b[k] for b in self.buf]) for k in self.buf[0]}
+        ntok = int(merged["lengths"][:count].sum())
+        head = {k: (v[:count] if k in ("lengths", "meta") else v[:ntok]) for k, v in merged.items()}
+        rest = {k: (v[count:] if k in ("lengths", "meta") else v[ntok:]) for k, v in merged.items()}
+        self.buf = [rest] if len(rest["lengths"]) else []
+        self.n -= count
         out = {
-            "input_ids": np.concatenate([b["masked" if self.static else "tokens"] for b in self.buf]).astype(self.id_dtype),
-            "word_start": np.concatenate([b["word_start"] for b in self.buf]),
-            "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-            "meta": np.concatenate([b["meta"] for b in self.buf]),
+            "input_ids": head["masked" if self.static else "tokens"].astype(self.id_dtype),
+            "word_start": head["word_start"],
+            "offsets": np.concatenate([[0], np.cumsum(head["lengths"])]).astype(np.int64),
+            "meta": head["meta"],
         }
         if self.static:
-            out["labels"] = np.concatenate([b["labels"] for b in self.buf]).astype(np.int32)
+            out["labels"] = head["labels"].astype(np.int32)
         self.entries.append(write_shard(self.dir, len(self.entries), out))
-        self.buf, self.n = [], 0
 
 
 def prepare(cfg: PrepareConfig) -> PrepareResult:
@@ -386,12 +407,17 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
     writer = _ShardWriter(tmp, cfg.shard_size, cfg.static_masking, id_dtype)
     stats: list[CorpusStats] = []
     n_inst = n_tok = n_sent = n_doc_tok = dropped = 0
+    n_sent_pass0 = 0
+    single = 0
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not cfg.progress,
                file=sys.stderr, leave=False)
     seen = 0
     try:
-        for _unit, arrays in _ordered_results(cfg, _units(cfg, stats)):
+        for unit, arrays in _ordered_results(cfg, _units(cfg, stats)):
             writer.add(arrays)
+            if unit[0] == 0:
+                n_sent_pass0 += arrays["n_sentences"]
+                single += arrays["single_sentence_docs"]
             n_inst += len(arrays["lengths"])
             n_tok += int(arrays["lengths"].sum())
             n_sent += arrays["n_sentences"]
@@ -419,7 +445,7 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
         "tokenizer": {**tok.info(), "path": "tokenizer",
                       "files": sorted(p.name for p in tok_dir.iterdir())},
         "settings": cfg.settings(),
-        "counts": {"documents": docs, "sentences": stats[0].sentences if stats else 0,
+        "counts": {"documents": docs, "sentences": n_sent_pass0,
                    "corpus_tokens": n_doc_tok // cfg.dupe_factor, "instances": n_inst, "tokens": n_tok,
                    "dropped_documents": dropped, "skipped_lines": skipped,
                    "first_skipped_line": stats[0].first_skipped if stats else None,
@@ -440,4 +466,7 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
         res.summary += f"; skipped {skipped} invalid line(s) (first: {stats[0].first_skipped})"
     if dropped:
         res.summary += f"; {dropped} document(s) gave no instance"
+    if docs and single == docs:
+        res.summary += ("; note: every document is a single sentence, so every pair comes from splitting a "
+                        "sentence (is the corpus one document per line without blank lines between documents?)")
     return res

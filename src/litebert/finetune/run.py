@@ -39,7 +39,7 @@ from litebert.finetune.data import (EncodedDataset, LabelSpace, PadCollator, bui
                                     label_space_from_config)
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
-from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TaskSpec, get_task
+from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
 
 log = logging.getLogger("litebert.finetune")
 
@@ -222,8 +222,8 @@ class EvaluateConfig:
         data_file: the file to evaluate / predict.
         output_dir: where ``eval_results.json`` / ``predictions.tsv`` go (default: the model directory's
             ``eval``/``predict`` subdirectory is NOT used; ``None`` writes nothing).
-        data: how to read the file; when neither task nor columns are given, the task saved at fine-tuning
-            (``finetuning_task`` in ``config.json``) is used.
+        data: how to read the file; ``None`` uses what fine-tuning saved in ``config.json``: the task
+            (``finetuning_task``) or the user's column options (``litebert_data_options``).
         metrics: metric names (default: the task's or by problem type).
         batch_size, max_seq_length, tokenizer, device: as in :class:`FinetuneConfig`.
         max_examples: evaluate only the first N rows.
@@ -533,7 +533,11 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
 
     # ---- model
     dist = DistInfo(device=_device(cfg.device))
-    extra = {"finetuning_task": data.task} if data.task else {}
+    extra: dict[str, Any] = {"finetuning_task": data.task} if data.task else {}
+    if data.text_column is not None or data.label_column is not None or data.header is not None:
+        # the user's columns, so that evaluate/predict on a file of the same layout need no options
+        extra["litebert_data_options"] = _jsonable({k: v for k, v in dataclasses.asdict(data).items()
+                                                    if k != "task" and v is not None})
     if space.problem_type == "multi_label":
         extra["litebert_label_separator"] = space.separator
     model, load_info = build_classifier(cfg.model, space, init=cfg.init, seed=cfg.seed,
@@ -566,11 +570,16 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     primary = metrics[0]
     dev_targets = _targets_array(dev_enc, space)
 
+    last_eval: dict[str, Any] = {}  # predictions of the latest evaluation, kept with best/ (no second dev pass)
+
     def eval_fn(m) -> dict[str, float]:
         preds, _, loss = run_inference(m, dev_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id, dist.device)
         result = compute_metrics(metrics, preds, dev_targets, space.num_labels)
         result["eval_loss"] = float(loss)
+        last_eval.update(preds=preds, metrics=dict(result))
         return result
+
+    best_eval: dict[str, Any] = {}
 
     def on_best(raw_model, eval_metrics: dict[str, float], step: int) -> None:
         tmp = out / ".best.tmp"
@@ -582,6 +591,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         if best_dir.exists():
             shutil.rmtree(best_dir)
         tmp.rename(best_dir)
+        best_eval.clear()
+        best_eval.update(last_eval)
         log.info("finetune: new best %s=%.4f at step %d -> %s", primary, eval_metrics[primary], step, best_dir)
 
     run_settings = {
@@ -606,11 +617,14 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     # ---- final: evaluate best/ on dev (and test), write results and predictions
     if not best_dir.exists():  # no evaluation produced a best (cannot happen with eval_fn; keep the last model)
         on_best(unwrap_model(model), result.last_eval or {primary: float("nan")}, result.step)
-    best_model = _load_finetuned(best_dir, dist.device)
-    preds, _, loss = run_inference(best_model, dev_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
-                                   dist.device)
-    eval_results = compute_metrics(metrics, preds, dev_targets, space.num_labels)
-    eval_results["eval_loss"] = float(loss)
+    if "preds" in best_eval:
+        preds, eval_results = best_eval["preds"], best_eval["metrics"]
+    else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
+        best_model = _load_finetuned(best_dir, dist.device)
+        preds, _, loss = run_inference(best_model, dev_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
+                                       dist.device)
+        eval_results = compute_metrics(metrics, preds, dev_targets, space.num_labels)
+        eval_results["eval_loss"] = float(loss)
     best_info = json.loads((best_dir / "best_eval.json").read_text())
     _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(preds),
                                             "best_step": best_info.get("step"), "truncated": truncated["dev"]})
@@ -618,6 +632,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
                       [ex.label for ex in dev_read.examples])
     test_results = None
     if test_enc is not None:
+        best_model = _load_finetuned(best_dir, dist.device)
         tpreds, _, tloss = run_inference(best_model, test_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
                                          dist.device)
         labels = [ex.label for ex in test_read.examples] if test_read.has_labels else None
@@ -660,10 +675,11 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     config = load_config(directory)
     data = cfg.data
     saved_task = (config.extra or {}).get("finetuning_task")
+    saved_columns = (config.extra or {}).get("litebert_data_options")
     if data is None:
-        if not saved_task:
+        if not saved_task and not saved_columns:
             raise LitebertError(f"{directory}/config.json names no finetuning_task: give --task or --text-column")
-        data = DataOptions(task=saved_task)
+        data = DataOptions(task=saved_task if saved_task in TASKS else None, **(saved_columns or {}))
     space = label_space_from_config(config)
     _check_seq_length(config, cfg.max_seq_length, directory)
     read = data.read(cfg.data_file, require_label=need_labels)

@@ -162,6 +162,16 @@ def pretraining_objective(model: nn.Module, batch: dict) -> LossOutput:
     return LossOutput(sums=sums, ratios=ratios)
 
 
+def mlm_only_objective(model: nn.Module, batch: dict) -> LossOutput:
+    """For data prepared with ``--inter-sentence-task none``: the MLM term only (its labels carry no signal)."""
+    sums, ratios = _pretraining_sums(model, batch)
+    return LossOutput(sums={"mlm_loss": sums["mlm_loss"]}, ratios={"mlm_accuracy": ratios["mlm_accuracy"]})
+
+
+def mlm_only_count(batch: dict) -> dict[str, int]:
+    return {"mlm_loss": int((batch["labels"] != -100).sum())}
+
+
 def make_pretraining_eval(batches, device: torch.device, max_batches: int | None = None):
     """An eval function over ``batches`` (this rank's share): sums reduced over ranks.
 
@@ -316,21 +326,31 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             if t_train.get("vocab_size") != t_eval.get("vocab_size"):
                 raise LitebertError(f"--eval-data {cfg.eval_data} was prepared with another tokenizer (vocab_size "
                                     f"{t_eval.get('vocab_size')} vs {t_train.get('vocab_size')})")
-        if cfg.resume is None and (out / "checkpoints").is_dir():
-            from litebert.training.state import list_checkpoints
+        from litebert.training.state import find_latest_checkpoint, list_checkpoints, verify_checkpoint
 
-            if list_checkpoints(out, warn=False):
-                raise LitebertError(f"{out} already holds checkpoints; pass --resume auto to continue, or choose "
-                                    "another --output (nothing was overwritten)")
+        resume_from = None
+        if cfg.resume is None and list_checkpoints(out, warn=False):
+            raise LitebertError(f"{out} already holds checkpoints; pass --resume auto to continue, or choose "
+                                "another --output (nothing was overwritten)")
+        if cfg.resume is not None:
+            # check the checkpoint before anything is written, so a bad one harms nothing already saved
+            resume_from = (find_latest_checkpoint(out) if dist.is_main else None) if cfg.resume == "auto" \
+                else Path(cfg.resume)
+            resume_from = D.broadcast_object(resume_from)
+            if resume_from is not None:
+                verify_checkpoint(resume_from)
 
         torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
         model = AlbertForPreTraining(config)
         n_params = model.num_parameters()
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
-            config.save(out)
             settings = _run_settings(cfg, dist, config, manifest, n_params)
-            (out / "run_settings.json").write_text(json.dumps(settings, indent=2, default=str) + "\n")
+            if resume_from is None or not (out / "config.json").exists():
+                config.save(out)
+            # a resumed run keeps the original settings file and adds its own beside it
+            name = "run_settings.json" if resume_from is None else f"run_settings.resume-{resume_from.name}.json"
+            (out / name).write_text(json.dumps(settings, indent=2, default=str) + "\n")
             log(f"pretrain: {cfg.model_config} ({n_params:,} parameters), {len(dataset):,} training sequences, "
                 f"{dist.world_size} process(es) x batch {cfg.batch_size} x {cfg.gradient_accumulation_steps} "
                 f"accumulation = {settings['global_batch_size']} sequences/step, {cfg.max_steps} steps, "
@@ -357,10 +377,14 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
         args = TrainingArgs(
             output_dir=out, max_steps=cfg.max_steps, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
             max_grad_norm=cfg.max_grad_norm or None, logging_steps=cfg.logging_steps, eval_steps=cfg.eval_steps,
-            save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit, resume=cfg.resume,
+            save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
+            resume=str(resume_from) if resume_from is not None else None,
             precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
             log_prefix="pretrain")
-        result = train(wrapped, optimizer, scheduler, batches, pretraining_objective, pretraining_count, args,
+        use_sop = (manifest.get("settings") or {}).get("inter_sentence_task", "sop") != "none"
+        objective, count = (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective,
+                                                                                       mlm_only_count)
+        result = train(wrapped, optimizer, scheduler, batches, objective, count, args,
                        eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed},
                        dist=dist)
         eval_metrics = {k: v for k, v in result.last_eval.items() if k not in ("step", "split")}
@@ -369,7 +393,15 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             with torch.no_grad():
                 eval_metrics = eval_fn(wrapped)
         final = out / "final"
-        if dist.is_main:
+        if D.is_fsdp(wrapped):  # gather the sharded weights (a collective), rank 0 writes them from a CPU copy
+            from litebert.training.loop import _model_state
+
+            full_state = _model_state(wrapped)
+            if dist.is_main:
+                cpu_model = AlbertForPreTraining(config)
+                cpu_model.load_state_dict(full_state)
+                final = _write_final(cpu_model, Path(cfg.data), out)
+        elif dist.is_main:
             final = _write_final(D.unwrap_model(wrapped), Path(cfg.data), out)
         D.barrier()
         from litebert.training.metrics import read_metrics

@@ -1,0 +1,212 @@
+#!/usr/bin/env python
+"""Does our pretraining help? Fine-tune pretrained vs randomly initialised ALBERT (same architecture, same
+tokenizer, same fine-tuning settings) on SST-2, MRPC and ChnSentiCorp, several seeds each; report mean ± std of the
+dev metric and whether pretrained beats random by more than twice the random runs' standard deviation.
+
+Models:
+  * English: the model that the README's main job pretrains on WikiText-2 (``scripts/quickstart.sh``,
+    ``--en-model``, default ``runs/quickstart/pretrain/final``).
+  * Chinese: pretrained here on ``zh_clue_corpus_small_sample`` + ``zh_news_albert_zh`` by ``zh-pretrain`` (a
+    BERT-Chinese character tokenizer, SOP + 3-gram masking shards, LAMB), unless ``--zh-model`` names one.
+
+Subcommands::
+
+    python scripts/compare_pretraining.py zh-pretrain [--workdir runs/compare]   # tokenizer, shards, pretraining
+    python scripts/compare_pretraining.py finetune   [--en-model DIR] [--zh-model DIR] [--tasks ...] [--seeds ...]
+    python scripts/compare_pretraining.py table      # the table from runs/compare/results.jsonl
+    python scripts/compare_pretraining.py all        # the three in order
+
+Every fine-tuning run writes ``WORKDIR/ft/TASK/INIT/seedS/`` (``eval_results.json`` ...) and appends one line to
+``WORKDIR/results.jsonl``; runs already in it are skipped, so the command can be re-run after an interruption. The
+table goes to stdout and ``WORKDIR/results.md``. The standard deviation is the sample one (ddof = 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """Fine-tuning settings of one task in the comparison (identical for both initialisations)."""
+
+    task: str
+    lang: str                      # "en" or "zh": which pretrained model
+    folder: str                    # under the data directory
+    max_train_examples: int | None  # subsample of train (data seed 0, the same rows for every run)
+    max_seq_length: int
+    epochs: float = 3.0
+
+
+TASK_RUNS = {
+    "sst2": TaskRun("sst2", "en", "glue/SST-2", 4000, 64),
+    "mrpc": TaskRun("mrpc", "en", "glue/MRPC", None, 128),
+    "chnsenticorp": TaskRun("chnsenticorp", "zh", "chnsenticorp", 2000, 128),
+}
+
+# Shared fine-tuning hyper-parameters: one setting for both arms, chosen for small models on CPU.
+FT = dict(batch_size=32, learning_rate=5e-4, warmup_ratio=0.1, weight_decay=0.01, classifier_dropout=0.1,
+          hidden_dropout=0.1, optimizer="adamw", eval_steps=0)
+
+# Chinese pretraining (zh-pretrain): sized for a few minutes per 1000 steps on one CPU core.
+ZH_MODEL_CONFIG = {"vocab_size": 8000, "embedding_size": 64, "hidden_size": 128, "num_hidden_layers": 4,
+                   "num_attention_heads": 2, "intermediate_size": 512, "hidden_act": "gelu_new",
+                   "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.1,
+                   "max_position_embeddings": 512, "type_vocab_size": 2}
+ZH_PRETRAIN = dict(optimizer="lamb", learning_rate=3e-3, warmup_steps=150, max_steps=2000, batch_size=32,
+                   logging_steps=100, save_steps=500, save_total_limit=1, seed=42)
+
+
+def zh_corpus(data: Path) -> list[str]:
+    return [str(data / "zh_clue_corpus_small_sample/CLUECorpusSmall_bert_sampled.txt"),
+            str(data / "zh_news_albert_zh/news_zh_1.txt")]
+
+
+def zh_pretrain(workdir: Path, data: Path) -> Path:
+    """Tokenizer → shards → pretraining; returns ``final/``. Each stage is skipped when its output exists."""
+    from litebert.data import PrepareConfig, prepare
+    from litebert.tokenization import train_tokenizer
+    from litebert.training.pretrain import PretrainConfig, pretrain  # the package-level lazy name recurses
+
+    zh = workdir / "zh"
+    zh.mkdir(parents=True, exist_ok=True)
+    if not (zh / "tokenizer/tokenizer.json").exists():
+        train_tokenizer(zh_corpus(data), "chinese", 8000, zh / "tokenizer")
+    if not (zh / "data/manifest.json").exists():
+        prepare(PrepareConfig(corpus=zh_corpus(data), tokenizer=str(zh / "tokenizer"), output=str(zh / "data"),
+                              max_seq_length=128, max_predictions_per_seq=20, progress=False))
+    (zh / "model_config.json").write_text(json.dumps(ZH_MODEL_CONFIG, indent=1) + "\n")
+    final = zh / "pretrain/final"
+    if not (final / "config.json").exists():
+        pretrain(PretrainConfig(data=str(zh / "data"), output=str(zh / "pretrain"),
+                                model_config=str(zh / "model_config.json"), progress_bar=False, resume="auto",
+                                **ZH_PRETRAIN))
+    return final
+
+
+def _done(results: Path) -> set[tuple[str, str, int]]:
+    if not results.exists():
+        return set()
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    return {(r["task"], r["init"], r["seed"]) for r in rows}
+
+
+def run_finetuning(workdir: Path, data: Path, models: dict[str, Path], tasks: list[str], seeds: list[int],
+                   inits: list[str]) -> None:
+    from litebert.finetune import DataOptions, FinetuneConfig, finetune
+
+    results = workdir / "results.jsonl"
+    done = _done(results)
+    for task in tasks:
+        spec = TASK_RUNS[task]
+        model = models[spec.lang]
+        if not (model / "config.json").exists():
+            print(f"[skip] {task}: no pretrained model at {model}", file=sys.stderr)
+            continue
+        for seed in seeds:
+            for init in inits:
+                if (task, init, seed) in done:
+                    continue
+                out = workdir / "ft" / task / init / f"seed{seed}"
+                if out.exists():  # an interrupted run: start it again
+                    import shutil
+                    shutil.rmtree(out)
+                folder = data / spec.folder
+                cfg = FinetuneConfig(
+                    model=str(model), train_file=str(folder / "train.tsv"), dev_file=str(folder / "dev.tsv"),
+                    output_dir=str(out), data=DataOptions(task=task), epochs=spec.epochs,
+                    max_train_examples=spec.max_train_examples, max_seq_length=spec.max_seq_length, seed=seed,
+                    init=init, progress_bar=False, keep_checkpoints=False, **FT)
+                t0 = time.time()
+                res = finetune(cfg)
+                row = {"task": task, "init": init, "seed": seed, "metric": res.metric,
+                       "dev": res.eval_results, "best_step": res.best_step, "steps": res.steps,
+                       "num_train": res.num_train, "num_dev": res.num_dev, "model": str(model),
+                       "seconds": round(time.time() - t0, 1)}
+                with results.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"[done] {task} {init} seed {seed}: {res.metric} {res.eval_results[res.metric]:.4f} "
+                      f"({row['seconds']} s)", flush=True)
+
+
+def table(workdir: Path) -> str:
+    """Markdown table: per task, mean ± std of each metric for pretrained and random, the gap, and the verdict."""
+    rows = [json.loads(line) for line in (workdir / "results.jsonl").read_text().splitlines() if line.strip()]
+    lines = ["| task | metric | pretrained (mean ± std) | random init (mean ± std) | gap | 2 × std(random) | "
+             "pretrained better by > 2σ? | seeds |",
+             "|---|---|---|---|---|---|---|---|"]
+    passed = 0
+    tasks = [t for t in TASK_RUNS if any(r["task"] == t for r in rows)]
+    for task in tasks:
+        by_init = {init: [r for r in rows if r["task"] == task and r["init"] == init]
+                   for init in ("pretrained", "random")}
+        metric = (by_init["pretrained"] or by_init["random"])[0]["metric"]
+        names = [metric] + [m for m in (by_init["pretrained"] or by_init["random"])[0]["dev"]
+                            if m not in (metric, "eval_loss")]
+        for name in names:
+            vals = {k: [r["dev"][name] for r in v] for k, v in by_init.items()}
+            if not vals["pretrained"] or not vals["random"]:
+                continue
+            mp, mr = statistics.mean(vals["pretrained"]), statistics.mean(vals["random"])
+            sp = statistics.stdev(vals["pretrained"]) if len(vals["pretrained"]) > 1 else 0.0
+            sr = statistics.stdev(vals["random"]) if len(vals["random"]) > 1 else 0.0
+            ok = (mp - mr) > 2 * sr
+            if name == metric:
+                passed += ok
+            lines.append(f"| {task} | {name}{' (selects)' if name == metric else ''} | {100 * mp:.2f} ± "
+                         f"{100 * sp:.2f} | {100 * mr:.2f} ± {100 * sr:.2f} | {100 * (mp - mr):+.2f} | "
+                         f"{200 * sr:.2f} | {'yes' if ok else 'no'} | "
+                         f"{len(vals['pretrained'])}/{len(vals['random'])} |")
+    lines.append("")
+    lines.append(f"Pretrained beats random by more than 2 × std(random) on {passed} of {len(tasks)} tasks "
+                 f"(on each task's first metric).")
+    text = "\n".join(lines) + "\n"
+    (workdir / "results.md").write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    from litebert.paths import data_dir
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=("zh-pretrain", "finetune", "table", "all"))
+    p.add_argument("--workdir", default=str(REPO / "runs/compare"))
+    p.add_argument("--data", default=None, help="data directory (default: litebert.paths.data_dir())")
+    p.add_argument("--en-model", default=str(REPO / "runs/quickstart/pretrain/final"),
+                   help="English pretrained model directory (the README main job's final/)")
+    p.add_argument("--zh-model", default=None, help="Chinese pretrained model (default: WORKDIR/zh/pretrain/final)")
+    p.add_argument("--tasks", nargs="+", default=list(TASK_RUNS), choices=list(TASK_RUNS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--inits", nargs="+", default=["pretrained", "random"], choices=["pretrained", "random"])
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (small models: 1 is fastest)")
+    args = p.parse_args(argv)
+
+    import torch
+    torch.set_num_threads(args.threads)
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data) if args.data else data_dir()
+    zh_model = Path(args.zh_model) if args.zh_model else workdir / "zh/pretrain/final"
+    if args.command in ("zh-pretrain", "all") and not args.zh_model:
+        zh_model = zh_pretrain(workdir, data)
+    if args.command in ("finetune", "all"):
+        run_finetuning(workdir, data, {"en": Path(args.en_model), "zh": zh_model}, args.tasks, args.seeds,
+                       args.inits)
+    if args.command in ("table", "finetune", "all"):
+        print(table(workdir))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())

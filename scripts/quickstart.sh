@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# litebert's main job in one command: pretrain a small ALBERT on WikiText-2 and ask it to fill a mask.
+#
+#   scripts/quickstart.sh [OUTPUT]            (default OUTPUT: runs/quickstart)
+#
+# 1. tokenizer   SentencePiece (ALBERT's own, unigram), 8000 ids, trained on wiki.train.tokens
+# 2. prepare     SOP pairs + n-gram masking shards (max_seq_length 128) of train and valid
+# 3. pretrain    albert-unittest shape (E24 H64 L6, shared layers) with LAMB, evaluated on valid
+# 4. plot        OUTPUT/pretrain/curves.png
+# 5. fill-mask   transformers.pipeline("fill-mask", model=OUTPUT/pretrain/final)
+#
+# WikiText-2 is read from $LITEBERT_DATA_DIR/wikitext-2 (default ../shared/data beside the repository); when it is
+# not there it is downloaded with `datasets` (pip install 'litebert[hub]'). Each stage is skipped when its output
+# exists, and pretraining resumes from its newest checkpoint (--resume auto), so an interrupted run can be
+# restarted with the same command. About 15 minutes on 2 CPU cores. Knobs (environment): QS_STEPS (1500),
+# QS_BATCH (32), QS_LR (0.01), QS_WARMUP (150), QS_VOCAB (8000), QS_MODEL (albert-unittest), QS_WORKERS (2).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${1:-runs/quickstart}"
+DATA_DIR="${LITEBERT_DATA_DIR:-$REPO/../shared/data}"
+STEPS="${QS_STEPS:-1500}"
+BATCH="${QS_BATCH:-32}"
+LR="${QS_LR:-0.01}"
+WARMUP="${QS_WARMUP:-150}"
+VOCAB="${QS_VOCAB:-8000}"
+MODEL="${QS_MODEL:-albert-unittest}"
+WORKERS="${QS_WORKERS:-2}"
+PY="${PYTHON:-python}"
+litebert() { "$PY" -m litebert "$@"; }
+
+mkdir -p "$OUT"
+START=$(date +%s)
+WT="$DATA_DIR/wikitext-2"
+if [[ ! -f "$WT/wiki.train.tokens" || ! -f "$WT/wiki.valid.tokens" ]]; then
+  WT="$OUT/wikitext-2"
+  if [[ ! -f "$WT/wiki.train.tokens" ]]; then
+    echo "== WikiText-2 not found under $DATA_DIR; downloading it with datasets into $WT"
+    "$PY" - "$WT" <<'EOF'
+import sys
+from pathlib import Path
+try:
+    from datasets import load_dataset
+except ImportError:
+    sys.exit("error: WikiText-2 is not on disk and `datasets` is not installed: pip install 'litebert[hub]' "
+             "or set LITEBERT_DATA_DIR to a directory holding wikitext-2/wiki.{train,valid}.tokens")
+out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+ds = load_dataset("wikitext", "wikitext-2-v1")
+for split, name in (("train", "wiki.train.tokens"), ("validation", "wiki.valid.tokens")):
+    (out / name).write_text("".join(ds[split]["text"]), encoding="utf-8")
+EOF
+  fi
+fi
+
+echo "== 1/5 tokenizer ($VOCAB ids) from $WT/wiki.train.tokens"
+[[ -f "$OUT/tokenizer/spiece.model" ]] || \
+  litebert train-tokenizer --corpus "$WT/wiki.train.tokens" --kind sentencepiece --vocab-size "$VOCAB" \
+    --output "$OUT/tokenizer"
+
+echo "== 2/5 prepare train and valid shards"
+for split in train valid; do
+  [[ -f "$OUT/data/$split/manifest.json" ]] || \
+    litebert prepare --corpus "$WT/wiki.$split.tokens" --tokenizer "$OUT/tokenizer" --output "$OUT/data/$split" \
+      --max-seq-length 128 --workers "$WORKERS" --seed 12345
+done
+
+echo "== 3/5 pretrain $MODEL: $STEPS steps x $BATCH sequences, LAMB peak lr $LR, warmup $WARMUP"
+litebert pretrain --data "$OUT/data/train" --eval-data "$OUT/data/valid" --model-config "$MODEL" \
+  --output "$OUT/pretrain" --optimizer lamb --learning-rate "$LR" --warmup-steps "$WARMUP" --max-steps "$STEPS" \
+  --batch-size "$BATCH" --logging-steps 50 --eval-steps 500 --save-steps 250 --save-total-limit 2 --seed 42 \
+  --resume auto
+
+echo "== 4/5 curves"
+litebert plot "$OUT/pretrain"
+
+echo "== 5/5 fill-mask with transformers"
+"$PY" - "$OUT/pretrain/final" <<'EOF'
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+from transformers import pipeline
+from transformers.utils import logging
+
+logging.set_verbosity_error()
+fill = pipeline("fill-mask", model=sys.argv[1])
+for text in ("The film was released in the United [MASK] in 2010 .",
+             "He played [MASK] for the club until 1995 ."):
+    text = text.replace("[MASK]", fill.tokenizer.mask_token)
+    guesses = ", ".join(f"{p['token_str']!r} {p['score']:.2f}" for p in fill(text, top_k=5))
+    print(f"{text}\n    -> {guesses}")
+EOF
+echo "== done in $(( $(date +%s) - START )) s; model: $OUT/pretrain/final, curves: $OUT/pretrain/curves.png"

@@ -1,0 +1,113 @@
+"""Corpus readers: format detection, documents and sentences, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from litebert.data.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
+from litebert.errors import LitebertError
+from test_data_fixtures import clue_zh, news_zh, wikitext_subset
+
+
+def test_split_sentences_english_and_chinese():
+    assert split_sentences("It rained . Then it stopped ! 下雨了。停了！") == [
+        "It rained .", "Then it stopped !", "下雨了。", "停了！"]
+    assert split_sentences('He said "Go." She went. 3 left.') == ['He said "Go."', "She went.", "3 left."]
+    assert split_sentences("他说：“走吧。”然后走了？没有") == ["他说：“走吧。”", "然后走了？", "没有"]
+    assert split_sentences("no end here e.g. lower") == ["no end here e.g. lower"]
+    assert split_sentences("  ") == []
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_formats_detected_and_read(tmp_path):
+    bert = _write(tmp_path / "bert.txt", "First sentence.\nSecond one.\n\nOther doc.\nMore.\n")
+    wiki = _write(tmp_path / "wiki.txt", " \n = Title A = \n \n Para one . Para two .\n \n = = Sec = = \n"
+                                         " Para three .\n \n = Title B = \n \n B text . More B .\n")
+    wx = _write(tmp_path / "wx.txt", '<doc id="1" url="u" title="T1">\nT1\n\nOne. Two.\n</doc>\n'
+                                     '<doc id="2" url="u" title="T2">\nT2\nThree.\n</doc>\n')
+    jl = _write(tmp_path / "d.jsonl", json.dumps({"text": "A one. A two.\nA three."}) + "\n"
+                + json.dumps({"text": "B one."}) + "\n")
+    plain = _write(tmp_path / "plain.txt", "One here. Two here. Three here.\nFour here. Five.\n\nSix. Seven here.\n")
+    expected = {
+        bert: ("bert", [["First sentence.", "Second one."], ["Other doc.", "More."]]),
+        wiki: ("wikitext", [["Para one .", "Para two .", "Para three ."], ["B text .", "More B ."]]),
+        wx: ("wikiextractor", [["One.", "Two."], ["Three."]]),
+        jl: ("jsonl", [["A one.", "A two.", "A three."], ["B one."]]),
+        plain: ("plain", [["One here.", "Two here.", "Three here.", "Four here.", "Five."], ["Six.", "Seven here."]]),
+    }
+    for path, (fmt, docs) in expected.items():
+        assert detect_format(path) == fmt, path
+        assert list(read_documents([path])) == docs, path
+    # forcing a format
+    assert list(read_documents([bert], format="plain")) == expected[bert][1]
+
+
+def test_directory_of_files_is_all_files(tmp_path):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    _write(d / "b.txt", "Two.\nSentences.\n")
+    _write(d / "a.txt", "One.\nHere.\n")
+    _write(d / ".hidden", "Skip.\nMe.\n")
+    (d / "sub").mkdir()
+    _write(d / "sub" / "c.txt", "Three.\nThere.\n")
+    assert [p.name for p in resolve_corpus_files([d])] == ["a.txt", "b.txt", "c.txt"]
+    assert list(read_documents([d])) == [["One.", "Here."], ["Two.", "Sentences."], ["Three.", "There."]]
+
+
+def test_bad_paths(tmp_path):
+    with pytest.raises(LitebertError, match="not found"):
+        list(read_documents([tmp_path / "missing.txt"]))
+    _write(tmp_path / "empty.txt", "")
+    with pytest.raises(LitebertError, match="empty"):
+        list(read_documents([tmp_path / "empty.txt"]))
+    _write(tmp_path / "blank.txt", "\n  \n\n")
+    with pytest.raises(LitebertError, match="empty"):
+        list(read_documents([tmp_path / "blank.txt"]))
+    (tmp_path / "nodir").mkdir()
+    with pytest.raises(LitebertError, match="no files"):
+        list(read_documents([tmp_path / "nodir"]))
+    with pytest.raises(LitebertError, match="--format"):
+        list(read_documents([tmp_path / "blank.txt"], format="xml"))
+
+
+def test_invalid_utf8_skipped_and_counted_or_reported(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"Good line.\nBad \xff\xfe line.\nAnother good.\n\nDoc two.\nLine.\n")
+    stats = CorpusStats()
+    docs = list(read_documents([p], format="bert", stats=stats))
+    assert docs == [["Good line.", "Another good."], ["Doc two.", "Line."]]
+    assert stats.skipped_lines == 1 and stats.first_skipped == f"{p}:2"
+    with pytest.raises(LitebertError, match=r"bad.txt:2: invalid UTF-8"):
+        list(read_documents([p], format="bert", on_invalid="error"))
+
+
+def test_bad_jsonl_line(tmp_path):
+    p = _write(tmp_path / "d.jsonl", '{"text": "A. B."}\n{not json}\n{"text": "C."}\n')
+    stats = CorpusStats()
+    assert list(read_documents([p], stats=stats)) == [["A.", "B."], ["C."]]
+    assert stats.skipped_lines == 1
+    with pytest.raises(LitebertError, match=r"d.jsonl:2"):
+        list(read_documents([p], on_invalid="error"))
+
+
+def test_real_corpora(shared_data):
+    stats = CorpusStats()
+    docs = list(read_documents([wikitext_subset(60)], stats=stats))
+    assert stats.formats[str(wikitext_subset(60))] == "wikitext"
+    assert len(docs) == 60
+    assert docs[0][0].startswith("Senjō no Valkyria 3 :")
+    assert not any(s.startswith("= ") for d in docs for s in d)  # headings dropped
+    assert stats.sentences > 20 * len(docs)
+
+    clue = list(read_documents([clue_zh()]))
+    assert len(clue) == 2500
+    assert detect_format(clue_zh()) in ("bert", "plain")
+    news = list(read_documents([news_zh()]))
+    assert 5 <= len(news) <= 20
+    assert all(s.strip() for d in news for s in d)

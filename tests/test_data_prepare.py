@@ -1,0 +1,355 @@
+"""``prepare`` (SPEC.md §2): instances, recorded positions, determinism, shards + manifest, bad input; and the
+dataset / collator / data-model check that training uses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from litebert.cli import main
+from litebert.data import (PrepareConfig, PretrainingCollator, PretrainingDataset, check_data_matches_model,
+                           prepare, read_documents, read_manifest, verify_checksums)
+from litebert.data.instances import META_INDEX as M
+from litebert.data.instances import truncated_lengths
+from litebert.errors import LitebertError
+from litebert.tokenization import load_tokenizer
+from test_data_fixtures import clue_subset, news_zh, prepared, trained_tokenizer, wikitext_subset
+
+
+def _wiki_prepared(name="wiki", **kw):
+    return prepared(name, (str(wikitext_subset(60)),), str(trained_tokenizer("sentencepiece")), **kw)
+
+
+def _doc_tokens(corpus, tok):
+    """Every document as the token stream the instances' positions refer to (empty sentences removed)."""
+    docs = []
+    for d in read_documents(corpus):
+        ids = tok.encode_batch(d)
+        docs.append(np.array([t for s in ids for t in s], np.int64))
+    return docs
+
+
+def _files_digest(d: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------------------------------------------- rules
+def test_truncation_closed_form_equals_loop():
+    for la in range(0, 30):
+        for lb in range(0, 30):
+            for m in (1, 5, 17, 40):
+                a, b = la, lb
+                while a + b > m:
+                    if a > b:
+                        a -= 1
+                    else:
+                        b -= 1  # B on a tie
+                assert truncated_lengths(la, lb, m) == (a, b)
+
+
+def test_wikitext_instances_follow_spec(shared_data):
+    out = _wiki_prepared()
+    ds = PretrainingDataset(out)
+    man = read_manifest(out)
+    tok = load_tokenizer(out / "tokenizer")
+    cls, sep = tok.cls_token_id, tok.sep_token_id
+    docs = _doc_tokens([wikitext_subset(60)], tok)
+    assert man["counts"]["documents"] == len(docs) == 60
+    meta = ds.meta
+    assert len(ds) == man["counts"]["instances"] > 1000
+    n_swapped = 0
+    for i in range(len(ds)):
+        raw = ds.raw(i)
+        ids, m = raw["input_ids"], raw["meta"]
+        la = int(m[M["len_a"]])
+        n = len(ids)
+        assert n <= 128
+        # layout [CLS] A [SEP] B [SEP]
+        assert ids[0] == cls and ids[la + 1] == sep and ids[-1] == sep
+        assert not np.isin(ids[1:la + 1], [cls, sep]).any() and not np.isin(ids[la + 2:-1], [cls, sep]).any()
+        assert la >= 1 and n - la - 3 >= 1
+        doc = docs[m[M["doc"]]]
+        assert m[M["b_doc"]] == m[M["doc"]]  # sop: never text of another document
+        # the kept text is the document's text at the recorded positions
+        assert np.array_equal(ids[1:la + 1], doc[m[M["a_start"]]:m[M["a_end"]]])
+        assert np.array_equal(ids[la + 2:-1], doc[m[M["b_start"]]:m[M["b_end"]]])
+        assert m[M["a_orig_start"]] <= m[M["a_start"]] < m[M["a_end"]] <= m[M["a_orig_end"]]
+        assert m[M["b_orig_start"]] <= m[M["b_start"]] < m[M["b_end"]] <= m[M["b_orig_end"]]
+        # consecutive text, in order (label 0) or swapped (label 1); never overlapping
+        if m[M["label"]] == 0:
+            assert m[M["a_orig_end"]] == m[M["b_orig_start"]]
+        else:
+            assert m[M["b_orig_end"]] == m[M["a_orig_start"]]
+            n_swapped += 1
+    share = n_swapped / len(ds)
+    assert abs(share - 0.5) < 0.03, share
+    # token types and item tensors
+    item = ds[0]
+    la = int(meta[0, M["len_a"]])
+    assert item["token_type_ids"][:la + 2].eq(0).all() and item["token_type_ids"][la + 2:].eq(1).all()
+    assert item["attention_mask"].eq(1).all()
+    assert set(item) == {"input_ids", "token_type_ids", "attention_mask", "labels", "sentence_order_label"}
+    assert all(v.dtype == torch.int64 for v in item.values())
+
+
+def test_short_targets_about_ten_percent(tmp_path, shared_data):
+    """Hand-built corpus of 3000 documents: the share of documents whose target is short is ≈ short_seq_prob."""
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    rng = np.random.default_rng(0)
+    lines = []
+    for _ in range(3000):
+        for _ in range(4):
+            lines.append(" ".join(rng.choice(words, size=12)) + " .")
+        lines.append("")
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    prepare(PrepareConfig(corpus=[corpus], tokenizer=trained_tokenizer("wordpiece"), output=out, progress=False,
+                          max_seq_length=64, format="bert"))
+    meta = PretrainingDataset(out).meta
+    per_doc = {}
+    for row in meta:
+        per_doc[int(row[M["doc"]])] = int(row[M["target_len"]])
+    short = np.mean([t < 61 for t in per_doc.values()])
+    assert abs(short - 0.1) < 0.025, short
+
+
+def test_single_long_sentence_document_gives_sop_pairs(tmp_path, shared_data):
+    corpus = tmp_path / "one.txt"
+    corpus.write_text(" ".join(f"word{i % 50}" for i in range(400)) + "\n")
+    out = tmp_path / "out"
+    res = prepare(PrepareConfig(corpus=[corpus], tokenizer=trained_tokenizer("wordpiece"), output=out,
+                                progress=False, format="bert", seed=3))
+    assert res.instances >= 1 and "every document is a single sentence" in res.summary
+    ds = PretrainingDataset(out)
+    for i in range(len(ds)):
+        m = ds.raw(i)["meta"]
+        assert m[M["sent_start"]] + 1 == m[M["sent_end"]]  # a chunk of one sentence
+        assert m[M["a_end"]] > m[M["a_start"]] and m[M["b_end"]] > m[M["b_start"]]
+        first, second = (M["a_orig_end"], M["b_orig_start"]) if m[M["label"]] == 0 else (M["b_orig_end"], M["a_orig_start"])
+        assert m[first] == m[second]
+
+
+def test_all_documents_one_short_sentence_is_a_clear_error(tmp_path, shared_data):
+    words = ["the", "of", "and"]
+    tok = load_tokenizer(trained_tokenizer("wordpiece"))
+    assert all(len(tok.encode(w)) == 1 for w in words)
+    corpus = tmp_path / "short.txt"
+    corpus.write_text("\n\n".join(words) + "\n")
+    with pytest.raises(LitebertError, match="no instances were made from 3 documents"):
+        prepare(PrepareConfig(corpus=[corpus], tokenizer=trained_tokenizer("wordpiece"), output=tmp_path / "o",
+                              progress=False, format="bert"))
+    assert not (tmp_path / "o").exists()
+
+
+def test_nsp_and_none_tasks(shared_data):
+    nsp = PretrainingDataset(_wiki_prepared("wiki_nsp", inter_sentence_task="nsp"))
+    meta = nsp.meta
+    other = meta[:, M["b_doc"]] != meta[:, M["doc"]]
+    assert np.array_equal(other, meta[:, M["label"]] == 1)
+    assert abs(other.mean() - 0.5) < 0.05
+    none = PretrainingDataset(_wiki_prepared("wiki_none", inter_sentence_task="none"))
+    assert (none.meta[:, M["label"]] == 0).all()
+    assert (none.meta[:, M["a_orig_end"]] == none.meta[:, M["b_orig_start"]]).all()
+
+
+# ---------------------------------------------------------------------------------------------- determinism
+def test_same_seed_same_bytes_any_workers(tmp_path, shared_data):
+    corpus = [str(wikitext_subset(20))]
+    tok = str(trained_tokenizer("sentencepiece"))
+    digests = []
+    for name, workers, seed in (("a", 1, 5), ("b", 2, 5), ("c", 1, 6)):
+        prepare(PrepareConfig(corpus=corpus, tokenizer=tok, output=tmp_path / name, workers=workers, seed=seed,
+                              progress=False, shard_size=300))
+        digests.append(_files_digest(tmp_path / name))
+    assert digests[0] == digests[1]
+    assert digests[0] != digests[2]
+    assert len([k for k in digests[0] if k.endswith(".input_ids.npy")]) > 1  # several shards
+    verify_checksums(tmp_path / "a")
+
+
+def test_manifest_contents(shared_data):
+    out = _wiki_prepared()
+    man = read_manifest(out)
+    assert man["format"] == "litebert-pretraining-data" and man["version"] == 1
+    t = man["tokenizer"]
+    assert t["vocab_size"] == 3000 and t["mask_token_id"] == 4 and t["kind"] == "sentencepiece"
+    s = man["settings"]
+    assert s["max_seq_length"] == 128 and s["masking"] == "dynamic" and s["max_ngram"] == 3
+    assert s["inter_sentence_task"] == "sop" and s["seed"] == 12345
+    for key in ("documents", "sentences", "instances", "tokens"):
+        assert man["counts"][key] > 0
+    assert (out / "tokenizer" / "spiece.model").is_file() and (out / "tokenizer" / "tokenizer.json").is_file()
+    for shard in man["shards"]:
+        for f in shard["files"].values():
+            assert hashlib.sha256((out / f["path"]).read_bytes()).hexdigest() == f["sha256"]
+
+
+# ---------------------------------------------------------------------------------------- dataset + masking
+def test_dynamic_masking_on_real_data(shared_data):
+    ds = PretrainingDataset(_wiki_prepared())
+    tok = load_tokenizer(ds.path / "tokenizer")
+    pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
+    idx = list(range(0, len(ds), 3))
+    items = ds.__getitems__(idx)
+    assert all(torch.equal(a["labels"], b["labels"]) for a, b in zip(items[:20], [ds[i] for i in idx[:20]]))
+    n_exact = 0
+    for i, it in zip(idx, items):
+        raw = ds.raw(i)
+        lab = it["labels"].numpy()
+        sel = lab != -100
+        n = len(lab)
+        expected = min(20, max(1, round(n * 0.15)))
+        assert sel.sum() <= expected
+        n_exact += sel.sum() == expected
+        assert np.array_equal(lab[sel], raw["input_ids"][sel])  # labels are the original ids
+        assert not np.isin(raw["input_ids"][sel], [tok.cls_token_id, tok.sep_token_id, tok.pad_token_id]).any()
+        # SentencePiece non-start pieces are masked only with their word
+        for p in np.nonzero(sel)[0]:
+            if p > 1 and not raw["word_start"][p]:
+                assert sel[p - 1], (i, p, pieces[raw["input_ids"][p]])
+    assert n_exact / len(idx) > 0.9
+    # epochs: same epoch same masks, other epoch other masks
+    a = ds[7]["labels"]
+    ds.set_epoch(1)
+    b = ds[7]["labels"]
+    ds.set_epoch(0)
+    assert torch.equal(a, ds[7]["labels"]) and not torch.equal(a, b)
+    assert torch.equal(PretrainingDataset(ds.path, epoch=1)[7]["labels"], b)
+
+
+def test_collator_pads_to_longest(shared_data):
+    ds = PretrainingDataset(_wiki_prepared())
+    short = int(np.argmin(ds.lengths))
+    items = [ds[short], ds[0]]
+    batch = ds.collator()(items)
+    S = max(len(it["input_ids"]) for it in items)
+    assert batch["input_ids"].shape == (2, S)
+    n = len(items[0]["input_ids"])
+    if n < S:
+        assert (batch["input_ids"][0, n:] == ds.pad_token_id).all()
+        assert (batch["labels"][0, n:] == -100).all() and (batch["attention_mask"][0, n:] == 0).all()
+        assert (batch["token_type_ids"][0, n:] == 0).all()
+    assert batch["sentence_order_label"].shape == (2,)
+    assert PretrainingCollator(0, pad_to_multiple_of=64)(items)["input_ids"].shape[1] % 64 == 0
+    loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True, collate_fn=ds.collator(),
+                                         generator=torch.Generator().manual_seed(0))
+    b = next(iter(loader))
+    assert b["input_ids"].shape[0] == 16 and b["labels"].ne(-100).any()
+
+
+def test_static_masking_with_dupe_factor(shared_data):
+    corpus = (str(wikitext_subset(20)),)
+    tok = str(trained_tokenizer("wordpiece"))
+    dyn = PretrainingDataset(prepared("wp_dyn", corpus, tok))
+    st = PretrainingDataset(prepared("wp_static", corpus, tok, static_masking=True, dupe_factor=2))
+    assert st.static and len(st) > 1.5 * len(dyn)
+    a = st[3]["labels"]
+    st.set_epoch(4)
+    assert torch.equal(a, st[3]["labels"])
+    tokz = load_tokenizer(st.path / "tokenizer")
+    sel = a != -100
+    assert sel.any()
+    masked_share = (st[3]["input_ids"][sel] == tokz.mask_token_id).float().mean()
+    assert masked_share > 0.4
+    pieces = tokz.convert_ids_to_tokens(list(range(tokz.vocab_size)))
+    for i in range(0, len(st), 7):  # WordPiece continuations only with their word
+        it, raw = st[i], st.raw(i)
+        lab, ids = it["labels"].numpy(), it["input_ids"].numpy()
+        for p in np.nonzero(lab != -100)[0]:
+            # a segment may begin with a continuation (truncated at the front): then it is a word of its own
+            if pieces[lab[p]].startswith("##") and ids[p - 1] not in (tokz.cls_token_id, tokz.sep_token_id):
+                assert lab[p - 1] != -100
+
+
+def test_chinese_whole_word_masking(shared_data):
+    out = prepared("zh_wwm", (str(news_zh()), str(clue_subset(300))), str(trained_tokenizer("chinese", 4000)),
+                   whole_word_mask_zh=True, max_seq_length=128)
+    ds = PretrainingDataset(out)
+    tok = load_tokenizer(out / "tokenizer")
+    pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
+    ws_cjk = []
+    multi_char_words = 0
+    for i in range(0, len(ds), 5):
+        it, raw = ds[i], ds.raw(i)
+        lab = it["labels"].numpy()
+        sel = lab != -100
+        assert not any(pieces[t].startswith("##") and len(pieces[t]) == 3 and "\u4e00" <= pieces[t][2] <= "\u9fff"
+                       for t in lab[sel])  # labels are original character ids, never a ## form
+        ws = raw["word_start"]
+        for p in np.nonzero(sel)[0]:
+            if not ws[p] and p > 0 and raw["input_ids"][p - 1] not in (tok.cls_token_id, tok.sep_token_id):
+                assert sel[p - 1]  # a character inside a jieba word is masked only with its word
+        ws_cjk.append(ws)
+        multi_char_words += int(((ws == 0) & (raw["input_ids"] != tok.sep_token_id) & (raw["input_ids"] != tok.cls_token_id)).sum())
+    assert multi_char_words > 100  # jieba grouped characters into words
+
+
+# ------------------------------------------------------------------------------------------- model check
+def test_check_data_matches_model(shared_data):
+    man = read_manifest(_wiki_prepared())
+    check_data_matches_model(man, {"vocab_size": 3000, "max_position_embeddings": 512})
+    with pytest.raises(LitebertError, match="vocab_size"):
+        check_data_matches_model(man, {"vocab_size": 30000, "max_position_embeddings": 512})
+    with pytest.raises(LitebertError, match="max_position_embeddings=64"):
+        check_data_matches_model(man, {"vocab_size": 3000, "max_position_embeddings": 64})
+    with pytest.raises(LitebertError, match="max_seq_length"):
+        check_data_matches_model(man, {"vocab_size": 3000, "max_position_embeddings": 512}, max_seq_length=64)
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+def test_bad_input(tmp_path, shared_data):
+    tok = str(trained_tokenizer("wordpiece"))
+    good = tmp_path / "good.txt"
+    good.write_text("One sentence here.\nAnother one here.\n\nDoc two is here.\nWith a second line.\n")
+    with pytest.raises(LitebertError, match="not found"):
+        prepare(PrepareConfig(corpus=[tmp_path / "missing.txt"], tokenizer=tok, output=tmp_path / "o", progress=False))
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(LitebertError, match="empty"):
+        prepare(PrepareConfig(corpus=[tmp_path / "empty.txt"], tokenizer=tok, output=tmp_path / "o", progress=False))
+    with pytest.raises(LitebertError, match="max_position_embeddings"):
+        PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", max_seq_length=1024)
+    (tmp_path / "tokdir").mkdir()
+    with pytest.raises(LitebertError, match="none of spiece.model"):
+        prepare(PrepareConfig(corpus=[good], tokenizer=tmp_path / "tokdir", output=tmp_path / "o", progress=False))
+    with pytest.raises(LitebertError, match="dupe-factor"):
+        PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", dupe_factor=3)
+    # invalid UTF-8: skipped and counted in the summary
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(good.read_bytes() + b"\nbroken \xff line\nand more text here.\n")
+    res = prepare(PrepareConfig(corpus=[bad], tokenizer=tok, output=tmp_path / "o", progress=False, format="bert"))
+    assert res.skipped_lines == 1 and f"{bad}:7" in res.summary
+    with pytest.raises(LitebertError, match="exists"):
+        prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False))
+    prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False, overwrite=True))
+    with pytest.raises(LitebertError, match="manifest.json"):
+        PretrainingDataset(tmp_path)
+
+
+def test_cli(tmp_path, shared_data, capsys):
+    corpus = str(wikitext_subset(5))
+    assert main(["train-tokenizer", "--corpus", corpus, "--kind", "wordpiece", "--vocab-size", "500",
+                 "--output", str(tmp_path / "tok")]) == 0
+    assert main(["prepare", "--corpus", corpus, "--tokenizer", str(tmp_path / "tok"), "--output",
+                 str(tmp_path / "data"), "--max-seq-length", "64", "--workers", "2", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "documents" in out and "instances" in out and "MB/s" in out
+    assert json.loads((tmp_path / "data" / "manifest.json").read_text())["settings"]["max_seq_length"] == 64
+    rc = main(["prepare", "--corpus", str(tmp_path / "nope.txt"), "--tokenizer", str(tmp_path / "tok"),
+               "--output", str(tmp_path / "d2")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error:") and "not found" in err and "Traceback" not in err
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok line\n\xff\xfe\n")
+    rc = main(["prepare", "--corpus", str(bad), "--tokenizer", str(tmp_path / "tok"), "--output",
+               str(tmp_path / "d3"), "--on-invalid-utf8", "error"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{bad}:2" in err
+    rc = main(["prepare", "--corpus", corpus, "--tokenizer", str(tmp_path / "tok"), "--output",
+               str(tmp_path / "d4"), "--max-seq-length", "600"])
+    assert rc == 2 and "max_position_embeddings" in capsys.readouterr().err

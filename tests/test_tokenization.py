@@ -1,0 +1,186 @@
+"""Tokenizers: training, loading, saving; ids agree with transformers.AutoTokenizer (the oracle) on every kind."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from litebert.errors import LitebertError
+from litebert.tokenization import load_tokenizer, train_tokenizer
+from test_data_fixtures import clue_zh, tmp_root, trained_tokenizer, wikitext_subset
+
+KINDS = ["sentencepiece", "wordpiece", "chinese"]
+
+TEXTS = [
+    "Hello World, the [MASK] is så nice.",
+    "a [MASK] b",
+    "  multiple   spaces\tand ``quotes'' ",
+    "Café naïve São Paulo 123 @-@ <unk> x",
+    "兰州公交集团:明起至8月底 Hello [MASK]。",
+    "ǅemal ﬁ ① ½ x² İstanbul",
+    "",
+]
+
+
+def _sample_lines(kind: str, n: int = 400) -> list[str]:
+    path = clue_zh() if kind == "chinese" else wikitext_subset(60)
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return lines[:n]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ids_match_transformers_autotokenizer(shared_data, kind):
+    transformers = pytest.importorskip("transformers")
+    d = trained_tokenizer(kind)
+    ours = load_tokenizer(d)
+    hf = transformers.AutoTokenizer.from_pretrained(str(d))
+    assert ours.kind == kind
+    assert len(hf) == ours.vocab_size
+    for role in ("pad", "unk", "cls", "sep", "mask"):
+        assert getattr(hf, f"{role}_token_id") == getattr(ours, f"{role}_token_id")
+    texts = TEXTS + _sample_lines(kind)
+    for t in texts:
+        assert hf(t)["input_ids"] == ours.encode(t, add_special_tokens=True), t
+    enc = hf("first sentence", "second one")
+    mine = ours.encode_pair("first sentence", "second one")
+    assert enc["input_ids"] == mine["input_ids"]
+    if "token_type_ids" in enc:
+        assert enc["token_type_ids"] == mine["token_type_ids"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_batch_path_equals_pipeline(shared_data, kind):
+    tok = load_tokenizer(trained_tokenizer(kind))
+    texts = TEXTS + _sample_lines(kind, 2000) + ["x [MASK] y<unk>z [mask] [CLS][SEP]<pad>", "it''s a ``b``"]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]  # warm cache
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
+def test_uncased_hello_world(shared_data, kind):
+    tok = load_tokenizer(trained_tokenizer(kind))
+    assert tok.encode("Hello World") == tok.encode("hello world")
+    assert tok.encode_batch(["Hello World"]) == tok.encode_batch(["hello world"])
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
+def test_keep_accents(shared_data, kind):
+    stripped = load_tokenizer(trained_tokenizer(kind))
+    kept = load_tokenizer(trained_tokenizer(kind, keep_accents=True))
+    assert stripped.encode("så") == stripped.encode("sa")
+    assert kept.encode("så") != kept.encode("sa")
+    assert kept.keep_accents and not stripped.keep_accents
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
+def test_cased_tokenizer_keeps_case(shared_data, kind):
+    tok = load_tokenizer(trained_tokenizer(kind, lowercase=False))
+    assert not tok.do_lower_case
+    assert tok.encode("Hello World") != tok.encode("hello world")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mask_in_raw_text_is_one_token(shared_data, kind):
+    tok = load_tokenizer(trained_tokenizer(kind))
+    for text in ["the [MASK] is", "the[MASK]is", "[MASK]"]:
+        ids = tok.encode(text)
+        assert ids.count(tok.mask_token_id) == 1, (text, tok.convert_ids_to_tokens(ids))
+        assert tok.encode_batch([text])[0] == ids
+
+
+def test_sentencepiece_layout_is_albert(shared_data):
+    tok = load_tokenizer(trained_tokenizer("sentencepiece"))
+    assert [tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id] == [0, 1, 2, 3, 4]
+    assert tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_spiece_model_only_directory_loads(shared_data, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    src = trained_tokenizer("sentencepiece")
+    shutil.copy(src / "spiece.model", tmp_path / "spiece.model")
+    a, b = load_tokenizer(src), load_tokenizer(tmp_path)
+    hf = transformers.AlbertTokenizer.from_pretrained(str(tmp_path))
+    for t in TEXTS + _sample_lines("sentencepiece", 100):
+        assert a.encode(t) == b.encode(t)
+        assert hf(t)["input_ids"] == b.encode(t, add_special_tokens=True)
+    b.save(tmp_path / "saved")
+    assert load_tokenizer(tmp_path / "saved").encode("Hello there") == a.encode("Hello there")
+
+
+def test_albert_zh_style_vocab_txt_loads(tmp_path):
+    """albert_zh's vocab.txt layout: [PAD]=0, [unused1..99], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, chars."""
+    chars = [chr(c) for c in range(0x4E00, 0x4E00 + 800)]
+    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(1, 100)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += ["a", "b", "##b", "the", "."] + chars + ["##" + c for c in chars[:50]]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tok = load_tokenizer(tmp_path)
+    assert tok.kind == "chinese"
+    assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == (
+        0, 100, 101, 102, 103)
+    assert tok.vocab_size == len(vocab)
+    ids = tok.encode("一丁 The [MASK] ab")
+    assert tok.convert_ids_to_tokens(ids) == ["一", "丁", "the", "[MASK]", "a", "##b"]
+    rnd = set(tok.random_replacement_ids().tolist())
+    assert not rnd & {0, 100, 101, 102, 103} and 5 not in rnd  # no special or [unusedN] ids
+    tok.save(tmp_path / "saved")
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "saved"))
+    assert hf("一丁 The [MASK] ab")["input_ids"] == tok.encode("一丁 The [MASK] ab", add_special_tokens=True)
+
+
+def test_tokenizer_json_only_directory_loads(shared_data, tmp_path):
+    src = trained_tokenizer("wordpiece")
+    shutil.copy(src / "tokenizer.json", tmp_path / "tokenizer.json")
+    shutil.copy(src / "tokenizer_config.json", tmp_path / "tokenizer_config.json")
+    a, b = load_tokenizer(src), load_tokenizer(tmp_path)
+    assert a.encode("Hello there, world.") == b.encode("Hello there, world.")
+
+
+def test_chinese_characters_are_single_tokens(shared_data):
+    tok = load_tokenizer(trained_tokenizer("chinese"))
+    toks = tok.tokenize("兰州公交集团")
+    assert toks == list("兰州公交集团")
+
+
+def test_bad_tokenizer_directories(tmp_path):
+    with pytest.raises(LitebertError, match="not found"):
+        load_tokenizer(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LitebertError, match="none of spiece.model, vocab.txt, tokenizer.json"):
+        load_tokenizer(tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "spiece.model").write_bytes(b"not a model")
+    with pytest.raises(LitebertError, match="SentencePiece"):
+        load_tokenizer(tmp_path / "bad")
+    (tmp_path / "nospecial").mkdir()
+    (tmp_path / "nospecial" / "vocab.txt").write_text("a\nb\n")
+    with pytest.raises(LitebertError, match="special tokens"):
+        load_tokenizer(tmp_path / "nospecial")
+
+
+def test_train_tokenizer_bad_input(tmp_path):
+    with pytest.raises(LitebertError, match="not found"):
+        train_tokenizer([tmp_path / "missing.txt"], "wordpiece", 100, tmp_path / "o")
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(LitebertError, match="empty"):
+        train_tokenizer([tmp_path / "empty.txt"], "wordpiece", 100, tmp_path / "o")
+    with pytest.raises(LitebertError, match="--kind"):
+        train_tokenizer([tmp_path / "empty.txt"], "bpe", 100, tmp_path / "o")
+
+
+def test_saved_directory_runs_in_fill_mask_pipeline(shared_data, tmp_path):
+    """The files Tokenizer.save writes are what final/ holds: they must work in transformers' fill-mask."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    tok = load_tokenizer(trained_tokenizer("sentencepiece"))
+    cfg = transformers.AlbertConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32,
+                                    num_hidden_layers=1, num_attention_heads=2, intermediate_size=37)
+    torch.manual_seed(0)
+    transformers.AlbertForMaskedLM(cfg).save_pretrained(tmp_path)
+    tok.save(tmp_path)
+    fill = transformers.pipeline("fill-mask", model=str(tmp_path), tokenizer=str(tmp_path))
+    out = fill(f"the game is a {tok.mask_token} of the series .")
+    assert len(out) == 5 and all("token" in o for o in out)
+    assert tmp_root().exists()

@@ -1,0 +1,185 @@
+"""`litebert pretrain` end to end on a small slice of WikiText-2 with the albert-debug preset: files written,
+`final/` loads in transformers, bad input, SIGKILL + `--resume auto` gives bit-identical weights, and
+2 processes × 4 (torchrun, gloo) = 1 × 8 = 1 × 4 × 2 accumulation."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from litebert.cli import main
+from litebert.training.metrics import read_metrics
+
+REPO = Path(__file__).resolve().parents[1]
+# one thread everywhere: identical kernels in every process (bit-identical resume) and less CPU contention
+SUB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory, shared_data):
+    """A SentencePiece tokenizer (1000 ids) and prepared shards (max_seq_length 64) from 300 kB of WikiText-2."""
+    from litebert.data import PrepareConfig, prepare
+    from litebert.tokenization import train_tokenizer
+
+    root = tmp_path_factory.mktemp("pretrain_data")
+    corpus = root / "corpus.txt"
+    with open(shared_data / "wikitext-2" / "wiki.valid.tokens", encoding="utf-8") as f:
+        corpus.write_text(f.read(300_000), encoding="utf-8")
+    train_tokenizer([corpus], "sentencepiece", 1000, root / "tok")
+    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(root / "tok"), output=str(root / "data"),
+                          max_seq_length=64, seed=1, progress=False))
+    return root / "data"
+
+
+def _args(data, out, *extra):
+    return ["pretrain", "--data", str(data), "--model-config", "albert-debug", "--output", str(out),
+            "--learning-rate", "5e-3", "--warmup-steps", "2", "--no-progress-bar", *map(str, extra)]
+
+
+def _weights(run_dir):
+    return load_file(str(Path(run_dir) / "final" / "model.safetensors"))
+
+
+def _sub(args, **kw):
+    return subprocess.run([sys.executable, "-m", "litebert", *args], env=SUB_ENV, cwd=REPO, capture_output=True,
+                          text=True, **kw)
+
+
+def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_args(tiny_data, out, "--eval-data", tiny_data, "--max-steps", 6, "--batch-size", 8,
+                      "--logging-steps", 2, "--eval-steps", 3, "--max-eval-batches", 2, "--save-steps", 2,
+                      "--save-total-limit", 2)) == 0
+    printed = capsys.readouterr().out
+    assert "pretrain train step 6/6" in printed and "pretrain eval step 6/6" in printed
+    for name in ("config.json", "run_settings.json", "metrics.jsonl", "train.log", "final/config.json",
+                 "final/model.safetensors", "final/spiece.model", "final/tokenizer_config.json"):
+        assert (out / name).is_file(), name
+    assert any((out / "tb").iterdir())
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-4", "step-6"]
+    settings = json.loads((out / "run_settings.json").read_text())
+    assert settings["pretrain_config"]["max_steps"] == 6 and settings["model_config"]["vocab_size"] == 1000
+    records = read_metrics(out)
+    train_rec = [r for r in records if r["split"] == "train"]
+    eval_rec = [r for r in records if r["split"] == "eval"]
+    assert [r["step"] for r in train_rec] == [2, 4, 6] and [r["step"] for r in eval_rec] == [3, 6]
+    assert set(train_rec[0]) == {"step", "split", "loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy",
+                                 "learning_rate", "grad_norm", "tokens_per_second"}
+    assert {"mlm_accuracy", "mlm_perplexity", "sop_accuracy"} <= set(eval_rec[-1])
+    assert main(["plot", str(out)]) == 0 and (out / "curves.png").is_file()
+
+    transformers = pytest.importorskip("transformers")
+    model, info = transformers.AutoModelForMaskedLM.from_pretrained(out / "final", output_loading_info=True)
+    assert not info["missing_keys"] and not info["mismatched_keys"]
+    tok = transformers.AutoTokenizer.from_pretrained(out / "final")
+    fill = transformers.pipeline("fill-mask", model=str(out / "final"))
+    preds = fill(f"the game was released {tok.mask_token} 2010 .")
+    assert len(preds) == 5 and all("sequence" in p for p in preds)
+
+
+def test_bad_input_is_a_clear_error(tiny_data, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(_args(tiny_data, tmp_path / "x", "--no-such-option"))
+    assert exc.value.code == 2 and "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+    assert main(_args(tmp_path, tmp_path / "x")) == 2
+    assert "is not a litebert data directory" in capsys.readouterr().err
+    assert main(_args(tiny_data, tmp_path / "x", "--model-config", "albert-huge")) == 2
+    err = capsys.readouterr().err
+    assert "albert-huge" in err and "albert-base" in err  # names the bad preset and lists the known ones
+    assert main(_args(tiny_data, tmp_path / "x", "--warmup-steps", 20, "--max-steps", 10)) == 2
+    assert "--warmup-steps" in capsys.readouterr().err
+    # a corrupted checkpoint: one error line, and nothing saved is touched
+    out = tmp_path / "run"
+    assert main(_args(tiny_data, out, "--max-steps", 2, "--batch-size", 4, "--save-steps", 1)) == 0
+    victim = out / "checkpoints" / "step-2" / "optimizer.pt"
+    victim.write_bytes(victim.read_bytes()[:100])
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".log"}
+    proc = _sub(_args(tiny_data, out, "--max-steps", 4, "--batch-size", 4, "--resume", "auto"))
+    assert proc.returncode == 2, proc.stderr
+    assert "optimizer.pt is corrupted" in proc.stderr and "Traceback" not in proc.stderr
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".log"}
+    assert after == before  # not even run_settings.json / config.json were rewritten
+    # a fresh run into a directory with checkpoints is refused
+    assert main(_args(tiny_data, out, "--max-steps", 2, "--batch-size", 4)) == 2
+    assert "already holds checkpoints" in capsys.readouterr().err
+
+
+def _kill_resume(tiny_data, out, common, *, delay=None, env=None):
+    """Start a run, SIGKILL it (after `delay` s, or it kills itself via env), then `--resume auto` to the end."""
+    proc = subprocess.Popen([sys.executable, "-m", "litebert", *_args(tiny_data, out, *common)],
+                            env={**SUB_ENV, **(env or {})}, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    if delay is not None:
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=300)
+    killed = proc.returncode == -signal.SIGKILL
+    resumed = _sub(_args(tiny_data, out, *common, "--resume", "auto"), timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return killed, resumed
+
+
+def test_sigkill_then_resume_auto_is_bit_identical(tiny_data, tmp_path):
+    common = ["--max-steps", 16, "--batch-size", 8, "--save-steps", 3, "--logging-steps", 4]
+    ref = _sub(_args(tiny_data, tmp_path / "ref", *common), timeout=300)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    reference = _weights(tmp_path / "ref")
+
+    # 1) killed while writing the step-6 checkpoint (test hook inside save_checkpoint): step-3 is the last good one
+    killed, resumed = _kill_resume(tiny_data, tmp_path / "a", common, env={"LITEBERT_TEST_KILL_DURING_SAVE": "6"})
+    assert killed
+    assert "resumed from" in resumed.stdout + resumed.stderr or "step-3" in resumed.stdout
+    got = _weights(tmp_path / "a")
+    assert all(torch.equal(reference[k], got[k]) for k in reference)
+
+    # 2) killed at a random moment (before the first checkpoint, between two, while writing one, or at the end)
+    delay = random.Random(os.getpid() ^ int(time.time())).uniform(2.0, 12.0)
+    _, resumed = _kill_resume(tiny_data, tmp_path / "b", common, delay=delay)
+    got = _weights(tmp_path / "b")
+    assert all(torch.equal(reference[k], got[k]) for k in reference), f"kill after {delay:.1f} s"
+    steps = [r["step"] for r in read_metrics(tmp_path / "b") if r["split"] == "train"]
+    assert steps == [4, 8, 12, 16]
+
+
+def test_incomplete_checkpoint_is_ignored_with_a_warning(tiny_data, tmp_path):
+    out = tmp_path / "run"
+    assert main(_args(tiny_data, out, "--max-steps", 2, "--batch-size", 4, "--save-steps", 1)) == 0
+    shutil.copytree(out / "checkpoints" / "step-2", out / "checkpoints" / "step-9")
+    (out / "checkpoints" / "step-9" / "COMPLETE").unlink()
+    proc = _sub(_args(tiny_data, out, "--max-steps", 3, "--batch-size", 4, "--resume", "auto"))
+    assert proc.returncode == 0, proc.stderr
+    assert "ignoring incomplete checkpoint" in proc.stderr and "step-9" in proc.stderr
+    assert "resumed from" in proc.stdout and "step-2" in proc.stdout
+
+
+def test_torchrun_two_processes_equal_one_process_and_accumulation(tiny_data, tmp_path):
+    common = ["--max-steps", 20, "--save-steps", 0, "--logging-steps", 5, "--device", "cpu"]
+    one = _sub(_args(tiny_data, tmp_path / "1x8", "--batch-size", 8, *common), timeout=600)
+    assert one.returncode == 0, one.stderr[-3000:]
+    acc = _sub(_args(tiny_data, tmp_path / "1x4x2", "--batch-size", 4, "--gradient-accumulation-steps", 2, *common),
+               timeout=600)
+    assert acc.returncode == 0, acc.stderr[-3000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "-m", "litebert", *_args(tiny_data, tmp_path / "2x4", "--batch-size", 4, *common)],
+                         env=SUB_ENV, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "2 process(es) x batch 4" in two.stdout
+    w1, wa, w2 = _weights(tmp_path / "1x8"), _weights(tmp_path / "1x4x2"), _weights(tmp_path / "2x4")
+    for k in w1:
+        assert (w1[k] - wa[k]).abs().max() < 1e-4, k
+        assert (w1[k] - w2[k]).abs().max() < 1e-4, k
+    # rank 0 alone logged
+    assert [r["step"] for r in read_metrics(tmp_path / "2x4")] == [5, 10, 15, 20]
