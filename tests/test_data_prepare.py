@@ -131,7 +131,10 @@ def test_single_long_sentence_document_gives_sop_pairs(tmp_path, shared_data):
         m = ds.raw(i)["meta"]
         assert m[M["sent_start"]] + 1 == m[M["sent_end"]]  # a chunk of one sentence
         assert m[M["a_end"]] > m[M["a_start"]] and m[M["b_end"]] > m[M["b_start"]]
-        first, second = (M["a_orig_end"], M["b_orig_start"]) if m[M["label"]] == 0 else (M["b_orig_end"], M["a_orig_start"])
+        if m[M["label"]] == 0:
+            first, second = M["a_orig_end"], M["b_orig_start"]
+        else:
+            first, second = M["b_orig_end"], M["a_orig_start"]
         assert m[first] == m[second]
 
 
@@ -273,7 +276,6 @@ def test_chinese_whole_word_masking(shared_data):
     ds = PretrainingDataset(out)
     tok = load_tokenizer(out / "tokenizer")
     pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
-    ws_cjk = []
     multi_char_words = 0
     for i in range(0, len(ds), 5):
         it, raw = ds[i], ds.raw(i)
@@ -285,8 +287,8 @@ def test_chinese_whole_word_masking(shared_data):
         for p in np.nonzero(sel)[0]:
             if not ws[p] and p > 0 and raw["input_ids"][p - 1] not in (tok.cls_token_id, tok.sep_token_id):
                 assert sel[p - 1]  # a character inside a jieba word is masked only with its word
-        ws_cjk.append(ws)
-        multi_char_words += int(((ws == 0) & (raw["input_ids"] != tok.sep_token_id) & (raw["input_ids"] != tok.cls_token_id)).sum())
+        inside = (ws == 0) & ~np.isin(raw["input_ids"], [tok.sep_token_id, tok.cls_token_id])
+        multi_char_words += int(inside.sum())
     assert multi_char_words > 100  # jieba grouped characters into words
 
 

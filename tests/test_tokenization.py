@@ -91,7 +91,8 @@ def test_mask_in_raw_text_is_one_token(shared_data, kind):
 
 def test_sentencepiece_layout_is_albert(shared_data):
     tok = load_tokenizer(trained_tokenizer("sentencepiece"))
-    assert [tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id] == [0, 1, 2, 3, 4]
+    ids = [tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id]
+    assert ids == [0, 1, 2, 3, 4]
     assert tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
 
 

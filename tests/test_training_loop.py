@@ -191,3 +191,26 @@ def test_compile_flag_trains(tmp_path):
     # checkpoints hold the plain (uncompiled) state dict: HF names, no "_orig_mod." prefix
     state = torch.load(tmp_path / "checkpoints" / "step-3" / "model.pt")
     assert "albert.embeddings.word_embeddings.weight" in state
+
+
+def test_batch_factory_partitions_steps_across_ranks_and_resumes():
+    class Ids(torch.utils.data.Dataset):
+        def __len__(self):
+            return 37
+
+        def __getitem__(self, i):
+            return i
+
+    def ids(factory, epoch, skip=0):
+        return [list(b) for b in factory(epoch, skip)]
+
+    one = ids(make_batch_factory(Ids(), 8, list, seed=3), 0)
+    ranks = [ids(make_batch_factory(Ids(), 4, list, seed=3, rank=r, world_size=2), 0) for r in range(2)]
+    assert len(one) == 4 and len(ranks[0]) == len(ranks[1]) == 4
+    for step in range(4):  # step k of 1 x 8 = rank 0's and rank 1's micro-batch k of 2 x 4
+        assert one[step] == ranks[0][step] + ranks[1][step]
+    assert ids(make_batch_factory(Ids(), 8, list, seed=3), 0, skip=2) == one[2:]
+    assert ids(make_batch_factory(Ids(), 8, list, seed=3), 1) != one  # a new order each epoch
+    ev = [ids(make_batch_factory(Ids(), 8, list, seed=3, shuffle=False, drop_last=False, rank=r, world_size=2,
+                                 equal_per_rank=False), 0) for r in range(2)]
+    assert sorted(i for r in ev for b in r for i in b) == list(range(37))  # evaluation sees every example

@@ -296,7 +296,8 @@ class Tokenizer:
             encs = self.backend.encode_batch(texts, add_special_tokens=False)
         return [e.ids for e in encs]
 
-    def encode_pair(self, text: str, text_pair: str | None = None, max_length: int | None = None) -> dict[str, list[int]]:
+    def encode_pair(self, text: str, text_pair: str | None = None,
+                    max_length: int | None = None) -> dict[str, list[int]]:
         """``[CLS] A [SEP] (B [SEP])`` with ``token_type_ids`` and ``attention_mask``, as transformers'
         ``tokenizer(text, text_pair, truncation="longest_first", max_length=...)``; for fine-tuning."""
         a = self.encode(text)

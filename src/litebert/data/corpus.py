@@ -12,7 +12,8 @@ Formats, chosen by content (:func:`detect_format`) unless forced:
 
 Sentence splitting (:func:`split_sentences`) is a documented rule, not a model: a sentence ends after ``.``, ``!``
 or ``?`` (with any closing quotes/brackets) that is followed by whitespace and then an upper-case letter, a digit,
-an opening quote/bracket, a CJK character or ``<`` (WikiText's ``<unk>``); and after Chinese ``。！？`` (with closing quotes),
+an opening quote/bracket, a CJK character or ``<`` (WikiText's ``<unk>``); and after Chinese ``。！？`` (with
+closing quotes),
 whether or not a space follows. Abbreviations such as "Mr. Smith" are split too; that costs a sentence boundary,
 not text.
 
@@ -35,7 +36,8 @@ from litebert.errors import LitebertError
 
 FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "plain")
 
-_EN_BOUNDARY = re.compile(r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ\u3400-\u4dbf\u4e00-\u9fff])")
+_EN_BOUNDARY = re.compile(
+    r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ\u3400-\u4dbf\u4e00-\u9fff])")
 _ZH_BOUNDARY = re.compile(r"([。！？]+[”’」』）)]*)\s*")
 _WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
 _WIKITEXT_HEADING = re.compile(r"^ (= )+.*( =)+ $")

@@ -242,7 +242,8 @@ def _get(config: Any, name: str):
     return getattr(config, name, None)
 
 
-def check_data_matches_model(manifest: dict | str | os.PathLike, config: Any, max_seq_length: int | None = None) -> None:
+def check_data_matches_model(manifest: dict | str | os.PathLike, config: Any,
+                             max_seq_length: int | None = None) -> None:
     """Check that prepared data fits a model config (an ``AlbertConfig`` or a dict with the same fields).
 
     Checks: the data's tokenizer ``vocab_size`` equals ``config.vocab_size``; ``max_seq_length`` of the data is at

@@ -98,7 +98,8 @@ class PrepareConfig:
             raise LitebertError(f"--max-seq-length {self.max_seq_length} is above max_position_embeddings "
                                 f"{self.max_position_embeddings}: the model has no positions beyond that")
         if self.max_seq_length < 5:
-            raise LitebertError(f"--max-seq-length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
+            raise LitebertError("--max-seq-length must be at least 5 ([CLS] A [SEP] B [SEP]), "
+                                f"got {self.max_seq_length}")
         if not 0.0 <= self.masked_lm_prob <= 1.0:
             raise LitebertError(f"--masked-lm-prob must be in [0, 1], got {self.masked_lm_prob}")
         if self.max_predictions_per_seq < 1:

@@ -128,13 +128,13 @@ class _LoopState:
 
 def make_batch_factory(dataset, batch_size: int, collate_fn=None, *, seed: int, shuffle: bool = True,
                        drop_last: bool = True, num_workers: int = 0, rank: int = 0, world_size: int = 1,
-                       set_epoch: bool = True) -> BatchFactory:
+                       set_epoch: bool = True, equal_per_rank: bool = True) -> BatchFactory:
     """A :data:`BatchFactory` over a map-style ``dataset``.
 
     Epoch ``e``: a permutation of ``range(len(dataset))`` from ``torch.Generator().manual_seed(seed + e)`` (or
     the identity with ``shuffle=False``) cut into chunks of ``batch_size`` (the last partial chunk dropped with
     ``drop_last``); global chunk ``k`` goes to rank ``k % world_size``, and every rank gets the same number of
-    chunks (extra chunks at the end are dropped). So 1 process × batch 8, 1 × 4 with 2 accumulation steps and
+    chunks (extra chunks at the end are dropped; ``equal_per_rank=False`` keeps them, for evaluation). So 1 process × batch 8, 1 × 4 with 2 accumulation steps and
     2 processes × 4 see the same examples in each optimizer step. ``dataset.set_epoch(e)`` is called first
     when it exists (dynamic masking). The DataLoader gets its own seeded generator, so creating it never
     touches the global RNG (which would break exact resume).
@@ -151,8 +151,8 @@ def make_batch_factory(dataset, batch_size: int, collate_fn=None, *, seed: int, 
         chunks = [order[i:i + batch_size] for i in range(0, n, batch_size)]
         if drop_last and chunks and len(chunks[-1]) < batch_size:
             chunks.pop()
-        per_rank = len(chunks) // world_size
-        mine = chunks[rank:per_rank * world_size:world_size][skip:]
+        end = len(chunks) // world_size * world_size if equal_per_rank else len(chunks)
+        mine = chunks[rank:end:world_size][skip:]
         return torch.utils.data.DataLoader(dataset, batch_sampler=mine, collate_fn=collate_fn,
                                            num_workers=num_workers,
                                            generator=torch.Generator().manual_seed(seed + 7919 * (epoch + 1)))

@@ -181,6 +181,9 @@ def make_pretraining_eval(batches, device: torch.device, max_batches: int | None
     """
 
     def eval_fn(model: nn.Module) -> dict[str, float]:
+        # the plain module: a DDP forward may broadcast buffers (a collective), and ranks may hold different
+        # numbers of eval batches. FSDP needs its wrapper (and equal batch counts: see pretrain()).
+        model = model if D.is_fsdp(model) else D.unwrap_model(model)
         acc = torch.zeros(6, dtype=torch.float64)  # mlm_sum, n_mlm, mlm_correct, sop_sum, n_sop, sop_correct
         for i, batch in enumerate(batches(0, 0)):
             if max_batches is not None and i >= max_batches:
@@ -371,7 +374,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             eval_batches = make_batch_factory(eval_dataset, cfg.eval_batch_size or cfg.batch_size,
                                               _collator(eval_manifest, eval_dataset), seed=cfg.seed, shuffle=False,
                                               drop_last=False, num_workers=cfg.num_workers, rank=dist.rank,
-                                              world_size=dist.world_size)
+                                              world_size=dist.world_size, equal_per_rank=cfg.fsdp)
             eval_fn = make_pretraining_eval(eval_batches, dist.device, cfg.max_eval_batches)
 
         args = TrainingArgs(
