@@ -8,7 +8,7 @@ import pytest
 
 from litebert.data.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
 from litebert.errors import LitebertError
-from test_data_fixtures import clue_zh, news_zh, wikitext_subset
+from test_data_fixtures import clue_zh, news_zh, wikitext_subset, wikitext_train
 
 
 def test_split_sentences_english_and_chinese():
@@ -104,6 +104,10 @@ def test_real_corpora(shared_data):
     assert docs[0][0].startswith("Senjō no Valkyria 3 :")
     assert not any(s.startswith("= ") for d in docs for s in d)  # headings dropped
     assert stats.sentences > 20 * len(docs)
+
+    # WikiText-2 as published: 600 train and 60 validation articles
+    assert sum(1 for _ in read_documents([wikitext_train()], defer_split=True)) == 600
+    assert sum(1 for _ in read_documents([wikitext_train().with_name("wiki.valid.tokens")])) == 60
 
     clue = list(read_documents([clue_zh()]))
     assert len(clue) == 2500

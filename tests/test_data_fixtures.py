@@ -39,15 +39,16 @@ def news_zh() -> Path:
 def wikitext_subset(n_articles: int = 60) -> Path:
     """The first ``n_articles`` WikiText-2 train articles as a file (about 18 KB each)."""
     out = _ROOT / f"wikitext_{n_articles}.tokens"
+    all_lines = wikitext_train().read_text(encoding="utf-8").split("\n")
     lines, seen = [], 0
-    with open(wikitext_train(), encoding="utf-8") as f:
-        for line in f:
-            s = line.rstrip("\n")
-            if s.startswith(" = ") and not s.startswith(" = = ") and s.endswith(" = "):
-                seen += 1
-                if seen > n_articles:
-                    break
-            lines.append(line)
+    for i, s in enumerate(all_lines):
+        # an article title: ' = Title = ' with blank lines around it (not ' = = Section = = ')
+        if (s.startswith(" = ") and not s.startswith(" = = ") and s.endswith(" = ") and 0 < i < len(all_lines) - 1
+                and not all_lines[i - 1].strip() and not all_lines[i + 1].strip()):
+            seen += 1
+            if seen > n_articles:
+                break
+        lines.append(s + "\n")
     out.write_text("".join(lines), encoding="utf-8")
     return out
 

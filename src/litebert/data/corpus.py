@@ -200,18 +200,30 @@ def _read_bert(lines: Iterable[tuple[int, str]], split, splitter=split_sentences
 
 
 def _read_wikitext(lines: Iterable[tuple[int, str]], splitter=split_sentences) -> Iterator[list[str]]:
+    """A ``' = Title = '`` line starts an article only with a blank line before and after it, as WikiText writes
+    titles; ``' = Goals ; A = '``-like lines inside running text are dropped like headings (this gives
+    WikiText-2's published 600 train / 60 validation articles)."""
     doc: list[str] = []
+    prev_blank = True
+    pending = False  # a title candidate waiting for the next line to be blank
     for _, line in lines:
-        if _WIKITEXT_TITLE.match(line):
-            if doc:
-                yield doc
-            doc = []
-            continue
-        if _WIKITEXT_HEADING.match(line):
-            continue
         s = line.strip()
-        if s:
-            doc.extend(splitter(s))
+        if pending:
+            pending = False
+            if not s:  # confirmed: a new article
+                if doc:
+                    yield doc
+                doc = []
+        if not s:
+            prev_blank = True
+            continue
+        was_blank, prev_blank = prev_blank, False
+        if _WIKITEXT_TITLE.match(line) and was_blank:
+            pending = True
+            continue
+        if _WIKITEXT_HEADING.match(line) or _WIKITEXT_TITLE.match(line):
+            continue
+        doc.extend(splitter(s))
     if doc:
         yield doc
 
