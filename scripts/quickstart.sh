@@ -13,7 +13,8 @@
 # not there it is downloaded with `datasets` (pip install 'litebert[hub]'). Each stage is skipped when its output
 # exists, and pretraining resumes from its newest checkpoint (--resume auto), so an interrupted run can be
 # restarted with the same command. About 15 minutes on 2 CPU cores. Knobs (environment): QS_STEPS (1500),
-# QS_BATCH (32), QS_LR (0.01), QS_WARMUP (150), QS_VOCAB (8000), QS_MODEL (albert-unittest), QS_WORKERS (2).
+# QS_BATCH (32), QS_LR (0.01), QS_WARMUP (150), QS_VOCAB (8000), QS_MODEL (albert-unittest),
+# QS_WORKERS (2), QS_THREADS (1).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +28,9 @@ VOCAB="${QS_VOCAB:-8000}"
 MODEL="${QS_MODEL:-albert-unittest}"
 WORKERS="${QS_WORKERS:-2}"
 PY="${PYTHON:-python}"
+# One intra-op thread: on a small or shared CPU, OpenMP threads spinning against other processes cost far more
+# than they bring (measured here: ~10x slower with 2 threads on 2 busy cores). QS_THREADS=N on a quiet machine.
+export OMP_NUM_THREADS="${QS_THREADS:-${OMP_NUM_THREADS:-1}}"
 litebert() { "$PY" -m litebert "$@"; }
 
 mkdir -p "$OUT"

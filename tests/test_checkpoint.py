@@ -134,6 +134,23 @@ def test_truncated_safetensors_names_file_and_parameter(tmp_path):
         AlbertForPreTraining.from_pretrained(tmp_path)
 
 
+def test_damaged_headers_and_bin_are_one_line_errors(tmp_path):
+    AlbertForPreTraining(small()).save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    for header in (b"[1, 2]", b'{"x": {"dtype": "F32", "shape": [2], "data_offsets": "ab"}}'):
+        path.write_bytes(len(header).to_bytes(8, "little") + header)
+        with pytest.raises(LitebertError, match=r"model\.safetensors: not a safetensors file"):
+            AlbertForPreTraining.from_pretrained(tmp_path)
+    assert n > 0
+    path.unlink()
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x02 not a pickle at all\n\n")
+    with pytest.raises(LitebertError, match=r"pytorch_model\.bin: cannot read PyTorch weights") as err:
+        AlbertForPreTraining.from_pretrained(tmp_path)
+    assert "\n" not in str(err.value)
+
+
 def test_no_weights_file(tmp_path):
     small().save(tmp_path)
     with pytest.raises(LitebertError, match="no weights found"):

@@ -331,6 +331,14 @@ def test_bad_input(tmp_path, shared_data):
     prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False, overwrite=True))
     with pytest.raises(LitebertError, match="manifest.json"):
         PretrainingDataset(tmp_path)
+    # an output that is a file is refused even with overwrite (it could be the corpus)
+    with pytest.raises(LitebertError, match="is a file, not a directory"):
+        prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=bad, progress=False, overwrite=True))
+    assert bad.is_file() and not list(tmp_path.glob(".bad.txt*"))
+    # every line skipped (text forced to be read as JSON lines): the error says so, not "single sentence"
+    with pytest.raises(LitebertError, match=rf"gave no document; 4 line\(s\) were skipped .*{good}:1"):
+        prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o2", progress=False, format="jsonl"))
+    assert not (tmp_path / "o2").exists()
 
 
 def test_cli(tmp_path, shared_data, capsys):

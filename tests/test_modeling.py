@@ -467,6 +467,10 @@ def test_input_errors():
         model(torch.zeros(1, 33, dtype=torch.long))
     with pytest.raises(TypeError, match="AlbertConfig"):
         AlbertModel({"hidden_size": 8})
+    batch, labels = make_batch()
+    for cls in (AlbertForPreTraining, AlbertForMaskedLM):  # labels not (B, S): an error, not misaligned logits
+        with pytest.raises(ValueError, match=r"labels have shape \[3, 10\], expected \[3, 11\]"):
+            cls(make_config())(**batch, labels=labels[:, :10])
 
 
 def test_dropout_active_in_training_only():

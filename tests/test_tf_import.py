@@ -466,6 +466,40 @@ def test_info_on_model_dir_counts_parameters(tf_fixtures, tmp_path):
         inspect_path(tmp_path)
 
 
+def test_info_on_damaged_model_dir_is_a_clear_error(tmp_path, capsys):
+    """`litebert info` on a truncated/garbage weights file or a non-object config: one error line, exit 2."""
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
+    model.save_pretrained(tmp_path / "d")
+    st = tmp_path / "d" / "model.safetensors"
+    st.write_bytes(st.read_bytes()[:-100])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "config.json").write_text((tmp_path / "d" / "config.json").read_text())
+    (tmp_path / "bin" / "pytorch_model.bin").write_bytes(b"garbage")
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / "config.json").write_text("[]")
+    for d, msg in (("d", "truncated safetensors file: parameter 'sop_classifier.classifier.weight'"),
+                   ("bin", "pytorch_model.bin: cannot read PyTorch weights"),
+                   ("list", "config.json: expected a JSON object")):
+        assert cli_main(["info", str(tmp_path / d)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and msg in err and err.count("\n") == 1, err
+    # a sharded safetensors directory is counted from its index's shards
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    (sharded / "config.json").write_text((tmp_path / "d" / "config.json").read_text())
+    from safetensors.torch import save_file
+
+    state = {k: v.contiguous() for k, v in model.albert.state_dict().items()}
+    keys = sorted(state)
+    save_file({k: state[k] for k in keys[:3]}, str(sharded / "a.safetensors"))
+    save_file({k: state[k] for k in keys[3:]}, str(sharded / "b.safetensors"))
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {k: "a.safetensors" if i < 3 else "b.safetensors" for i, k in enumerate(keys)}}))
+    info = inspect_path(sharded)
+    assert info.parameter_count == model.albert.num_parameters()
+    assert info.details["weights"] == "model.safetensors.index.json"
+
+
 def test_load_tf_weights_into_transformers_model_directly(tf_fixtures):
     """The map is transformers' own: loading the fixture into transformers.AlbertForPreTraining (no litebert
     model in between) reproduces the expected outputs."""

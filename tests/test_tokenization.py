@@ -168,6 +168,32 @@ def test_train_tokenizer_bad_input(tmp_path):
         train_tokenizer([tmp_path / "empty.txt"], "wordpiece", 100, tmp_path / "o")
     with pytest.raises(LitebertError, match="--kind"):
         train_tokenizer([tmp_path / "empty.txt"], "bpe", 100, tmp_path / "o")
+    # only invalid UTF-8: a clear error naming the first skipped line, on both backends; nothing written
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe one\n\xfe two\n")
+    for kind in ("sentencepiece", "wordpiece"):
+        with pytest.raises(LitebertError, match=rf"no text to train on; 2 line\(s\) were skipped .*{bad}:1"):
+            train_tokenizer([bad], kind, 100, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+    # sentencepiece's own refusals are LitebertErrors too, not RuntimeError tracebacks
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"word{i} {chr(97 + i % 26)}{chr(65 + i % 20)} line.\n" for i in range(200)))
+    with pytest.raises(LitebertError, match="SentencePiece training failed: .*vocab"):
+        train_tokenizer([text], "sentencepiece", 10, tmp_path / "o")
+    with pytest.raises(LitebertError, match="is a file, not a directory"):
+        train_tokenizer([text], "wordpiece", 100, text)
+
+
+def test_train_tokenizer_cli_reports_skipped_lines_and_small_vocab(tmp_path, capsys):
+    from litebert.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"the cat sat on the mat .\nthe dog sat too .\n\xff broken\n\nanother doc here .\n")
+    assert main(["train-tokenizer", "--corpus", str(corpus), "--kind", "wordpiece", "--vocab-size", "5000",
+                 "--output", str(tmp_path / "tok")]) == 0
+    out = capsys.readouterr().out
+    assert "(2 documents, 3 sentences)" in out and "fewer ids than --vocab-size 5000" in out
+    assert f"skipped 1 invalid line(s) (first: {corpus}:3)" in out
 
 
 def test_saved_directory_runs_in_fill_mask_pipeline(shared_data, tmp_path):

@@ -91,8 +91,14 @@ def save_model_dir(model: torch.nn.Module, directory: str | os.PathLike, hf: boo
 
 
 # ====================================================================================================== reading
-def _check_safetensors(path: Path) -> None:
-    """Read the header and name the first tensor a truncated file lacks (safetensors' own error does not)."""
+def read_safetensors_header(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """The tensor entries of a safetensors file's header, name -> ``{"dtype", "shape", "data_offsets"}``, read
+    without the data; also checks that the file holds every tensor's bytes (safetensors' own error on a truncated
+    file names no tensor).
+
+    Raises LitebertError naming the file, and the first parameter a truncated file lacks.
+    """
+    path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(8)
@@ -104,25 +110,73 @@ def _check_safetensors(path: Path) -> None:
         try:
             header = json.loads(fh.read(n))
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise LitebertError(f"{path}: not a safetensors file (unreadable header)") from None
+            header = None
+    if not isinstance(header, dict):
+        raise LitebertError(f"{path}: not a safetensors file (unreadable header)")
     available = size - 8 - n
+    entries: dict[str, dict[str, Any]] = {}
     for name, entry in header.items():
-        if name == "__metadata__" or not isinstance(entry, dict):
+        if name == "__metadata__":
             continue
-        end = entry.get("data_offsets", [0, 0])[1]
+        try:
+            shape, end = [int(d) for d in entry["shape"]], int(entry["data_offsets"][1])
+        except (TypeError, KeyError, ValueError):
+            raise LitebertError(f"{path}: not a safetensors file (bad header entry for {name!r})") from None
         if end > available:
             raise LitebertError(f"{path}: truncated safetensors file: parameter {name!r} needs bytes up to {end} "
                                 f"of the data section, the file has {available}")
+        entries[name] = {**entry, "shape": shape}
+    return entries
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
-    _check_safetensors(path)
+    read_safetensors_header(path)
     try:
         return load_file(str(path))
     except Exception as exc:  # safetensors raises its own error type for every corruption
         raise LitebertError(f"{path}: cannot read safetensors file ({exc})") from None
+
+
+def find_weight_files(directory: str | os.PathLike) -> tuple[list[Path], Path | None]:
+    """The weight files of a model directory, in the order :func:`load_state_dict_file` prefers them:
+    ``([model.safetensors], that file)``, else ``(shards, model.safetensors.index.json)``, else
+    ``([pytorch_model.bin], that file)``; ``([], None)`` when there are none.
+
+    Raises LitebertError naming the file when the index is invalid or lists a missing shard.
+    """
+    directory = Path(directory)
+    path = directory / SAFETENSORS_NAME
+    if path.is_file():
+        return [path], path
+    index = directory / SAFETENSORS_INDEX_NAME
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, AttributeError, TypeError) as exc:
+            raise LitebertError(f"{index}: not a valid safetensors index ({exc})") from None
+        for shard in shards:
+            if not (directory / shard).is_file():
+                raise LitebertError(f"{directory / shard}: shard listed in {index.name} is missing")
+        return [directory / shard for shard in shards], index
+    path = directory / PYTORCH_NAME
+    if path.is_file():
+        return [path], path
+    return [], None
+
+
+def read_pytorch_bin(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """A ``pytorch_model.bin`` state dict, loaded with ``weights_only=True``. LitebertError naming the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types (pickle, zip, RuntimeError) for a damaged file
+        detail = " ".join(str(exc).split())  # one line: torch's messages run over several
+        detail = detail if len(detail) <= 200 else detail[:200] + "..."
+        raise LitebertError(f"{path}: cannot read PyTorch weights ({type(exc).__name__}: {detail})") from None
+    if not isinstance(state, dict):
+        raise LitebertError(f"{path}: expected a state dict, got {type(state).__name__}")
+    return state
 
 
 def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Path]:
@@ -134,32 +188,16 @@ def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.
     directory = Path(directory)
     if not directory.is_dir():
         raise LitebertError(f"{directory}: model directory not found")
-    path = directory / SAFETENSORS_NAME
-    if path.is_file():
-        return _read_safetensors(path), path
-    index = directory / SAFETENSORS_INDEX_NAME
-    if index.is_file():
-        try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, AttributeError) as exc:
-            raise LitebertError(f"{index}: not a valid safetensors index ({exc})") from None
-        state: dict[str, torch.Tensor] = {}
-        for shard in shards:
-            if not (directory / shard).is_file():
-                raise LitebertError(f"{directory / shard}: shard listed in {index.name} is missing")
-            state.update(_read_safetensors(directory / shard))
-        return state, index
-    path = directory / PYTORCH_NAME
-    if path.is_file():
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise LitebertError(f"{path}: cannot read PyTorch weights ({exc})") from None
-        if not isinstance(state, dict):
-            raise LitebertError(f"{path}: expected a state dict, got {type(state).__name__}")
-        return state, path
-    raise LitebertError(f"{directory}: no weights found (expected {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} "
-                        f"or {PYTORCH_NAME})")
+    files, source = find_weight_files(directory)
+    if source is None:
+        raise LitebertError(f"{directory}: no weights found (expected {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} "
+                            f"or {PYTORCH_NAME})")
+    if files[0].name == PYTORCH_NAME:
+        return read_pytorch_bin(files[0]), source
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(_read_safetensors(f))
+    return state, source
 
 
 def load_config(directory: str | os.PathLike) -> AlbertConfig:

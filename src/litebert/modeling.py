@@ -508,6 +508,9 @@ class _MaskedLMMixin:
         projection = self.albert.embeddings.word_embeddings_2.weight if self.albert.embeddings.zh else None
         if labels is None:
             return self.predictions(h, projection), None
+        if labels.shape != h.shape[:-1]:  # a flat gather would silently pair labels with the wrong positions
+            raise ValueError(f"labels have shape {list(labels.shape)}, expected {list(h.shape[:-1])} "
+                             "(B, S) like input_ids")
         flat = labels.reshape(-1)
         idx = (flat != -100).nonzero().squeeze(1)  # (P_total,), row-major (batch, position) order
         rows = h.reshape(-1, h.shape[-1]).index_select(0, idx)  # (B·S, H) -> (P_total, H)

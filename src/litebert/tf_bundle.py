@@ -139,8 +139,9 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
-def _proto_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """Yield (field number, wire type, value) of a serialized protobuf message.
+def proto_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """Yield (field number, wire type, value) of a serialized protobuf message (also used by
+    :mod:`litebert.tokenization` to read a SentencePiece model without the protobuf package).
 
     Varints (wire type 0) and fixed32/fixed64 (5/1) come back as unsigned ints, length-delimited fields (2) as
     bytes. Groups (3/4) are not used by the bundle protos and raise ValueError.
@@ -215,10 +216,10 @@ class BundleEntry:
 
 def _parse_shape(buf: bytes) -> tuple[int, ...]:
     dims = []
-    for field, _, value in _proto_fields(buf):
+    for field, _, value in proto_fields(buf):
         if field == 2:  # repeated Dim dim
             size = 0
-            for dfield, _, dvalue in _proto_fields(value):
+            for dfield, _, dvalue in proto_fields(value):
                 if dfield == 1:
                     size = _int64(dvalue)
             dims.append(size)
@@ -229,7 +230,7 @@ def _parse_shape(buf: bytes) -> tuple[int, ...]:
 
 def _parse_entry(name: str, buf: bytes) -> BundleEntry:
     fields = {"dtype": 0, "shape": (), "shard_id": 0, "offset": 0, "size": 0, "crc32c": 0, "sliced": False}
-    for field, _, value in _proto_fields(buf):
+    for field, _, value in proto_fields(buf):
         if field == 1:
             fields["dtype"] = value
         elif field == 2:
@@ -395,7 +396,7 @@ class BundleReader:
             try:
                 if key == b"":
                     saw_header = True
-                    for field, _, v in _proto_fields(value):
+                    for field, _, v in proto_fields(value):
                         if field == 1:
                             self.num_shards = int(v)
                         elif field == 2:

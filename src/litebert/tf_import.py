@@ -676,28 +676,24 @@ def _describe_tokenizer(directory: Path) -> dict[str, Any]:
 
 
 def _count_weights_file(directory: Path) -> tuple[int, str | None]:
-    st = directory / "model.safetensors"
-    if st.is_file():
-        from safetensors import safe_open  # noqa: PLC0415
+    """Elements of a model directory's stored weights (each stored tensor once) and the file they came from,
+    as :func:`litebert.checkpoint.load_state_dict_file` would pick it; safetensors are counted from the headers.
+    Raises LitebertError naming a damaged file."""
+    from litebert.checkpoint import find_weight_files, read_pytorch_bin, read_safetensors_header  # noqa: PLC0415
 
-        with safe_open(str(st), framework="pt") as f:
-            total = 0
-            for name in f.keys():
-                total += int(np.prod(f.get_slice(name).get_shape(), dtype=np.int64))
-        return total, st.name
-    pt = directory / "pytorch_model.bin"
-    if pt.is_file():
-        import torch  # noqa: PLC0415
-
-        sd = torch.load(pt, map_location="cpu", weights_only=True, mmap=True)
+    files, source = find_weight_files(directory)
+    if source is None:
+        return 0, None
+    if source.suffix == ".bin":
         seen, total = set(), 0
-        for t in sd.values():
+        for t in read_pytorch_bin(source).values():
             key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
             if key not in seen:
                 seen.add(key)
                 total += t.numel()
-        return total, pt.name
-    return 0, None
+        return total, source.name
+    total = sum(int(np.prod(e["shape"], dtype=np.int64)) for f in files for e in read_safetensors_header(f).values())
+    return total, source.name
 
 
 def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
@@ -715,6 +711,8 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
             config = json.loads((p / "config.json").read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise LitebertError(f"{p / 'config.json'}: not valid JSON ({exc})") from None
+        if not isinstance(config, dict):
+            raise LitebertError(f"{p / 'config.json'}: expected a JSON object, got {type(config).__name__}")
         count, weights = _count_weights_file(p)
         layout = config.get("embedding_layout", "factorized")
         details = {"model_type": config.get("model_type", "?"), "weights": weights or "none found",

@@ -107,43 +107,15 @@ def _finish_backend(backend: _BackendTokenizer, specials: dict[str, str], senten
 
 def _spm_charsmap(model_bytes: bytes) -> bytes | None:
     """Read ``normalizer_spec.precompiled_charsmap`` from a serialized SentencePiece ``ModelProto`` (field 3, sub
-    field 2) with a minimal protobuf wire-format reader, so that no protobuf package is needed at run time."""
+    field 2) with litebert's minimal protobuf wire-format reader, so that no protobuf package is needed."""
+    from litebert.tf_bundle import proto_fields
 
-    def fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
-        i, n = 0, len(buf)
-        while i < n:
-            key, i = _varint(buf, i)
-            num, wt = key >> 3, key & 7
-            if wt == 0:
-                val, i = _varint(buf, i)
-            elif wt == 1:
-                val, i = buf[i:i + 8], i + 8
-            elif wt == 2:
-                ln, i = _varint(buf, i)
-                val, i = buf[i:i + ln], i + ln
-            elif wt == 5:
-                val, i = buf[i:i + 4], i + 4
-            else:
-                raise ValueError(f"unsupported wire type {wt}")
-            yield num, wt, val
-
-    for num, wt, val in fields(model_bytes):
+    for num, wt, val in proto_fields(model_bytes):
         if num == 3 and wt == 2:
-            for sub, swt, sval in fields(val):  # type: ignore[arg-type]
+            for sub, swt, sval in proto_fields(val):  # type: ignore[arg-type]
                 if sub == 2 and swt == 2:
                     return bytes(sval) or None  # type: ignore[arg-type]
     return None
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, i
-        shift += 7
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -595,7 +567,7 @@ def normalize_for_training(text: str, lowercase: bool, keep_accents: bool) -> st
 
 def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: int, output: str | os.PathLike,
                     lowercase: bool = True, keep_accents: bool = False, format: str = "auto",
-                    character_coverage: float | None = None, seed: int = 0) -> Tokenizer:
+                    character_coverage: float | None = None, seed: int = 0, stats=None) -> Tokenizer:
     """Train a tokenizer on ``corpus`` files (any format :func:`litebert.data.corpus.read_documents` reads) and
     save it to ``output`` (the Hugging Face files, see :meth:`Tokenizer.save`).
 
@@ -604,11 +576,13 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
             ``wordpiece`` (BERT ``vocab.txt``) or ``chinese`` (BERT-Chinese: every CJK character seen is a token).
         vocab_size: target size; SentencePiece may stop below it on a small corpus (soft limit).
         lowercase, keep_accents: normalisation, stored with the tokenizer.
+        stats: a :class:`litebert.data.corpus.CorpusStats` to fill while reading (lines skipped as invalid
+            UTF-8 or bad JSON, documents, sentences), for the caller's summary.
 
     Raises:
         LitebertError: unknown kind, vocab_size < 10, or corpus problems (missing/empty files).
     """
-    from litebert.data.corpus import iter_sentences_text, resolve_corpus_files
+    from litebert.data.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
 
     if kind not in KINDS:
         raise LitebertError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -616,8 +590,16 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
         raise LitebertError(f"--vocab-size must be at least 10, got {vocab_size}")
     resolve_corpus_files(corpus)  # missing/empty files fail here, before any training starts
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    sentences = iter_sentences_text(corpus, format=format)
+    if out.exists() and not out.is_dir():
+        raise LitebertError(f"output {out} is a file, not a directory")
+    stats = stats if stats is not None else CorpusStats()
+    sentences = iter_sentences_text(corpus, format=format, stats=stats)  # (the output is written only at the end)
+    first = next(sentences, None)
+    if first is None:
+        skipped = (f"; {stats.skipped_lines} line(s) were skipped as invalid (first: {stats.first_skipped})"
+                   if stats.skipped_lines else "")
+        raise LitebertError(f"the corpus has no text to train on{skipped}")
+    sentences = itertools.chain([first], sentences)
     if kind == "sentencepiece":
         import io
 
@@ -637,14 +619,17 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
 
         buf = io.BytesIO()
         spm.set_random_generator_seed(seed)  # sentence shuffling/sampling: same corpus + seed -> same model
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=feed(), model_writer=buf, model_type="unigram", vocab_size=vocab_size,
-            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-            pad_piece="<pad>", unk_piece="<unk>",
-            character_coverage=character_coverage if character_coverage is not None else 0.99995,
-            input_sentence_size=2_000_000, shuffle_input_sentence=True, hard_vocab_limit=False,
-            num_threads=max(1, min(4, os.cpu_count() or 1)), seed_sentencepiece_size=200_000,
-            minloglevel=2)
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=feed(), model_writer=buf, model_type="unigram", vocab_size=vocab_size,
+                pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                pad_piece="<pad>", unk_piece="<unk>",
+                character_coverage=character_coverage if character_coverage is not None else 0.99995,
+                input_sentence_size=2_000_000, shuffle_input_sentence=True, hard_vocab_limit=False,
+                num_threads=max(1, min(4, os.cpu_count() or 1)), seed_sentencepiece_size=200_000,
+                minloglevel=2)
+        except RuntimeError as exc:  # sentencepiece reports every refusal as RuntimeError("INTERNAL: ...")
+            raise LitebertError(f"SentencePiece training failed: {' '.join(str(exc).split())}") from None
         model_bytes = buf.getvalue()
         if not model_bytes:
             raise LitebertError("SentencePiece training produced no model (corpus too small?)")
@@ -660,17 +645,7 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size, special_tokens=[specials[r] for r in ("pad", "unk", "cls", "sep", "mask")],
             continuing_subword_prefix="##", show_progress=False, **kwargs)
-        seen_text = []
-
-        def feed_wp() -> Iterator[str]:
-            for s in sentences:
-                if not seen_text:
-                    seen_text.append(True)
-                yield s
-
-        backend.train_from_iterator(feed_wp(), trainer=trainer)
-        if not seen_text:
-            raise LitebertError("the corpus has no text to train on")
+        backend.train_from_iterator(sentences, trainer=trainer)
         vocab = backend.get_vocab(with_added_tokens=True)
         tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials, "trained vocabulary")
     tok.save(out)

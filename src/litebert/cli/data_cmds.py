@@ -52,11 +52,19 @@ def register(subparsers) -> None:
 
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
+    from litebert.data.corpus import CorpusStats
     from litebert.tokenization import train_tokenizer
 
+    stats = CorpusStats()
     tok = train_tokenizer(args.corpus, args.kind, args.vocab_size, args.output, lowercase=args.lowercase,
-                          keep_accents=args.keep_accents, format=args.format, seed=args.seed)
-    print(f"trained {tok.kind} tokenizer: {tok.vocab_size} ids -> {args.output}")
+                          keep_accents=args.keep_accents, format=args.format, seed=args.seed, stats=stats)
+    line = (f"trained {tok.kind} tokenizer: {tok.vocab_size} ids -> {args.output} "
+            f"({stats.documents} documents, {stats.sentences} sentences)")
+    if tok.vocab_size < args.vocab_size:
+        line += f"; note: the corpus gave fewer ids than --vocab-size {args.vocab_size}"
+    if stats.skipped_lines:
+        line += f"; skipped {stats.skipped_lines} invalid line(s) (first: {stats.first_skipped})"
+    print(line)
     return 0
 
 

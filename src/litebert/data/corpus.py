@@ -328,7 +328,8 @@ def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, forma
 
 
 def iter_sentences_text(paths: Sequence[str | os.PathLike] | str | os.PathLike, format: str = "auto",
-                        on_invalid: str = "skip") -> Iterator[str]:
-    """Every sentence of every document, in order (the input of tokenizer training)."""
-    for doc in read_documents(paths, format=format, on_invalid=on_invalid):
+                        on_invalid: str = "skip", stats: CorpusStats | None = None) -> Iterator[str]:
+    """Every sentence of every document, in order (the input of tokenizer training); ``stats`` as in
+    :func:`read_documents`."""
+    for doc in read_documents(paths, format=format, on_invalid=on_invalid, stats=stats):
         yield from doc

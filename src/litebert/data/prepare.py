@@ -378,7 +378,9 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
     tok = load_tokenizer(cfg.tokenizer)
     total_bytes = sum(f.stat().st_size for f in files) * cfg.dupe_factor
     out = Path(cfg.output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not cfg.overwrite:
+    if out.exists() and not out.is_dir():  # --overwrite replaces a data directory, never a file (the corpus?)
+        raise LitebertError(f"output {out} is a file, not a directory")
+    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
         raise LitebertError(f"output {out} exists and is not empty (pass --overwrite to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
@@ -431,15 +433,19 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
     finally:
         bar.close()
     docs = stats[0].documents if stats else 0
+    skipped = stats[0].skipped_lines if stats else 0
     if n_inst == 0:
+        skipped_note = (f"; {skipped} line(s) were skipped as invalid (first: {stats[0].first_skipped}), check "
+                        "--format and the file's encoding" if skipped else "")
+        if docs == 0:
+            raise LitebertError(f"no instances were made: the corpus gave no document{skipped_note}")
         raise LitebertError(
             f"no instances were made from {docs} documents ({n_doc_tok} tokens): every document is a single "
             "sentence of fewer than 2 tokens (or empty after tokenization); SOP needs two non-empty segments. "
-            "Use a corpus with longer documents (one sentence per line, a blank line between documents).")
+            f"Use a corpus with longer documents (one sentence per line, a blank line between documents){skipped_note}")
     tok_dir = tmp / "tokenizer"
     tok.save(tok_dir)
     random_entry = save_npy(tmp / "random_ids.npy", tok.random_replacement_ids())
-    skipped = stats[0].skipped_lines if stats else 0
     manifest = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,

@@ -249,14 +249,25 @@ def model_config_for_data(model_config: str, manifest: dict, log=print):
     overrides = {}
     if tok.get("vocab_size") and tok["vocab_size"] != config.vocab_size:
         overrides["vocab_size"] = int(tok["vocab_size"])
-    pad = tok.get("pad_token_id", tok.get("pad_id"))
-    if pad is not None and pad != config.pad_token_id:
-        overrides["pad_token_id"] = int(pad)
+    # HF's AlbertConfig calls [CLS]/[SEP] bos/eos; keep the model's special ids those of its tokenizer
+    for field_name, tok_name in (("pad_token_id", "pad_token_id"), ("bos_token_id", "cls_token_id"),
+                                 ("eos_token_id", "sep_token_id")):
+        tid = tok.get(tok_name)
+        if tid is not None and hasattr(config, field_name) and int(tid) != getattr(config, field_name):
+            overrides[field_name] = int(tid)
     for name, value in overrides.items():
         log(f"model config: {name} {getattr(config, name)} -> {value} (from the data's tokenizer)")
     if overrides:
         config = config.replace(**overrides)
     litebert_data.check_data_matches_model(manifest, config)
+    if config.type_vocab_size < 2:
+        raise LitebertError(f"model config {model_config}: type_vocab_size={config.type_vocab_size}, but pretraining "
+                            "pairs use token types 0 and 1 (set type_vocab_size to 2)")
+    for name in ("cls_token_id", "sep_token_id", "mask_token_id", "pad_token_id"):
+        tid = tok.get(name)
+        if tid is not None and not 0 <= int(tid) < config.vocab_size:
+            raise LitebertError(f"the data's tokenizer has {name}={tid}, outside the model's vocabulary "
+                                f"(vocab_size {config.vocab_size})")
     return config
 
 
