@@ -12,7 +12,7 @@
 # WikiText-2 is read from $LITEBERT_DATA_DIR/wikitext-2 (default ../shared/data beside the repository); when it is
 # not there it is downloaded with `datasets` (pip install 'litebert[hub]'). Each stage is skipped when its output
 # exists, and pretraining resumes from its newest checkpoint (--resume auto), so an interrupted run can be
-# restarted with the same command. About 15 minutes on 2 CPU cores. Knobs (environment): QS_STEPS (1500),
+# restarted with the same command. About 15 minutes on 2 CPU cores. Knobs (environment): QS_STEPS (2000),
 # QS_BATCH (32), QS_LR (0.01), QS_WARMUP (150), QS_VOCAB (8000), QS_MODEL (albert-unittest),
 # QS_WORKERS (2), QS_THREADS (1).
 set -euo pipefail
@@ -20,7 +20,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-runs/quickstart}"
 DATA_DIR="${LITEBERT_DATA_DIR:-$REPO/../shared/data}"
-STEPS="${QS_STEPS:-1500}"
+STEPS="${QS_STEPS:-2000}"
 BATCH="${QS_BATCH:-32}"
 LR="${QS_LR:-0.01}"
 WARMUP="${QS_WARMUP:-150}"
@@ -71,7 +71,7 @@ done
 echo "== 3/5 pretrain $MODEL: $STEPS steps x $BATCH sequences, LAMB peak lr $LR, warmup $WARMUP"
 litebert pretrain --data "$OUT/data/train" --eval-data "$OUT/data/valid" --model-config "$MODEL" \
   --output "$OUT/pretrain" --optimizer lamb --learning-rate "$LR" --warmup-steps "$WARMUP" --max-steps "$STEPS" \
-  --batch-size "$BATCH" --logging-steps 50 --eval-steps 500 --save-steps 250 --save-total-limit 2 --seed 42 \
+  --batch-size "$BATCH" --logging-steps 50 --eval-steps 500 --save-steps 500 --save-total-limit 2 --seed 42 \
   --resume auto
 
 echo "== 4/5 curves"

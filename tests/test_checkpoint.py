@@ -151,6 +151,14 @@ def test_damaged_headers_and_bin_are_one_line_errors(tmp_path):
     assert "\n" not in str(err.value)
 
 
+def test_saving_onto_a_file_is_a_clear_error(tmp_path):
+    target = tmp_path / "taken"
+    target.write_text("not a directory")
+    with pytest.raises(LitebertError, match="taken: exists and is not a directory"):
+        AlbertModel(small()).save_pretrained(target)
+    assert target.read_text() == "not a directory"
+
+
 def test_no_weights_file(tmp_path):
     small().save(tmp_path)
     with pytest.raises(LitebertError, match="no weights found"):

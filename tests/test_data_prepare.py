@@ -331,6 +331,11 @@ def test_bad_input(tmp_path, shared_data):
     prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False, overwrite=True))
     with pytest.raises(LitebertError, match="manifest.json"):
         PretrainingDataset(tmp_path)
+    # a truncated shard file: a LitebertError naming it, not numpy's ValueError
+    shard = tmp_path / "o" / "shard-00000.input_ids.npy"
+    shard.write_bytes(shard.read_bytes()[:-10])
+    with pytest.raises(LitebertError, match=r"shard-00000\.input_ids\.npy: damaged data file"):
+        PretrainingDataset(tmp_path / "o")
     # an output that is a file is refused even with overwrite (it could be the corpus)
     with pytest.raises(LitebertError, match="is a file, not a directory"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=bad, progress=False, overwrite=True))

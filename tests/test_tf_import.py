@@ -387,6 +387,22 @@ def test_truncated_data_file_fails_conversion(tf_fixtures, tmp_path, capsys):
     assert str(data) in err and "'cls/predictions/transform/dense/kernel'" in err and "truncated" in err
 
 
+def test_cli_output_that_is_a_file_or_unwritable(tf_fixtures, tmp_path, capsys, monkeypatch):
+    (tmp_path / "f").write_text("x")
+    args = ["convert-tf", "--checkpoint", str(tf_fixtures / A / "model.ckpt"),
+            "--config", str(tf_fixtures / A / "albert_config.json"), "--output"]
+    assert cli_main(args + [str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "exists and is not a directory" in err and "Traceback" not in err
+
+    def refuse(*_a, **_k):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "o"))
+
+    monkeypatch.setattr("pathlib.Path.mkdir", refuse)  # an OSError from the file system: one line, exit 2
+    assert cli_main(args + [str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.startswith("error: [Errno 13] Permission denied")
+
+
 def test_config_disagreeing_with_checkpoint_shapes(tf_fixtures, tmp_path):
     raw = json.loads((tf_fixtures / A / "albert_config.json").read_text())
     (tmp_path / "bad.json").write_text(json.dumps({**raw, "embedding_size": 12}))

@@ -82,6 +82,8 @@ def save_model_dir(model: torch.nn.Module, directory: str | os.PathLike, hf: boo
         raise LitebertError(f"cannot save {type(model).__name__} in transformers' format: {reason}. "
                             f"Save without hf=True to write litebert's own format (model_type 'litebert_albert').")
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise LitebertError(f"{directory}: exists and is not a directory (a model directory is written there)")
     directory.mkdir(parents=True, exist_ok=True)
     config.architectures = [type(model).__name__]
     state = model_state_for_saving(model)

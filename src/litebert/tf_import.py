@@ -590,7 +590,6 @@ def convert_tf_checkpoint(
                            global_step=summary_step)
     if output_dir is not None:
         out = Path(output_dir)
-        out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(out)
         result.output_dir = out
         if tokenizer is not None:

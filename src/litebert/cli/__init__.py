@@ -2,7 +2,8 @@
 
 Each area registers its subcommands from its own module (``register(subparsers)``); every subcommand parses its
 options and calls a library function that tests call too. A :class:`~litebert.errors.LitebertError` is printed as
-one ``error:`` line with exit status 2; unknown options fail loudly (argparse).
+one ``error:`` line with exit status 2, and so is an ``OSError`` (the file system refusing: permissions, a full
+disk, a file where a directory goes); unknown options fail loudly (argparse).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = args.func(args)
     except LitebertError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the file system refused (permissions, disk full, a file where a directory goes)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -35,7 +35,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         seed: masking seed; default the ``seed`` in the manifest.
 
     Raises:
-        LitebertError: not a prepared-data directory, or a shard file is missing.
+        LitebertError: not a prepared-data directory, or a shard file is missing or damaged.
     """
 
     def __init__(self, path: str | os.PathLike, epoch: int = 0, seed: int | None = None) -> None:
@@ -54,29 +54,37 @@ class PretrainingDataset(torch.utils.data.Dataset):
         self.mask_token_id = int(t["mask_token_id"])
         self.special_ids = np.array(sorted({t["cls_token_id"], t["sep_token_id"], t["pad_token_id"],
                                             t["mask_token_id"]}), np.int64)
-        self.random_ids = np.load(self._file(self.manifest["random_ids"]["path"]))
+        self.random_ids = self._load(self.manifest["random_ids"])
         self._special_table = np.zeros(int(t["vocab_size"]), dtype=bool)
         self._special_table[self.special_ids] = True
         self._ids, self._ws, self._offs, self._meta, self._labels = [], [], [], [], []
         for shard in self.manifest["shards"]:
             f = shard["files"]
-            self._ids.append(np.load(self._file(f["input_ids"]["path"]), mmap_mode="r"))
-            self._ws.append(np.load(self._file(f["word_start"]["path"]), mmap_mode="r"))
-            self._offs.append(np.load(self._file(f["offsets"]["path"])))
-            self._meta.append(np.load(self._file(f["meta"]["path"])))
+            self._ids.append(self._load(f["input_ids"], mmap=True))
+            self._ws.append(self._load(f["word_start"], mmap=True))
+            self._offs.append(self._load(f["offsets"]))
+            self._meta.append(self._load(f["meta"]))
             if "labels" in f:
-                self._labels.append(np.load(self._file(f["labels"]["path"]), mmap_mode="r"))
+                self._labels.append(self._load(f["labels"], mmap=True))
         counts = np.array([len(o) - 1 for o in self._offs], np.int64)
         self._starts = np.concatenate([[0], np.cumsum(counts)])
         self._len = int(self._starts[-1])
         self._meta_all = np.concatenate(self._meta) if self._meta else np.zeros((0, len(META_INDEX)), np.int64)
         self._lengths = np.concatenate([np.diff(o) for o in self._offs]) if self._offs else np.zeros(0, np.int64)
 
-    def _file(self, name: str) -> Path:
-        p = self.path / name
+    def _load(self, entry: dict, mmap: bool = False) -> np.ndarray:
+        """A file of the manifest (``{"path", "shape", ...}``) as an array, memory-mapped if ``mmap``; a missing,
+        truncated or reshaped file is a LitebertError naming it (``verify_checksums`` checks the bytes too)."""
+        p = self.path / entry["path"]
         if not p.is_file():
             raise LitebertError(f"{p}: missing (listed in {self.path / 'manifest.json'})")
-        return p
+        try:
+            arr = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise LitebertError(f"{p}: damaged data file ({exc}); run `litebert prepare` again") from None
+        if "shape" in entry and list(arr.shape) != list(entry["shape"]):
+            raise LitebertError(f"{p}: shape {list(arr.shape)} differs from manifest.json's {entry['shape']}")
+        return arr
 
     def __len__(self) -> int:
         return self._len
