@@ -24,6 +24,15 @@ from litebert.training.state import COMPLETE_MARKER, list_checkpoints
 GOLDEN = Path(__file__).parent / "golden" / "albert_debug_pretrain_loss.json"
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These models are tiny: one intra-op thread is faster, and far faster when the CPU is shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
     torch.manual_seed(seed)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
@@ -214,3 +223,25 @@ def test_batch_factory_partitions_steps_across_ranks_and_resumes():
     ev = [ids(make_batch_factory(Ids(), 8, list, seed=3, shuffle=False, drop_last=False, rank=r, world_size=2,
                                  equal_per_rank=False), 0) for r in range(2)]
     assert sorted(i for r in ev for b in r for i in b) == list(range(37))  # evaluation sees every example
+
+
+def test_resume_with_more_steps_follows_the_new_schedule(tmp_path):
+    _run(tmp_path, steps=4, save_steps=4)
+    _run(tmp_path, steps=8, resume="auto")  # warmup 2, peak 1e-2, decay to 0 at step 8 (not 4)
+    lrs = {r["step"]: r["learning_rate"] for r in read_metrics(tmp_path)}
+    for step in (5, 6, 7, 8):  # the lr used by step k is the schedule at k - 1 scheduler steps
+        assert lrs[step] == pytest.approx(1e-2 * (8 - (step - 1)) / (8 - 2)), step
+
+
+if __name__ == "__main__":  # python tests/test_training_loop.py  -> rewrites the golden file (intended changes only)
+    import tempfile
+
+    torch.set_num_threads(2)
+    with tempfile.TemporaryDirectory() as d:
+        _run(d, batch_size=8, steps=20)
+        losses = [r["loss"] for r in read_metrics(d)]
+    GOLDEN.write_text(json.dumps({
+        "description": "per-step total loss (MLM + SOP) of albert-debug, LAMB lr 1e-2 warmup 2, 20 steps, batch 8, "
+                       "synthetic data (tests/_training_helpers.py), seed 0; see test_golden_per_step_loss",
+        "torch": torch.__version__, "tolerance": 1e-3, "loss": losses}, indent=1) + "\n")
+    print(f"wrote {GOLDEN}")

@@ -207,6 +207,23 @@ def _load_states(model: nn.Module, optimizer, ckpt: dict) -> None:
                             f"{str(exc).splitlines()[0]}") from None
 
 
+def _load_scheduler(scheduler, optimizer, state: dict) -> None:
+    """Restore the scheduler's position but keep this run's schedule (e.g. a larger --max-steps on resume).
+
+    ``LambdaLR.load_state_dict`` would also restore the saved lambdas' settings; we put the current ones back
+    and recompute each group's lr with LambdaLR's own formula, so an unchanged schedule resumes bit-identically.
+    """
+    lambdas = getattr(scheduler, "lr_lambdas", None)
+    current = [dict(fn.__dict__) for fn in lambdas] if lambdas is not None else None
+    scheduler.load_state_dict(state)
+    if lambdas is not None:
+        for fn, settings in zip(scheduler.lr_lambdas, current):
+            fn.__dict__.update(settings)
+        for group, base_lr, fn in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+            group["lr"] = base_lr * fn(scheduler.last_epoch)
+        scheduler._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+
 def _resolve_resume(args: TrainingArgs, dist: D.DistInfo) -> Path | None:
     out = Path(args.output_dir)
     if args.resume is None:
@@ -279,7 +296,7 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches
     if ckpt_path is not None:
         ckpt = S.load_checkpoint(ckpt_path, rank=dist.rank, world_size=dist.world_size)
         _load_states(model, optimizer, ckpt)
-        scheduler.load_state_dict(ckpt["scheduler"])
+        _load_scheduler(scheduler, optimizer, ckpt["scheduler"])
         saved = ckpt["trainer_state"].get("loop", {})
         st = _LoopState(**{k: v for k, v in saved.items() if k in _LoopState.__dataclass_fields__})
         S.set_rng_state(ckpt["rng"])
