@@ -278,8 +278,8 @@ class Tokenizer:
             budget = max_length - (3 if b is not None else 2)
             if budget < 0:
                 raise LitebertError(f"max_length {max_length} is too small for the special tokens")
-            while len(a) + (len(b) if b is not None else 0) > budget:  # longest first, from the end
-                if b is not None and len(b) > len(a):
+            while len(a) + (len(b) if b is not None else 0) > budget:  # longest first, from the end; the second text on a tie (as transformers)
+                if b is not None and len(b) >= len(a):
                     b.pop()
                 else:
                     a.pop()

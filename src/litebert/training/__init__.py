@@ -9,10 +9,5 @@ from litebert.training.loop import (BatchFactory, CountFn, EvalFn, LossOutput, O
 __all__ = ["BatchFactory", "CountFn", "EvalFn", "LossOutput", "Objective", "TrainingArgs", "TrainResult",
            "make_batch_factory", "train", "PretrainConfig", "PretrainResult", "pretrain"]
 
-
-def __getattr__(name):  # pretrain pulls in the model and data packages: import it on first use
-    if name in ("PretrainConfig", "PretrainResult", "pretrain"):
-        from litebert.training import pretrain as _p
-
-        return getattr(_p, name)
-    raise AttributeError(name)
+# Imported eagerly: a lazy import of the submodule `pretrain` would shadow the function of the same name.
+from litebert.training.pretrain import PretrainConfig, PretrainResult, pretrain  # noqa: E402
