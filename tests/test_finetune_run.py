@@ -76,7 +76,7 @@ def sst2_run(en_model, shared_data, tmp_path_factory):
     return result, out
 
 
-def test_sst2_outputs(sst2_run):
+def test_sst2_outputs(sst2_run, shared_data):
     result, out = sst2_run
     assert result.steps == 12 and result.num_train == 192 and result.num_dev == 96
     assert result.metric == "accuracy" and result.labels == ["0", "1"]
@@ -94,6 +94,11 @@ def test_sst2_outputs(sst2_run):
     assert res["accuracy"] == pytest.approx(max(r["accuracy"] for r in evals))  # best/ is the best eval
     rows = (out / "predictions.tsv").read_text().splitlines()
     assert rows[0] == "index\tprediction\tlabel" and len(rows) == 97
+    # dev was subsampled: `index` is the data row in dev.tsv, so its label column matches the file's
+    dev_labels = [line.split("\t")[1] for line in (shared_data / "glue/SST-2/dev.tsv").read_text().splitlines()[1:]]
+    indexed = [row.split("\t") for row in rows[1:]]
+    assert sorted({int(i) for i, _, _ in indexed}) != list(range(96))  # a real subsample, not the first rows
+    assert all(dev_labels[int(i)] == label for i, _, label in indexed)
     test_rows = (out / "test_predictions.tsv").read_text().splitlines()
     assert test_rows[0] == "index\tprediction" and len(test_rows) == 1822  # one per test row, no labels
     assert result.truncated["test"] > 0  # SST-2 test has sentences over 64 word pieces

@@ -705,6 +705,9 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     Raises :class:`LitebertError` when the path is neither.
     """
     p = Path(path)
+    if not p.exists() and not p.with_name(p.name + ".index").exists() and not list(p.parent.glob(p.name + ".data-*")):
+        raise LitebertError(f"{p}: no such file or directory (expected a model directory or a TensorFlow "
+                            "checkpoint prefix)")
     if p.is_dir() and (p / "config.json").is_file() and not list(p.glob("*.index")):
         try:
             config = json.loads((p / "config.json").read_text(encoding="utf-8"))

@@ -9,6 +9,8 @@ disk, a file where a directory goes); unknown options fail loudly (argparse).
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 
 from litebert.errors import LitebertError
@@ -17,8 +19,14 @@ from litebert.errors import LitebertError
 def build_parser() -> argparse.ArgumentParser:
     from litebert.cli import data_cmds, finetune_cmds, model_cmds, pretrain_cmds
 
-    parser = argparse.ArgumentParser(prog="litebert", description="ALBERT in PyTorch: tokenize, prepare, pretrain, fine-tune.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from litebert import __version__
+
+    parser = argparse.ArgumentParser(prog="litebert", allow_abbrev=False,
+                                     description="ALBERT in PyTorch: tokenize, prepare, pretrain, fine-tune.")
+    parser.add_argument("--version", action="version", version=f"litebert {__version__}")
+    # Subcommands reject abbreviated options too: a typo such as --max-step must not pass as --max-steps.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     sub.required = True
     for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds):
         module.register(sub)
@@ -33,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     except LitebertError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `litebert info DIR | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout
+        return 0
     except OSError as exc:  # the file system refused (permissions, disk full, a file where a directory goes)
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -62,7 +62,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples, init=args.init,
         tokenizer=args.tokenizer, classifier_dropout=args.classifier_dropout, hidden_dropout=args.hidden_dropout,
         precision=args.precision, device=args.device, progress_bar=not args.no_progress,
-        keep_checkpoints=not args.no_checkpoints)
+        keep_checkpoints=not args.no_checkpoints, resume=args.resume)
     result = finetune(cfg)
     print(json.dumps({"best_dir": str(result.best_dir), "metric": result.metric, "best_step": result.best_step,
                       "eval_results": result.eval_results, "test_results": result.test_results,
@@ -151,6 +151,8 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="delete the training-state checkpoints/ at the end (best/ is kept)")
+    p.add_argument("--resume", metavar="auto|PATH",
+                   help="continue from the newest complete checkpoint in OUTPUT/checkpoints (auto) or from PATH")
     p.set_defaults(func=cmd_finetune)
 
     for name, func, helptext in (

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", required=True, help="prepared training data directory (litebert prepare output)")
     p.add_argument("--eval-data", default=None, help="prepared evaluation data (MLM accuracy/perplexity, SOP accuracy)")
-    p.add_argument("--model-config", default="albert-base", help="model preset name or config.json path")
+    p.add_argument("--model-config", required=True, help="model preset name (e.g. albert-unittest, albert-base) or config.json path")
     p.add_argument("--output", required=True, help="run directory")
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
     p.add_argument("--learning-rate", type=float, default=1.76e-3, help="peak learning rate")

@@ -131,6 +131,8 @@ class FinetuneConfig:
         eval_steps: evaluate on dev every N steps; 0 = once per epoch.
         logging_steps: training log line every N steps.
         early_stopping_patience: stop after N evaluations without a better dev metric; None = never.
+        resume: None (fresh run; refused if ``OUTPUT/checkpoints/`` holds checkpoints), ``"auto"`` (continue from
+            the newest complete checkpoint in ``OUTPUT/checkpoints/``) or a ``step-N`` directory.
         max_train_examples / max_eval_examples: random subsample of the train / dev rows (None = all).
         init: ``pretrained`` (load the weights) or ``random`` (same architecture, fresh weights: the baseline).
         tokenizer: tokenizer directory; default ``model``.
@@ -173,6 +175,7 @@ class FinetuneConfig:
     hidden_dropout: float | None = None
     precision: str = "fp32"
     device: str | None = None
+    resume: str | None = None
     progress_bar: bool = True
     keep_checkpoints: bool = True
 
@@ -448,12 +451,13 @@ def _targets_array(encoded, space: LabelSpace) -> np.ndarray:
     return np.asarray(encoded.targets, dtype=np.int64)
 
 
-def write_predictions(path: Path, predictions: list[str], labels: list[str] | None) -> Path:
-    """``index<TAB>prediction[<TAB>label]`` with a header, one row per input row (index = 0-based row)."""
+def write_predictions(path: Path, indices: list[int], predictions: list[str], labels: list[str] | None) -> Path:
+    """``index<TAB>prediction[<TAB>label]`` with a header, one row per example read; ``index`` is the example's
+    0-based data row in its file (``Example.index``), so rows match the file also after subsampling."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["index\tprediction" + ("\tlabel" if labels is not None else "")]
-    for i, pred in enumerate(predictions):
-        lines.append(f"{i}\t{pred}" + (f"\t{labels[i]}" if labels is not None else ""))
+    for i, (index, pred) in enumerate(zip(indices, predictions, strict=True)):
+        lines.append(f"{index}\t{pred}" + (f"\t{labels[i]}" if labels is not None else ""))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -607,7 +611,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
         save_total_limit=1, precision=cfg.precision, metric_for_best=primary, greater_is_better=True,
-        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar,
+        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar, resume=cfg.resume,
         log_prefix=f"finetune {data.task or Path(cfg.train_file).name}")
     result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=eval_fn,
                    on_best=on_best, extra_state={"finetune": run_settings["finetune_config"]})
@@ -628,15 +632,16 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     best_info = json.loads((best_dir / "best_eval.json").read_text())
     _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(preds),
                                             "best_step": best_info.get("step"), "truncated": truncated["dev"]})
-    write_predictions(out / "predictions.tsv", [space.decode(p) for p in preds],
-                      [ex.label for ex in dev_read.examples])
+    write_predictions(out / "predictions.tsv", [ex.index for ex in dev_read.examples],
+                      [space.decode(p) for p in preds], [ex.label for ex in dev_read.examples])
     test_results = None
     if test_enc is not None:
         best_model = _load_finetuned(best_dir, dist.device)
         tpreds, _, tloss = run_inference(best_model, test_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
                                          dist.device)
         labels = [ex.label for ex in test_read.examples] if test_read.has_labels else None
-        write_predictions(out / "test_predictions.tsv", [space.decode(p) for p in tpreds], labels)
+        write_predictions(out / "test_predictions.tsv", [ex.index for ex in test_read.examples],
+                          [space.decode(p) for p in tpreds], labels)
         if test_enc.targets is not None:
             test_results = compute_metrics(metrics, tpreds, _targets_array(test_enc, space), space.num_labels)
             test_results["eval_loss"] = float(tloss)
@@ -728,7 +733,8 @@ def evaluate(cfg: EvaluateConfig) -> EvalResult:
         out = Path(cfg.output_dir)
         res.results_file = _write_json(out / "eval_results.json", {**result, "num_examples": len(preds),
                                                                    "truncated": encoded.truncated})
-        res.predictions_file = write_predictions(out / "predictions.tsv", predictions, labels)
+        res.predictions_file = write_predictions(out / "predictions.tsv", [ex.index for ex in read.examples],
+                                                 predictions, labels)
     log.info("evaluate: %s on %d rows of %s", json.dumps(result), len(preds), read.path)
     return res
 
@@ -748,5 +754,6 @@ def predict(cfg: EvaluateConfig) -> EvalResult:
     res = EvalResult(metrics=result, predictions=predictions, labels=labels, num_examples=len(preds),
                      truncated=encoded.truncated)
     if cfg.output_dir:
-        res.predictions_file = write_predictions(Path(cfg.output_dir) / "predictions.tsv", predictions, labels)
+        res.predictions_file = write_predictions(Path(cfg.output_dir) / "predictions.tsv",
+                                                 [ex.index for ex in read.examples], predictions, labels)
     return res

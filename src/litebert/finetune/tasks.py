@@ -78,6 +78,7 @@ class TaskSpec:
         if first is None:
             raise LitebertError(f"{path}: the file is empty (no rows)")
         _, fields = first
+        first_row = list(fields) if isinstance(fields, dict) else [f.strip() for f in fields]
         if isinstance(fields, dict):
             names = {str(k) for k in fields}
             for layout in self.layouts:
@@ -93,7 +94,7 @@ class TaskSpec:
                     return layout.columns
         expected = " | ".join(", ".join(layout.signature) for layout in self.layouts if layout.signature)
         raise LitebertError(f"{path}: does not look like a {self.name} file: expected a header with {expected}; "
-                            f"first row is {sorted(names)[:12]}. Give --text-column/--label-column to read it anyway")
+                            f"first row is {first_row[:12]}. Give --text-column/--label-column to read it anyway")
 
 
 def _hdr(text, pair=None, label=None, **kw) -> Layout:
