@@ -8,6 +8,8 @@ import json
 import logging
 import sys
 
+from litebert.cli._types import positive_int
+
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
     from litebert.finetune.tasks import TASKS
@@ -102,13 +104,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return number
-
-
 def register(subparsers) -> None:
     from litebert.finetune.metrics import METRICS
     from litebert.finetune.run import INITS, OPTIMIZERS
@@ -127,7 +122,7 @@ def register(subparsers) -> None:
     p.add_argument("--metric", nargs="+", choices=METRICS, help="metrics; the first picks the best checkpoint")
     p.add_argument("--problem-type", choices=PROBLEM_TYPES)
     p.add_argument("--epochs", type=float, default=3.0)
-    p.add_argument("--max-steps", type=_positive_int, help="optimizer steps (overrides --epochs)")
+    p.add_argument("--max-steps", type=positive_int, help="optimizer steps (overrides --epochs)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--eval-batch-size", type=int, default=64)
     p.add_argument("--learning-rate", type=float, default=2e-5)
@@ -139,10 +134,10 @@ def register(subparsers) -> None:
     p.add_argument("--data-seed", type=int, default=0, help="seed of the --max-*-examples subsample")
     p.add_argument("--eval-steps", type=int, default=0, help="evaluate every N steps (0 = once per epoch)")
     p.add_argument("--logging-steps", type=int, default=50)
-    p.add_argument("--early-stopping-patience", type=_positive_int, metavar="N",
+    p.add_argument("--early-stopping-patience", type=positive_int, metavar="N",
                    help="stop after N evaluations without improvement")
-    p.add_argument("--max-train-examples", type=_positive_int, metavar="N", help="random subsample of train")
-    p.add_argument("--max-eval-examples", type=_positive_int, metavar="N", help="random subsample of dev")
+    p.add_argument("--max-train-examples", type=positive_int, metavar="N", help="random subsample of train")
+    p.add_argument("--max-eval-examples", type=positive_int, metavar="N", help="random subsample of dev")
     p.add_argument("--init", choices=INITS, default="pretrained",
                    help="'random': same architecture, fresh weights (the baseline of scripts/compare_pretraining.py)")
     p.add_argument("--classifier-dropout", type=float, help="override classifier_dropout_prob")
@@ -169,6 +164,6 @@ def register(subparsers) -> None:
         if name == "evaluate":
             q.add_argument("--metric", nargs="+", choices=METRICS)
         q.add_argument("--batch-size", type=int, default=64)
-        q.add_argument("--max-examples", type=_positive_int, metavar="N", help="only the first N rows")
+        q.add_argument("--max-examples", type=positive_int, metavar="N", help="only the first N rows")
         q.set_defaults(func=func)
 

@@ -8,15 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+from litebert.cli._types import non_negative_int
 
 
 def register(subparsers) -> None:
@@ -33,25 +25,25 @@ def register(subparsers) -> None:
     p.add_argument("--output", required=True, help="run directory")
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
     p.add_argument("--learning-rate", type=float, default=1.76e-3, help="peak learning rate")
-    p.add_argument("--warmup-steps", type=_positive_int, default=0)
-    p.add_argument("--max-steps", type=_positive_int, default=1000)
-    p.add_argument("--batch-size", type=_positive_int, default=32, help="sequences per process per micro-batch")
-    p.add_argument("--gradient-accumulation-steps", type=_positive_int, default=1)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=0)
+    p.add_argument("--max-steps", type=non_negative_int, default=1000)
+    p.add_argument("--batch-size", type=non_negative_int, default=32, help="sequences per process per micro-batch")
+    p.add_argument("--gradient-accumulation-steps", type=non_negative_int, default=1)
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="global-norm clipping (0 = off)")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--adam-epsilon", type=float, default=1e-6)
     p.add_argument("--bias-correction", action="store_true", help="LAMB with Adam bias correction (off in the paper)")
     p.add_argument("--lr-decay-power", type=float, default=1.0, help="polynomial decay power after warmup")
-    p.add_argument("--logging-steps", type=_positive_int, default=50)
-    p.add_argument("--eval-steps", type=_positive_int, default=0, help="evaluate every N steps (0 = at the end)")
-    p.add_argument("--max-eval-batches", type=_positive_int, default=None)
-    p.add_argument("--save-steps", type=_positive_int, default=0, help="checkpoint every N steps (0 = at the end)")
-    p.add_argument("--save-total-limit", type=_positive_int, default=None, help="keep the newest K checkpoints")
+    p.add_argument("--logging-steps", type=non_negative_int, default=50)
+    p.add_argument("--eval-steps", type=non_negative_int, default=0, help="evaluate every N steps (0 = at the end)")
+    p.add_argument("--max-eval-batches", type=non_negative_int, default=None)
+    p.add_argument("--save-steps", type=non_negative_int, default=0, help="checkpoint every N steps (0 = at the end)")
+    p.add_argument("--save-total-limit", type=non_negative_int, default=None, help="keep the newest K checkpoints")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--resume", default=None, metavar="{auto,PATH}",
                    help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a checkpoints/step-N path")
     p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
-    p.add_argument("--num-workers", type=_positive_int, default=0, help="DataLoader workers per process")
+    p.add_argument("--num-workers", type=non_negative_int, default=0, help="DataLoader workers per process")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
