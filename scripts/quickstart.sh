@@ -14,7 +14,7 @@
 # not there it is downloaded with `datasets` (pip install 'litebert[hub]'). Each stage is skipped when its output
 # exists, and pretraining resumes from its newest checkpoint (--resume auto), so an interrupted run can be
 # restarted with the same command. About 10-15 minutes on 2 CPU cores. Knobs (environment): QS_STEPS (2000),
-# QS_BATCH (64), QS_SEQ (64), QS_OPTIMIZER (adamw), QS_LR (1e-3), QS_WARMUP (200), QS_VOCAB (8000),
+# QS_BATCH (64), QS_SEQ (64), QS_OPTIMIZER (adamw), QS_LR (1e-3), QS_WARMUP (10 % of QS_STEPS), QS_VOCAB (8000),
 # QS_MODEL (scripts/quickstart_model.json), QS_WORKERS (2), QS_THREADS (2).
 #
 # Why this recipe: with the albert-unittest shape (H64, 1 head) and LAMB at 128 tokens, 2000 steps of 32 stayed on
@@ -30,7 +30,7 @@ BATCH="${QS_BATCH:-64}"
 SEQ="${QS_SEQ:-64}"
 OPTIMIZER="${QS_OPTIMIZER:-adamw}"
 LR="${QS_LR:-1e-3}"
-WARMUP="${QS_WARMUP:-200}"
+WARMUP="${QS_WARMUP:-$(( STEPS / 10 ))}"  # 10 % of the steps: 200 by default
 VOCAB="${QS_VOCAB:-8000}"
 MODEL="${QS_MODEL:-$REPO/scripts/quickstart_model.json}"
 WORKERS="${QS_WORKERS:-2}"
