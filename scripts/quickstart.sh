@@ -25,12 +25,14 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-runs/quickstart}"
 DATA_DIR="${LITEBERT_DATA_DIR:-$REPO/../shared/data}"
-STEPS="${QS_STEPS:-2000}"
+STEPS="${QS_STEPS:-6000}"
 BATCH="${QS_BATCH:-64}"
 SEQ="${QS_SEQ:-64}"
 OPTIMIZER="${QS_OPTIMIZER:-adamw}"
-LR="${QS_LR:-1e-3}"
-WARMUP="${QS_WARMUP:-$(( STEPS / 10 ))}"  # 10 % of the steps: 200 by default
+LR="${QS_LR:-2e-3}"
+WARMUP="${QS_WARMUP:-$(( STEPS / 10 ))}"  # 10 % of the steps: 600 by default
+MASK_PROB="${QS_MASK_PROB:-0.3}"
+MAX_PRED="${QS_MAX_PRED:-$(( SEQ * 20 / 64 ))}"  # room for MASK_PROB x SEQ targets: 20 at 64 tokens
 VOCAB="${QS_VOCAB:-8000}"
 MODEL="${QS_MODEL:-$REPO/scripts/quickstart_model.json}"
 WORKERS="${QS_WORKERS:-2}"
@@ -72,13 +74,13 @@ echo "== 2/5 prepare train and valid shards"
 for split in train valid; do
   [[ -f "$OUT/data/$split/manifest.json" ]] || \
     litebert prepare --corpus "$WT/wiki.$split.tokens" --tokenizer "$OUT/tokenizer" --output "$OUT/data/$split" \
-      --max-seq-length "$SEQ" --max-predictions-per-seq $(( SEQ * 20 / 128 )) --workers "$WORKERS" --seed 12345
+      --max-seq-length "$SEQ" --max-predictions-per-seq "$MAX_PRED" --masked-lm-prob "$MASK_PROB" --workers "$WORKERS" --seed 12345
 done
 
 echo "== 3/5 pretrain $MODEL: $STEPS steps x $BATCH sequences of <= $SEQ tokens, $OPTIMIZER peak lr $LR, warmup $WARMUP"
 litebert pretrain --data "$OUT/data/train" --eval-data "$OUT/data/valid" --model-config "$MODEL" \
   --output "$OUT/pretrain" --optimizer "$OPTIMIZER" --learning-rate "$LR" --warmup-steps "$WARMUP" --max-steps "$STEPS" \
-  --batch-size "$BATCH" --logging-steps 50 --eval-steps 500 --save-steps 500 --save-total-limit 2 --seed 42 \
+  --batch-size "$BATCH" --logging-steps 50 --eval-steps 1000 --max-eval-batches 40 --save-steps 1000 --save-total-limit 2 --seed 42 \
   --resume auto
 
 echo "== 4/5 curves"

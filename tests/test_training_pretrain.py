@@ -88,6 +88,19 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
     assert {"mlm_accuracy", "mlm_perplexity", "sop_accuracy"} <= set(eval_rec[-1])
     assert main(["plot", str(out)]) == 0 and (out / "curves.png").is_file()
 
+    # `litebert export`: the last checkpoint as a model directory equals final/, tokenizer included
+    assert main(["export", str(out / "checkpoints" / "step-6"), "--output", str(tmp_path / "exported")]) == 0
+    exported, final = load_file(str(tmp_path / "exported" / "model.safetensors")), _weights(out)
+    assert sorted(exported) == sorted(final) and all(torch.equal(exported[k], final[k]) for k in final)
+    assert (tmp_path / "exported" / "spiece.model").is_file()
+    capsys.readouterr()
+    assert main(["export", str(out / "checkpoints" / "step-6"), "--output", str(tmp_path / "exported")]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["export", str(out / "final"), "--output", str(tmp_path / "x")]) == 2
+    assert "incomplete" in capsys.readouterr().err
+    assert main(["info", str(out / "checkpoints" / "step-6")]) == 2  # points the user to `litebert export`
+    assert "litebert export" in capsys.readouterr().err
+
     transformers = pytest.importorskip("transformers")
     model, info = transformers.AutoModelForMaskedLM.from_pretrained(out / "final", output_loading_info=True)
     assert not info["missing_keys"] and not info["mismatched_keys"]

@@ -723,6 +723,10 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
             details["layer norm"] = config["layer_norm_position"]
         return PathInfo(str(p), "model_dir", layout, config, str(p / "config.json"), count, _describe_tokenizer(p),
                         details)
+    if p.is_dir() and (p / "model.pt").is_file() and (p / "trainer_state.json").is_file():
+        raise LitebertError(f"{p} is a `litebert pretrain` training checkpoint (model.pt, optimizer state), not a "
+                            f"model directory; write one with `litebert export {p} --output DIR`, or resume "
+                            f"training from it with `litebert pretrain ... --resume {p}`")
     if p.is_dir() and not list(p.glob("*.index")) and not (p / "checkpoint").is_file():
         raise LitebertError(f"{p}: neither a model directory (no config.json) nor a TensorFlow checkpoint (no *.index)")
     reader = open_checkpoint(p, backend=backend)

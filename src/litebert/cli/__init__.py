@@ -30,7 +30,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds):
         module.register(sub)
+    for command in sub.choices.values():
+        _show_defaults(command)
     return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give every option that has a default but no help text a ``default: X`` help line.
+
+    ``ArgumentDefaultsHelpFormatter`` only appends defaults to options that have help text, so ``--help`` would
+    otherwise hide e.g. the default ``--max-steps``.
+    """
+    for action in parser._actions:
+        if (action.help is None and action.option_strings
+                and action.default not in (None, False, argparse.SUPPRESS)):
+            action.help = "default: %(default)s"
 
 
 def main(argv: list[str] | None = None) -> int:

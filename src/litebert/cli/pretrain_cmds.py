@@ -23,31 +23,31 @@ def register(subparsers) -> None:
     p.add_argument("--eval-data", default=None, help="prepared evaluation data (MLM accuracy/perplexity, SOP accuracy)")
     p.add_argument("--model-config", required=True, help="model preset name (e.g. albert-unittest, albert-base) or config.json path")
     p.add_argument("--output", required=True, help="run directory")
-    p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
+    p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb", help="LAMB (the paper's) or AdamW")
     p.add_argument("--learning-rate", type=float, default=1.76e-3, help="peak learning rate")
-    p.add_argument("--warmup-steps", type=non_negative_int, default=0)
-    p.add_argument("--max-steps", type=non_negative_int, default=1000)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=0, help="linear warmup from 0 to the peak lr")
+    p.add_argument("--max-steps", type=non_negative_int, default=1000, help="optimizer steps in the whole run")
     p.add_argument("--batch-size", type=non_negative_int, default=32, help="sequences per process per micro-batch")
-    p.add_argument("--gradient-accumulation-steps", type=non_negative_int, default=1)
+    p.add_argument("--gradient-accumulation-steps", type=non_negative_int, default=1, help="micro-batches per optimizer step")
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="global-norm clipping (0 = off)")
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--adam-epsilon", type=float, default=1e-6)
+    p.add_argument("--weight-decay", type=float, default=0.01, help="decoupled weight decay (not on biases and LayerNorm)")
+    p.add_argument("--adam-epsilon", type=float, default=1e-6, help="epsilon of LAMB/AdamW")
     p.add_argument("--bias-correction", action="store_true", help="LAMB with Adam bias correction (off in the paper)")
     p.add_argument("--lr-decay-power", type=float, default=1.0, help="polynomial decay power after warmup")
-    p.add_argument("--logging-steps", type=non_negative_int, default=50)
+    p.add_argument("--logging-steps", type=non_negative_int, default=50, help="log train metrics every N steps")
     p.add_argument("--eval-steps", type=non_negative_int, default=0, help="evaluate every N steps (0 = at the end)")
-    p.add_argument("--max-eval-batches", type=non_negative_int, default=None)
+    p.add_argument("--max-eval-batches", type=non_negative_int, default=None, help="cap on evaluation batches (default: all)")
     p.add_argument("--save-steps", type=non_negative_int, default=0, help="checkpoint every N steps (0 = at the end)")
     p.add_argument("--save-total-limit", type=non_negative_int, default=None, help="keep the newest K checkpoints")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=42, help="seed of init, data order and masking")
     p.add_argument("--resume", default=None, metavar="{auto,PATH}",
                    help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a checkpoints/step-N path")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast dtype (fp16 adds loss scaling)")
     p.add_argument("--num-workers", type=non_negative_int, default=0, help="DataLoader workers per process")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
-    p.add_argument("--no-progress-bar", action="store_true")
+    p.add_argument("--no-progress-bar", action="store_true", help="log lines only, no tqdm bar")
     p.set_defaults(func=run_pretrain)
 
     q = subparsers.add_parser("plot", help="draw loss and accuracy curves of a run to a PNG",
@@ -56,6 +56,14 @@ def register(subparsers) -> None:
     q.add_argument("output", help="run directory (with metrics.jsonl)")
     q.add_argument("--out", default=None, help="PNG path (default OUTPUT/curves.png)")
     q.set_defaults(func=run_plot)
+
+    e = subparsers.add_parser(
+        "export", help="write a training checkpoint (checkpoints/step-N) as an HF model directory",
+        description="Turn RUN/checkpoints/step-N into a model directory with the run's tokenizer: what RUN/final/ "
+                    "would be had the run stopped at step N. It loads in transformers and in `litebert finetune`.")
+    e.add_argument("checkpoint", help="RUN/checkpoints/step-N of a `litebert pretrain` run")
+    e.add_argument("--output", required=True, metavar="DIR", help="new model directory (must not exist)")
+    e.set_defaults(func=run_export)
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
@@ -72,6 +80,13 @@ def run_pretrain(args: argparse.Namespace) -> int:
         seed=args.seed, resume=args.resume, precision=args.precision, num_workers=args.num_workers,
         compile=args.compile, fsdp=args.fsdp, device=args.device, progress_bar=not args.no_progress_bar)
     pretrain(cfg)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from litebert.training.pretrain import export_checkpoint
+
+    print(f"wrote {export_checkpoint(args.checkpoint, args.output)}")
     return 0
 
 

@@ -438,3 +438,47 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
                               last_checkpoint=result.last_checkpoint)
     finally:
         D.destroy_distributed()
+
+
+def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) -> Path:
+    """Write a training checkpoint (``RUN/checkpoints/step-N``) as an HF model directory with the tokenizer.
+
+    The model config is ``RUN/config.json`` and the tokenizer is the one of the run's training data
+    (``run_settings.json`` → ``pretrain_config.data``/tokenizer), so the result is what ``RUN/final/`` would have
+    been had the run stopped at step N. ``output`` is written to a temp directory and renamed; it must not exist.
+
+    Raises :class:`LitebertError` when ``checkpoint`` is not a complete checkpoint (missing ``COMPLETE`` marker or
+    a sha256 mismatch), when the run directory lacks ``config.json``, or when ``output`` exists.
+    """
+    from litebert.checkpoint import load_config
+    from litebert.modeling import AlbertForPreTraining
+    from litebert.training.state import verify_checkpoint
+
+    ckpt = Path(checkpoint)
+    out = Path(output)
+    verify_checkpoint(ckpt)  # raises with the reason when incomplete or corrupt
+    run = ckpt.parent.parent
+    if not (run / "config.json").is_file():
+        raise LitebertError(f"{run}/config.json not found: {ckpt} is not inside a `litebert pretrain` run directory "
+                            f"(expected RUN/checkpoints/step-N)")
+    if out.exists():
+        raise LitebertError(f"{out} exists; choose a new output directory")
+    model = AlbertForPreTraining(load_config(run))
+    state = torch.load(ckpt / "model.pt", map_location="cpu", weights_only=True)
+    model.load_state_dict(state)
+    data_dir = None
+    settings = run / "run_settings.json"
+    if settings.is_file():
+        data = json.loads(settings.read_text()).get("pretrain_config", {}).get("data")
+        if data:
+            data_dir = Path(data) if Path(data).is_absolute() else Path.cwd() / data
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".tmp-{out.name}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp)
+    if data_dir is None or not _copy_tokenizer(data_dir, tmp):
+        print(f"warning: the run's tokenizer ({data_dir}/tokenizer) was not found; {out} has no tokenizer files",
+              file=sys.stderr)
+    os.rename(tmp, out)
+    return out
