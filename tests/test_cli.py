@@ -1,0 +1,28 @@
+"""The command line itself: help texts show defaults, abbreviations and bad integers are usage errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from litebert.cli import build_parser, main
+
+
+@pytest.mark.parametrize("command, option, default", [
+    ("prepare", "--max-seq-length", "128"), ("prepare", "--masked-lm-prob", "0.15"),
+    ("pretrain", "--max-steps", "1000"), ("pretrain", "--optimizer", "lamb"),
+    ("finetune", "--learning-rate", "2e-05"), ("finetune", "--epochs", "3.0"),
+])
+def test_help_shows_every_default(command, option, default):
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
+    text = " ".join(sub.format_help().split())  # argparse wraps lines
+    after = text.split(option, 2)[-1]  # the option's help entry follows its second mention (the first is usage)
+    assert f"default: {default}" in after.split(" --")[0], (command, option)
+
+
+def test_abbreviated_option_and_bad_integer_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o", "--max-step", "5"])
+    assert exc.value.code == 2 and "--max-step" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o", "--max-steps", "x"])
+    assert exc.value.code == 2 and "expected an integer, got 'x'" in capsys.readouterr().err
