@@ -6,8 +6,12 @@ dev metric and whether pretrained beats random by more than twice the random run
 Models:
   * English: the model that the README's main job pretrains on WikiText-2 (``scripts/quickstart.sh``,
     ``--en-model``, default ``runs/quickstart/pretrain/final``).
-  * Chinese: pretrained here on ``zh_clue_corpus_small_sample`` + ``zh_news_albert_zh`` by ``zh-pretrain`` (a
-    BERT-Chinese character tokenizer, SOP + 3-gram masking shards, LAMB), unless ``--zh-model`` names one.
+  * Chinese: pretrained here by ``zh-pretrain`` (a BERT-Chinese character tokenizer, SOP + n-gram masking shards,
+    the English recipe), unless ``--zh-model`` names one. Corpus (``--zh-corpus``): ``tapt`` (default) is
+    ``zh_clue_corpus_small_sample`` plus the review texts of ChnSentiCorp's train split without their labels
+    (task-adaptive pretraining, Gururangan et al. 2020); ``general`` is the CLUE sample alone (0.7 M characters,
+    too little for this model to leave the context-free MLM plateau; see docs/finetune.md). Either way the
+    albert_zh news sample is the validation text, and no dev or test text is seen.
 
 Subcommands::
 
@@ -68,17 +72,43 @@ ZH_MODEL_CONFIG = {"vocab_size": 8000, "embedding_size": 64, "hidden_size": 128,
                    "classifier_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
                    "initializer_range": 0.05}
 ZH_PREPARE = dict(max_seq_length=64, max_predictions_per_seq=20, masked_lm_prob=0.3)
-ZH_PRETRAIN = dict(optimizer="adamw", learning_rate=2e-3, warmup_steps=300, max_steps=3000, batch_size=64,
-                   logging_steps=100, eval_steps=1000, save_steps=1000, save_total_limit=1, seed=42)
-ZH_RUN = "pretrain-adamw2e-3"
+ZH_PRETRAIN = dict(optimizer="adamw", learning_rate=2e-3, logging_steps=100, eval_steps=1000, save_steps=1000,
+                   save_total_limit=1, seed=42, batch_size=64)
+#: steps per corpus: "general" (8,725 sequences) at 3,000 steps is 22 passes; "tapt" (about 2.5x the data) 4,000
+ZH_STEPS = {"general": 3000, "tapt": 4000}
+
+
+def zh_run_name(corpus: str) -> str:
+    return f"pretrain-{corpus}"
+
+
+def zh_review_text(data: Path, out: Path) -> Path:
+    """ChnSentiCorp's train reviews as pretraining text, labels dropped: one review per document, one sentence per
+    line (split after 。！？!?), written once to ``out``. Dev and test reviews are never read."""
+    import csv
+    import re
+
+    if out.exists():
+        return out
+    rows = []
+    with open(data / "chnsenticorp/train.tsv", encoding="utf-8-sig", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+            sentences = [t.strip() for t in re.split(r"(?<=[。！？!?])(?![。！？!?])", row["text_a"]) if t.strip()]
+            if sentences:
+                rows.append("\n".join(sentences))
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text("\n\n".join(rows) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    return out
 
 
 def zh_corpus(data: Path) -> list[str]:
+    """The tokenizer's corpus: the two Chinese pretraining texts of the shared data."""
     return [str(data / "zh_clue_corpus_small_sample/CLUECorpusSmall_bert_sampled.txt"),
             str(data / "zh_news_albert_zh/news_zh_1.txt")]
 
 
-def zh_pretrain(workdir: Path, data: Path) -> Path:
+def zh_pretrain(workdir: Path, data: Path, corpus: str = "tapt") -> Path:
     """Tokenizer → shards → pretraining; returns ``final/``. Each stage is skipped when its output exists."""
     from litebert.data import PrepareConfig, prepare
     from litebert.tokenization import train_tokenizer
@@ -88,18 +118,20 @@ def zh_pretrain(workdir: Path, data: Path) -> Path:
     zh.mkdir(parents=True, exist_ok=True)
     if not (zh / "tokenizer/tokenizer.json").exists():
         train_tokenizer(zh_corpus(data), "chinese", 8000, zh / "tokenizer")
-    train_corpus, valid_corpus = zh_corpus(data)  # CLUECorpusSmall trains; albert_zh's news sample evaluates
-    for split, corpus in (("data", train_corpus), ("valid", valid_corpus)):
+    clue, news = zh_corpus(data)
+    train_files = {"general": [clue], "tapt": [clue, str(zh_review_text(data, zh / "chnsenticorp_train_reviews.txt"))]}
+    for split, files in ((f"data-{corpus}", train_files[corpus]), ("valid", [news])):
         if not (zh / split / "manifest.json").exists():
-            prepare(PrepareConfig(corpus=[corpus], tokenizer=str(zh / "tokenizer"), output=str(zh / split),
+            prepare(PrepareConfig(corpus=files, tokenizer=str(zh / "tokenizer"), output=str(zh / split),
                                   progress=False, **ZH_PREPARE))
     (zh / "model_config.json").write_text(json.dumps(ZH_MODEL_CONFIG, indent=1) + "\n")
-    final = zh / ZH_RUN / "final"
-    if not (final / "config.json").exists():
-        pretrain(PretrainConfig(data=str(zh / "data"), eval_data=str(zh / "valid"), output=str(zh / ZH_RUN),
+    run = zh / zh_run_name(corpus)
+    steps = ZH_STEPS[corpus]
+    if not (run / "final" / "config.json").exists():
+        pretrain(PretrainConfig(data=str(zh / f"data-{corpus}"), eval_data=str(zh / "valid"), output=str(run),
                                 model_config=str(zh / "model_config.json"), progress_bar=False, resume="auto",
-                                **ZH_PRETRAIN))
-    return final
+                                max_steps=steps, warmup_steps=steps // 10, **ZH_PRETRAIN))
+    return run / "final"
 
 
 def _done(results: Path) -> set[tuple[str, str, int]]:
@@ -193,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=None, help="data directory (default: litebert.paths.data_dir())")
     p.add_argument("--en-model", default=str(REPO / "runs/quickstart/pretrain/final"),
                    help="English pretrained model directory (the README main job's final/)")
-    p.add_argument("--zh-model", default=None, help=f"Chinese pretrained model (default: WORKDIR/zh/{ZH_RUN}/final)")
+    p.add_argument("--zh-model", default=None,
+                   help="Chinese pretrained model (default: WORKDIR/zh/pretrain-CORPUS/final, see --zh-corpus)")
+    p.add_argument("--zh-corpus", choices=tuple(ZH_STEPS), default="tapt",
+                   help="Chinese pretraining text: the CLUE sample plus ChnSentiCorp's unlabeled train reviews "
+                        "(tapt), or the CLUE sample alone (general)")
     p.add_argument("--tasks", nargs="+", default=list(TASK_RUNS), choices=list(TASK_RUNS))
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--inits", nargs="+", default=["pretrained", "random"], choices=["pretrained", "random"])
@@ -205,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     data = Path(args.data) if args.data else data_dir()
-    zh_model = Path(args.zh_model) if args.zh_model else workdir / "zh" / ZH_RUN / "final"
+    zh_model = Path(args.zh_model) if args.zh_model else workdir / "zh" / zh_run_name(args.zh_corpus) / "final"
     if args.command in ("zh-pretrain", "all") and not args.zh_model:
-        zh_model = zh_pretrain(workdir, data)
+        zh_model = zh_pretrain(workdir, data, args.zh_corpus)
     if args.command in ("finetune", "all"):
         run_finetuning(workdir, data, {"en": Path(args.en_model), "zh": zh_model}, args.tasks, args.seeds,
                        args.inits)

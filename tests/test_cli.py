@@ -26,3 +26,15 @@ def test_abbreviated_option_and_bad_integer_are_usage_errors(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o", "--max-steps", "x"])
     assert exc.value.code == 2 and "expected an integer, got 'x'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, dest", [
+    (["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o"], "no_progress"),
+    (["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o"], "no_progress_bar"),
+    (["finetune", "--model", "m", "--train", "t", "--dev", "d", "--output", "o"], "no_progress"),
+])
+def test_both_spellings_of_no_progress(argv, dest):
+    parser = build_parser()
+    assert getattr(parser.parse_args(argv), dest) is False
+    for flag in ("--no-progress", "--no-progress-bar"):
+        assert getattr(parser.parse_args([*argv, flag]), dest) is True

@@ -47,7 +47,8 @@ def register(subparsers) -> None:
     q.add_argument("--shard-size", type=int, default=100_000, help="instances per shard")
     q.add_argument("--on-invalid-utf8", choices=("skip", "error"), default="skip")
     q.add_argument("--overwrite", action="store_true")
-    q.add_argument("--no-progress", action="store_true")
+    q.add_argument("--no-progress", "--no-progress-bar", dest="no_progress", action="store_true",
+                   help="no progress bar")
     q.set_defaults(func=_prepare)
 
 

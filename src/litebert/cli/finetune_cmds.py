@@ -143,7 +143,8 @@ def register(subparsers) -> None:
     p.add_argument("--classifier-dropout", type=float, help="override classifier_dropout_prob")
     p.add_argument("--hidden-dropout", type=float, help="override hidden/attention dropout")
     p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", "--no-progress-bar", dest="no_progress", action="store_true",
+                   help="no progress bar")
     p.add_argument("--no-checkpoints", action="store_true",
                    help="delete the training-state checkpoints/ at the end (best/ is kept)")
     p.add_argument("--resume", metavar="auto|PATH",

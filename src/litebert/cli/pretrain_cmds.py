@@ -47,7 +47,8 @@ def register(subparsers) -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
-    p.add_argument("--no-progress-bar", action="store_true", help="log lines only, no tqdm bar")
+    p.add_argument("--no-progress-bar", "--no-progress", dest="no_progress_bar", action="store_true",
+                   help="log lines only, no tqdm bar")
     p.set_defaults(func=run_pretrain)
 
     q = subparsers.add_parser("plot", help="draw loss and accuracy curves of a run to a PNG",
