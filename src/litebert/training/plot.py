@@ -27,16 +27,18 @@ def plot_metrics(output_dir: str | Path, out: str | Path | None = None) -> Path:
         raise LitebertError(f"{output_dir} has no metrics.jsonl records to plot (is it a litebert run directory?)")
     out = Path(out) if out else output_dir / "curves.png"
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
+    # one colour per metric, so train (line) and eval (markers) of the same metric read as a pair
+    all_keys = sorted({k for r in records for k, v in r.items() if k not in _SKIP and isinstance(v, (int, float))})
+    colour = {key: f"C{i % 10}" for i, key in enumerate(all_keys)}
     for split, style in (("train", "-"), ("eval", "o--")):
         rows = [r for r in records if r.get("split") == split]
-        keys = sorted({k for r in rows for k, v in r.items() if k not in _SKIP and isinstance(v, (int, float))})
-        for key in keys:
+        for key in all_keys:
             pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
             if not pts:
                 continue
             xs, ys = zip(*pts)
             ax = ax_loss if key.endswith("loss") else ax_acc
-            ax.plot(xs, ys, style, label=f"{split} {key}", markersize=4)
+            ax.plot(xs, ys, style, color=colour[key], label=f"{split} {key}", markersize=4)
     for ax, title in ((ax_loss, "loss (nats)"), (ax_acc, "accuracy")):
         ax.set_xlabel("step")
         ax.set_title(title)
