@@ -14,7 +14,7 @@
 # not there it is downloaded with `datasets` (pip install 'litebert[hub]'). Each stage is skipped when its output
 # exists, and pretraining resumes from its newest checkpoint (--resume auto), so an interrupted run can be
 # restarted with the same command. Measured here: 64 minutes with one thread while other jobs shared the 2 cores
-# (about 8,000 tokens/s); QS_STEPS=600 gives a 6-minute smoke run. Knobs (environment): QS_STEPS (6000),
+# (5,000-8,500 tokens/s); QS_STEPS=300 gives a short smoke run. Knobs (environment): QS_STEPS (6000),
 # QS_BATCH (64), QS_SEQ (64), QS_MASK_PROB (0.3), QS_MAX_PRED (20 at 64 tokens), QS_OPTIMIZER (adamw), QS_LR (2e-3),
 # QS_WARMUP (10 % of QS_STEPS), QS_VOCAB (8000), QS_MODEL (scripts/quickstart_model.json), QS_WORKERS (2),
 # QS_THREADS (2).
