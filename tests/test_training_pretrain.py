@@ -176,6 +176,34 @@ def test_sigkill_then_resume_auto_is_bit_identical(tiny_data, tmp_path):
     assert steps == [4, 8, 12, 16]
 
 
+def test_init_from_starts_from_a_model_directory(tiny_data, tmp_path, capsys):
+    """--init-from loads every weight of a model directory (lr 1e-12 keeps them); other shapes are a clear error."""
+    first = tmp_path / "first"
+    assert main(_args(tiny_data, first, "--max-steps", 3, "--batch-size", 4)) == 0
+    second = tmp_path / "second"
+    assert main(["pretrain", "--data", str(tiny_data), "--model-config", str(first / "final" / "config.json"),
+                 "--init-from", str(first / "final"), "--output", str(second), "--learning-rate", "1e-12",
+                 "--max-steps", "1", "--batch-size", "4", "--no-progress-bar"]) == 0
+    assert "weights from" in capsys.readouterr().out
+    before, after = _weights(first), _weights(second)
+    assert sorted(before) == sorted(after)
+    assert all(torch.allclose(before[k], after[k], rtol=0, atol=1e-9) for k in before)
+    # without --init-from the same seed and a zero-ish lr give the random init, not the first run's trained weights
+    fresh = tmp_path / "fresh"
+    assert main(_args(tiny_data, fresh, "--learning-rate", "1e-12", "--max-steps", 2, "--batch-size", 4)) == 0
+    assert not torch.allclose(_weights(fresh)["albert.embeddings.word_embeddings.weight"],
+                              before["albert.embeddings.word_embeddings.weight"], rtol=0, atol=1e-6)
+    bigger = json.loads((first / "final" / "config.json").read_text())
+    bigger["intermediate_size"] *= 2
+    (tmp_path / "bigger.json").write_text(json.dumps(bigger))
+    capsys.readouterr()
+    assert main(["pretrain", "--data", str(tiny_data), "--model-config", str(tmp_path / "bigger.json"),
+                 "--init-from", str(first / "final"), "--output", str(tmp_path / "bad"), "--max-steps", "1",
+                 "--batch-size", "4", "--no-progress-bar"]) == 2
+    err = capsys.readouterr().err
+    assert "model.safetensors" in err and "ffn" in err, err
+
+
 def test_incomplete_checkpoint_is_ignored_with_a_warning(tiny_data, tmp_path):
     out = tmp_path / "run"
     assert main(_args(tiny_data, out, "--max-steps", 2, "--batch-size", 4, "--save-steps", 1)) == 0

@@ -40,6 +40,9 @@ def register(subparsers) -> None:
     p.add_argument("--save-steps", type=non_negative_int, default=0, help="checkpoint every N steps (0 = at the end)")
     p.add_argument("--save-total-limit", type=non_negative_int, default=None, help="keep the newest K checkpoints")
     p.add_argument("--seed", type=int, default=42, help="seed of init, data order and masking")
+    p.add_argument("--init-from", default=None, metavar="DIR",
+                   help="start from this model directory's weights (continued / domain-adaptive pretraining); "
+                        "pass its config.json as --model-config")
     p.add_argument("--resume", default=None, metavar="{auto,PATH}",
                    help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a checkpoints/step-N path")
     p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast dtype (fp16 adds loss scaling)")
@@ -78,7 +81,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
         weight_decay=args.weight_decay, adam_epsilon=args.adam_epsilon, bias_correction=args.bias_correction,
         lr_decay_power=args.lr_decay_power, logging_steps=args.logging_steps, eval_steps=args.eval_steps,
         max_eval_batches=args.max_eval_batches, save_steps=args.save_steps, save_total_limit=args.save_total_limit,
-        seed=args.seed, resume=args.resume, precision=args.precision, num_workers=args.num_workers,
+        seed=args.seed, resume=args.resume, init_from=args.init_from, precision=args.precision,
+        num_workers=args.num_workers,
         compile=args.compile, fsdp=args.fsdp, device=args.device, progress_bar=not args.no_progress_bar)
     pretrain(cfg)
     return 0

@@ -77,6 +77,10 @@ class PretrainConfig:
     seed: int = 42
     #: None, "auto" or a checkpoint directory
     resume: str | None = None
+    #: model directory (litebert ``final/``, a transformers ALBERT) whose weights start the run instead of a random
+    #: init: continued, domain- or task-adaptive pretraining (Gururangan et al. 2020). Its shapes must match
+    #: ``model_config`` (pass its ``config.json``); a resumed run takes its weights from the checkpoint instead.
+    init_from: str | None = None
     precision: str = "fp32"
     #: DataLoader worker processes per rank
     num_workers: int = 0
@@ -356,6 +360,14 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
 
         torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
         model = AlbertForPreTraining(config)
+        if cfg.init_from is not None and resume_from is None:
+            from litebert.checkpoint import load_state_dict_file, load_weights
+
+            state, source = load_state_dict_file(cfg.init_from)
+            loaded = load_weights(model, state, source)  # LitebertError naming the parameter on a shape mismatch
+            if dist.is_main:
+                log(f"pretrain: weights from {source}" + (f"; newly initialised: {', '.join(loaded['missing'])}"
+                                                           if loaded["missing"] else ""))
         n_params = model.num_parameters()
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
