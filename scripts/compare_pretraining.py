@@ -17,6 +17,7 @@ Subcommands::
 
     python scripts/compare_pretraining.py zh-pretrain [--workdir runs/compare]   # tokenizer, shards, pretraining
     python scripts/compare_pretraining.py finetune   [--en-model DIR] [--zh-model DIR] [--tasks ...] [--seeds ...]
+    python scripts/compare_pretraining.py en-tapt    [--en-model DIR]  # the SST-2 task-adaptive control model
     python scripts/compare_pretraining.py table      # the table from runs/compare/results.jsonl
     python scripts/compare_pretraining.py all        # the three in order
 
@@ -134,6 +135,41 @@ def zh_pretrain(workdir: Path, data: Path, corpus: str = "tapt") -> Path:
     return run / "final"
 
 
+# English task-adaptive control (en-tapt): the main job's model, pretrained further with MLM only on SST-2's train
+# sentences (labels dropped; 10 consecutive sentences per pseudo-document, so SOP is off). Not the main job's model.
+EN_TAPT_PRETRAIN = dict(optimizer="adamw", learning_rate=1e-3, warmup_steps=150, max_steps=1500, batch_size=64,
+                        logging_steps=250, eval_steps=750, max_eval_batches=40, save_steps=1500, seed=42)
+
+
+def en_tapt(workdir: Path, data: Path, en_model: Path) -> Path:
+    """SST-2 train text → MLM-only shards (the model's tokenizer) → continued pretraining from ``en_model``."""
+    import csv
+
+    from litebert.data import PrepareConfig, prepare
+    from litebert.training.pretrain import PretrainConfig, pretrain
+
+    root = workdir / "en-tapt"
+    root.mkdir(parents=True, exist_ok=True)
+    text = root / "sst2_train_text.txt"
+    if not text.exists():
+        with open(data / "glue/SST-2/train.tsv", encoding="utf-8", newline="") as f:
+            sentences = [r["sentence"].strip() for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+                         if r["sentence"].strip()]
+        docs = ["\n".join(sentences[i:i + 10]) for i in range(0, len(sentences), 10)]
+        tmp = text.with_suffix(".tmp")
+        tmp.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+        os.replace(tmp, text)
+    if not (root / "data/manifest.json").exists():
+        prepare(PrepareConfig(corpus=[str(text)], tokenizer=str(en_model), output=str(root / "data"), format="bert",
+                              max_seq_length=64, max_predictions_per_seq=20, masked_lm_prob=0.3,
+                              inter_sentence_task="none", progress=False))
+    run = root / "pretrain"
+    if not (run / "final/config.json").exists():
+        pretrain(PretrainConfig(data=str(root / "data"), output=str(run), model_config=str(en_model / "config.json"),
+                                init_from=str(en_model), progress_bar=False, resume="auto", **EN_TAPT_PRETRAIN))
+    return run / "final"
+
+
 def _done(results: Path) -> set[tuple[str, str, int]]:
     if not results.exists():
         return set()
@@ -220,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=("zh-pretrain", "finetune", "table", "all"))
+    p.add_argument("command", choices=("zh-pretrain", "en-tapt", "finetune", "table", "all"))
     p.add_argument("--workdir", default=str(REPO / "runs/compare"))
     p.add_argument("--data", default=None, help="data directory (default: litebert.paths.data_dir())")
     p.add_argument("--en-model", default=str(REPO / "runs/quickstart/pretrain/final"),
@@ -244,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     zh_model = Path(args.zh_model) if args.zh_model else workdir / "zh" / zh_run_name(args.zh_corpus) / "final"
     if args.command in ("zh-pretrain", "all") and not args.zh_model:
         zh_model = zh_pretrain(workdir, data, args.zh_corpus)
+    if args.command == "en-tapt":  # the SST-2 control; fine-tune it with --en-model WORKDIR/en-tapt/pretrain/final
+        print(f"model: {en_tapt(workdir, data, Path(args.en_model))}")
+        return 0
     if args.command in ("finetune", "all"):
         run_finetuning(workdir, data, {"en": Path(args.en_model), "zh": zh_model}, args.tasks, args.seeds,
                        args.inits)
