@@ -27,3 +27,13 @@ def tf_fixtures():
     if not path.is_dir():
         pytest.skip(f"TF fixtures not found at {path} (set LITEBERT_FIXTURES_DIR)")
     return path
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread for the test: tiny matrices gain nothing from more, and on a shared 2-core machine
+    spinning OpenMP threads slow everything down. Modules opt in with ``pytestmark``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -18,13 +18,7 @@ from litebert.errors import LitebertError
 from litebert.finetune import DataOptions, EvaluateConfig, FinetuneConfig, evaluate, finetune, predict
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny matrices gain nothing from intra-op threads, and on a shared 2-core box two threads spin-wait.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _tiny_model_dir(path, corpus_files, kind):

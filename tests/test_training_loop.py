@@ -24,13 +24,7 @@ from litebert.training.state import COMPLETE_MARKER, list_checkpoints
 GOLDEN = Path(__file__).parent / "golden" / "albert_debug_pretrain_loss.json"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These models are tiny: one intra-op thread is faster, and far faster when the CPU is shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):

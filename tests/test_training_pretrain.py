@@ -26,13 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 SUB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """In-process runs of the tiny model: one intra-op thread is faster, and far faster on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
