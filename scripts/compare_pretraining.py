@@ -65,8 +65,8 @@ FT = dict(batch_size=32, learning_rate=5e-4, warmup_ratio=0.1, weight_decay=0.01
 # Chinese pretraining (zh-pretrain): the English quickstart's recipe (scripts/quickstart.sh) on the Chinese corpora:
 # E64/H128, 4 heads, 4 layers in one group, initializer_range 0.05; 64-character SOP pairs with 30 % n-gram masking
 # (at most 20 targets); AdamW peak lr 2e-3, 10 % warmup, linear decay; ZH_STEPS x 64 sequences (27-41 minutes on one
-# CPU core shared with other jobs). The first recipe (2 heads, initializer_range 0.02, 128 characters, 15 % masking, LAMB 1e-2, 2000 x 32)
-# stayed on the context-free MLM plateau (14 % MLM accuracy, SOP at chance) and did not help ChnSentiCorp.
+# CPU core shared with other jobs). The first recipe (2 heads, initializer_range 0.02, 128 characters, 15 % masking,
+# LAMB 1e-2, 2000 x 32) stayed on the context-free MLM plateau (14 % MLM accuracy, SOP at chance) and did not help ChnSentiCorp.
 ZH_MODEL_CONFIG = {"vocab_size": 8000, "embedding_size": 64, "hidden_size": 128, "num_hidden_layers": 4,
                    "num_hidden_groups": 1, "num_attention_heads": 4, "intermediate_size": 512,
                    "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
@@ -94,7 +94,8 @@ def zh_review_text(data: Path, out: Path) -> Path:
     rows = []
     with open(data / "chnsenticorp/train.tsv", encoding="utf-8-sig", newline="") as f:
         for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
-            sentences = [t.strip() for t in re.split(r"(?<=[。！？!?])(?![。！？!?])", row["text_a"]) if t.strip()]
+            parts = re.split(r"(?<=[。！？!?])(?![。！？!?])", row["text_a"])  # after a run of terminators
+            sentences = [t.strip() for t in parts if t.strip()]
             if sentences:
                 rows.append("\n".join(sentences))
     tmp = out.with_suffix(".tmp")
@@ -120,7 +121,9 @@ def zh_pretrain(workdir: Path, data: Path, corpus: str = "tapt") -> Path:
     if not (zh / "tokenizer/tokenizer.json").exists():
         train_tokenizer(zh_corpus(data), "chinese", 8000, zh / "tokenizer")
     clue, news = zh_corpus(data)
-    train_files = [clue] if corpus == "general" else [clue, str(zh_review_text(data, zh / "chnsenticorp_train_reviews.txt"))]
+    train_files = [clue]
+    if corpus == "tapt":
+        train_files.append(str(zh_review_text(data, zh / "chnsenticorp_train_reviews.txt")))
     for split, files in ((f"data-{corpus}", train_files), ("valid", [news])):
         if not (zh / split / "manifest.json").exists():
             prepare(PrepareConfig(corpus=files, tokenizer=str(zh / "tokenizer"), output=str(zh / split),

@@ -28,15 +28,18 @@ def register(subparsers) -> None:
     p.add_argument("--warmup-steps", type=non_negative_int, default=0, help="linear warmup from 0 to the peak lr")
     p.add_argument("--max-steps", type=non_negative_int, default=1000, help="optimizer steps in the whole run")
     p.add_argument("--batch-size", type=non_negative_int, default=32, help="sequences per process per micro-batch")
-    p.add_argument("--gradient-accumulation-steps", type=non_negative_int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--gradient-accumulation-steps", type=non_negative_int, default=1,
+                   help="micro-batches per optimizer step")
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="global-norm clipping (0 = off)")
-    p.add_argument("--weight-decay", type=float, default=0.01, help="decoupled weight decay (not on biases and LayerNorm)")
+    p.add_argument("--weight-decay", type=float, default=0.01,
+                   help="decoupled weight decay (not on biases and LayerNorm)")
     p.add_argument("--adam-epsilon", type=float, default=1e-6, help="epsilon of LAMB/AdamW")
     p.add_argument("--bias-correction", action="store_true", help="LAMB with Adam bias correction (off in the paper)")
     p.add_argument("--lr-decay-power", type=float, default=1.0, help="polynomial decay power after warmup")
     p.add_argument("--logging-steps", type=non_negative_int, default=50, help="log train metrics every N steps")
     p.add_argument("--eval-steps", type=non_negative_int, default=0, help="evaluate every N steps (0 = at the end)")
-    p.add_argument("--max-eval-batches", type=non_negative_int, default=None, help="cap on evaluation batches (default: all)")
+    p.add_argument("--max-eval-batches", type=non_negative_int, default=None,
+                   help="cap on evaluation batches (default: all)")
     p.add_argument("--save-steps", type=non_negative_int, default=0, help="checkpoint every N steps (0 = at the end)")
     p.add_argument("--save-total-limit", type=non_negative_int, default=None, help="keep the newest K checkpoints")
     p.add_argument("--seed", type=int, default=42, help="seed of init, data order and masking")
@@ -45,7 +48,8 @@ def register(subparsers) -> None:
                         "pass its config.json as --model-config")
     p.add_argument("--resume", default=None, metavar="{auto,PATH}",
                    help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a checkpoints/step-N path")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast dtype (fp16 adds loss scaling)")
+    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                   help="autocast dtype (fp16 adds loss scaling)")
     p.add_argument("--num-workers", type=non_negative_int, default=0, help="DataLoader workers per process")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")

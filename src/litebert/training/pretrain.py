@@ -285,24 +285,28 @@ def _copy_tokenizer(data_dir: Path, dest: Path) -> bool:
     return True
 
 
-def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
-    """OUTPUT/final/: the HF model directory + the tokenizer files, written to a temp dir and renamed."""
-    final = output / "final"
-    tmp = output / ".tmp-final"
+def _write_model_dir(model: nn.Module, data_dir: Path | None, dest: Path) -> Path:
+    """``dest``: the HF model directory + the data's tokenizer files, written to a temp dir and renamed over it."""
+    tmp = dest.parent / f".tmp-{dest.name}"
     if tmp.exists():
         shutil.rmtree(tmp)
     model.save_pretrained(tmp)
-    if not _copy_tokenizer(data_dir, tmp):
-        print(f"warning: {data_dir}/tokenizer not found; {final} has no tokenizer files", file=sys.stderr)
-    old = output / ".old-final"
-    if final.exists():
+    if data_dir is None or not _copy_tokenizer(data_dir, tmp):
+        print(f"warning: {data_dir}/tokenizer not found; {dest} has no tokenizer files", file=sys.stderr)
+    old = dest.parent / f".old-{dest.name}"
+    if dest.exists():
         if old.exists():
             shutil.rmtree(old)
-        os.rename(final, old)
-    os.rename(tmp, final)
+        os.rename(dest, old)
+    os.rename(tmp, dest)
     if old.exists():
         shutil.rmtree(old)
-    return final
+    return dest
+
+
+def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
+    """OUTPUT/final/: the HF model directory + the tokenizer files."""
+    return _write_model_dir(model, data_dir, output / "final")
 
 
 def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int) -> dict:
@@ -485,12 +489,4 @@ def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) 
         if data:
             data_dir = Path(data) if Path(data).is_absolute() else Path.cwd() / data
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".tmp-{out.name}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    if data_dir is None or not _copy_tokenizer(data_dir, tmp):
-        print(f"warning: the run's tokenizer ({data_dir}/tokenizer) was not found; {out} has no tokenizer files",
-              file=sys.stderr)
-    os.rename(tmp, out)
-    return out
+    return _write_model_dir(model, data_dir, out)
