@@ -66,7 +66,8 @@ FT = dict(batch_size=32, learning_rate=5e-4, warmup_ratio=0.1, weight_decay=0.01
 # E64/H128, 4 heads, 4 layers in one group, initializer_range 0.05; 64-character SOP pairs with 30 % n-gram masking
 # (at most 20 targets); AdamW peak lr 2e-3, 10 % warmup, linear decay; ZH_STEPS x 64 sequences (27-41 minutes on one
 # CPU core shared with other jobs). The first recipe (2 heads, initializer_range 0.02, 128 characters, 15 % masking,
-# LAMB 1e-2, 2000 x 32) stayed on the context-free MLM plateau (14 % MLM accuracy, SOP at chance) and did not help ChnSentiCorp.
+# LAMB 1e-2, 2000 x 32) stayed on the context-free MLM plateau (14 % MLM accuracy, SOP at chance) and did not help
+# ChnSentiCorp.
 ZH_MODEL_CONFIG = {"vocab_size": 8000, "embedding_size": 64, "hidden_size": 128, "num_hidden_layers": 4,
                    "num_hidden_groups": 1, "num_attention_heads": 4, "intermediate_size": 512,
                    "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
