@@ -55,33 +55,43 @@ class TaskRun:
 TASK_RUNS = {
     "sst2": TaskRun("sst2", "en", "glue/SST-2", 4000, 64),
     "mrpc": TaskRun("mrpc", "en", "glue/MRPC", None, 128),
-    "chnsenticorp": TaskRun("chnsenticorp", "zh", "chnsenticorp", 2000, 128),
+    # all 9,600 train reviews (session 3): on the 2,000-row subsample of sessions 1-2 the random arm was still
+    # improving at its last epoch (66.9 -> 81.3 -> 82.7 % dev) and its seeds spread by +-2.3 points
+    "chnsenticorp": TaskRun("chnsenticorp", "zh", "chnsenticorp", None, 128),
+    # the sessions 1-2 protocol, kept for comparison: a seeded 2,000-row subsample of train
+    "chnsenticorp-2000": TaskRun("chnsenticorp", "zh", "chnsenticorp", 2000, 128),
 }
+
+#: the three tasks of the criterion (one ChnSentiCorp protocol)
+CRITERION_TASKS = ("sst2", "mrpc", "chnsenticorp")
 
 # Shared fine-tuning hyper-parameters: one setting for both arms, chosen for small models on CPU.
 FT = dict(batch_size=32, learning_rate=5e-4, warmup_ratio=0.1, weight_decay=0.01, classifier_dropout=0.1,
           hidden_dropout=0.1, optimizer="adamw", eval_steps=0)
 
-# Chinese pretraining (zh-pretrain): the English quickstart's recipe (scripts/quickstart.sh) on the Chinese corpora:
-# E64/H128, 4 heads, 4 layers in one group, initializer_range 0.05; 64-character SOP pairs with 30 % n-gram masking
-# (at most 20 targets); AdamW peak lr 2e-3, 10 % warmup, linear decay; ZH_STEPS x 64 sequences (27-41 minutes on one
-# CPU core shared with other jobs). The first recipe (2 heads, initializer_range 0.02, 128 characters, 15 % masking,
-# LAMB 1e-2, 2000 x 32) stayed on the context-free MLM plateau (14 % MLM accuracy, SOP at chance) and did not help
-# ChnSentiCorp.
+# Chinese pretraining (zh-pretrain): the English quickstart's model and optimizer (scripts/quickstart.sh) on the
+# Chinese corpora: E64/H128, 4 heads, 4 layers in one group, initializer_range 0.05; AdamW peak lr 2e-3, 10 % warmup,
+# linear decay. SOP pairs of up to 128 characters (session 3; 64 before) with 30 % n-gram masking (at most 40
+# targets), ZH_STEPS x 32 sequences (the same 4,096 tokens a step as 64 x 64). 128 because ChnSentiCorp is
+# fine-tuned at 128 and 59 % of its reviews are longer than 64 characters: a model pretrained on 64-token sequences
+# has never trained the position vectors 64-127 (`litebert finetune` now warns about this). The first recipe
+# (2 heads, initializer_range 0.02, 128 characters, 15 % masking, LAMB 1e-2, 2000 x 32) stayed on the context-free
+# MLM plateau (14 % MLM accuracy, SOP at chance) and did not help ChnSentiCorp.
 ZH_MODEL_CONFIG = {"vocab_size": 8000, "embedding_size": 64, "hidden_size": 128, "num_hidden_layers": 4,
                    "num_hidden_groups": 1, "num_attention_heads": 4, "intermediate_size": 512,
                    "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                    "classifier_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
                    "initializer_range": 0.05}
-ZH_PREPARE = dict(max_seq_length=64, max_predictions_per_seq=20, masked_lm_prob=0.3)
+ZH_SEQ = 128
+ZH_PREPARE = dict(max_seq_length=ZH_SEQ, max_predictions_per_seq=40, masked_lm_prob=0.3)
 ZH_PRETRAIN = dict(optimizer="adamw", learning_rate=2e-3, logging_steps=100, eval_steps=1000, save_steps=1000,
-                   save_total_limit=1, seed=42, batch_size=64)
-#: steps per corpus: "general" (8,725 sequences) at 3,000 steps is 22 passes; "tapt" (about 2.5x the data) 4,000
+                   save_total_limit=1, seed=42, batch_size=32)
+#: steps per corpus: "tapt" (18,369 sequences of <= 128) at 4,000 x 32 is 7 passes
 ZH_STEPS = {"general": 3000, "tapt": 4000}
 
 
 def zh_run_name(corpus: str) -> str:
-    return f"pretrain-{corpus}"
+    return f"pretrain-{corpus}-{ZH_SEQ}"
 
 
 def zh_review_text(data: Path, out: Path) -> Path:
@@ -125,7 +135,8 @@ def zh_pretrain(workdir: Path, data: Path, corpus: str = "tapt") -> Path:
     train_files = [clue]
     if corpus == "tapt":
         train_files.append(str(zh_review_text(data, zh / "chnsenticorp_train_reviews.txt")))
-    for split, files in ((f"data-{corpus}", train_files), ("valid", [news])):
+    data_dir, valid_dir = f"data-{corpus}-{ZH_SEQ}", f"valid-{ZH_SEQ}"
+    for split, files in ((data_dir, train_files), (valid_dir, [news])):
         if not (zh / split / "manifest.json").exists():
             prepare(PrepareConfig(corpus=files, tokenizer=str(zh / "tokenizer"), output=str(zh / split),
                                   progress=False, **ZH_PREPARE))
@@ -133,7 +144,7 @@ def zh_pretrain(workdir: Path, data: Path, corpus: str = "tapt") -> Path:
     run = zh / zh_run_name(corpus)
     steps = ZH_STEPS[corpus]
     if not (run / "final" / "config.json").exists():
-        pretrain(PretrainConfig(data=str(zh / f"data-{corpus}"), eval_data=str(zh / "valid"), output=str(run),
+        pretrain(PretrainConfig(data=str(zh / data_dir), eval_data=str(zh / valid_dir), output=str(run),
                                 model_config=str(zh / "model_config.json"), progress_bar=False, resume="auto",
                                 max_steps=steps, warmup_steps=steps // 10, **ZH_PRETRAIN))
     return run / "final"
@@ -204,7 +215,7 @@ def run_finetuning(workdir: Path, data: Path, models: dict[str, Path], tasks: li
                 folder = data / spec.folder
                 cfg = FinetuneConfig(
                     model=str(model), train_file=str(folder / "train.tsv"), dev_file=str(folder / "dev.tsv"),
-                    output_dir=str(out), data=DataOptions(task=task), epochs=spec.epochs,
+                    output_dir=str(out), data=DataOptions(task=spec.task), epochs=spec.epochs,
                     max_train_examples=spec.max_train_examples, max_seq_length=spec.max_seq_length, seed=seed,
                     init=init, progress_bar=False, keep_checkpoints=False, **FT)
                 t0 = time.time()
@@ -241,15 +252,16 @@ def table(workdir: Path) -> str:
             sp = statistics.stdev(vals["pretrained"]) if len(vals["pretrained"]) > 1 else 0.0
             sr = statistics.stdev(vals["random"]) if len(vals["random"]) > 1 else 0.0
             ok = (mp - mr) > 2 * sr
-            if name == metric:
+            if name == metric and task in CRITERION_TASKS:
                 passed += ok
             lines.append(f"| {task} | {name}{' (selects)' if name == metric else ''} | {100 * mp:.2f} ± "
                          f"{100 * sp:.2f} | {100 * mr:.2f} ± {100 * sr:.2f} | {100 * (mp - mr):+.2f} | "
                          f"{200 * sr:.2f} | {'yes' if ok else 'no'} | "
                          f"{len(vals['pretrained'])}/{len(vals['random'])} |")
     lines.append("")
-    lines.append(f"Pretrained beats random by more than 2 × std(random) on {passed} of {len(tasks)} tasks "
-                 f"(on each task's first metric).")
+    counted = [t for t in tasks if t in CRITERION_TASKS]
+    lines.append(f"Pretrained beats random by more than 2 × std(random) on {passed} of {len(counted)} tasks "
+                 f"(on each task's first metric; {', '.join(counted)}).")
     text = "\n".join(lines) + "\n"
     (workdir / "results.md").write_text(text)
     return text
@@ -270,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zh-corpus", choices=tuple(ZH_STEPS), default="tapt",
                    help="Chinese pretraining text: the CLUE sample plus ChnSentiCorp's unlabeled train reviews "
                         "(tapt), or the CLUE sample alone (general)")
-    p.add_argument("--tasks", nargs="+", default=list(TASK_RUNS), choices=list(TASK_RUNS))
+    p.add_argument("--tasks", nargs="+", default=list(CRITERION_TASKS), choices=list(TASK_RUNS),
+                   help="the issue's three tasks by default; chnsenticorp-2000 is the sessions 1-2 protocol")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--inits", nargs="+", default=["pretrained", "random"], choices=["pretrained", "random"])
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (small models: 1 is fastest)")

@@ -248,6 +248,47 @@ def test_truncation_is_counted(en_model):
     assert enc.input_ids[2][0] == tok.cls_token_id and enc.input_ids[2][-1] == tok.sep_token_id
 
 
+def test_positions_longer_than_pretraining_are_reported(en_model, tmp_path, caplog):
+    """A model pretrained on 8-token sequences, fine-tuned at 16: the rows that reach positions 8-15 are counted
+    (by hand: 'film' x 100 and the pair are cut to 16 tokens, 'short' is 3), in the log and finetune_config.json;
+    at 8 tokens, or from a random init, nothing is said."""
+    import logging
+    import shutil
+
+    from litebert.config import AlbertConfig
+    from litebert.finetune.data import encode_examples
+    from litebert.finetune.readers import Example
+    from litebert.finetune.run import untrained_positions_warning
+    from litebert.tokenization import load_tokenizer
+
+    tok = load_tokenizer(en_model)
+    long = " ".join(["film"] * 100)
+    enc = encode_examples([Example(0, long, None, None, 1), Example(1, "short", None, None, 2),
+                           Example(2, long, long, None, 3)], tok, 16)
+    config = AlbertConfig.from_preset("albert-debug", extra={"pretraining_max_seq_length": 8})
+    msg = untrained_positions_warning(config, 16, {"train": enc}, "M")
+    assert msg is not None and "positions 8-15 were never trained (2 of 3 train rows reach them)" in msg
+    assert untrained_positions_warning(config, 8, {"train": enc}, "M") is None
+    assert untrained_positions_warning(AlbertConfig.from_preset("albert-debug"), 16, {"train": enc}, "M") is None
+
+    model = tmp_path / "model"
+    shutil.copytree(en_model, model)
+    cfg = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**cfg, "pretraining_max_seq_length": 8}))
+    train = tmp_path / "t.tsv"
+    train.write_text("sentence\tlabel\n" + "".join(f"{long if i % 2 else 'short'}\t{i % 2}\n" for i in range(8)),
+                     encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="litebert.finetune"):
+        finetune(_config(model, train, train, tmp_path / "o", "sst2", max_steps=1, max_seq_length=16))
+    assert "4 of 8 train rows, 4 of 8 dev rows reach them" in caplog.text
+    saved = json.loads((tmp_path / "o" / "finetune_config.json").read_text())
+    assert "positions 8-15 were never trained" in saved["untrained_positions_warning"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="litebert.finetune"):
+        finetune(_config(model, train, train, tmp_path / "r", "sst2", max_steps=1, max_seq_length=16, init="random"))
+    assert "never trained" not in caplog.text
+
+
 def test_cli(en_model, shared_data, tmp_path, capsys):
     glue = shared_data / "glue/SST-2"
     out = tmp_path / "cli"
@@ -268,3 +309,50 @@ def test_cli(en_model, shared_data, tmp_path, capsys):
     assert code == 2 and "label column is required" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["finetune", "--model", "x", "--bogus"])
+
+
+def test_torchrun_two_processes_equal_one_process(en_model, shared_data, tmp_path):
+    """`torchrun --nproc_per_node 2 litebert finetune --batch-size 4` (DDP, gloo) trains the same weights as one
+    process with batch 8 (dropout off, so the runs differ only in float summation order), the dev predictions are
+    sharded over the ranks and gathered, and rank 0 alone writes OUTPUT/."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    repo = Path(__file__).resolve().parents[1]
+    glue = shared_data / "glue/SST-2"
+
+    def args(out, batch):
+        return ["-m", "litebert", "finetune", "--model", str(en_model), "--task", "sst2", "--train",
+                str(glue / "train.tsv"), "--dev", str(glue / "dev.tsv"), "--output", str(out),
+                "--max-train-examples", "128", "--max-eval-examples", "101", "--max-seq-length", "32",
+                "--batch-size", str(batch), "--max-steps", "12", "--eval-steps", "6", "--learning-rate", "1e-3",
+                "--hidden-dropout", "0", "--classifier-dropout", "0", "--device", "cpu", "--seed", "3",
+                "--no-progress"]
+
+    one = subprocess.run([sys.executable, *args(tmp_path / "1x8", 8)], env=env, cwd=repo, capture_output=True,
+                         text=True, timeout=600)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          *args(tmp_path / "2x4", 4)], env=env, cwd=repo, capture_output=True, text=True,
+                         timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    w1 = load_file(str(tmp_path / "1x8" / "best" / "model.safetensors"))
+    w2 = load_file(str(tmp_path / "2x4" / "best" / "model.safetensors"))
+    assert sorted(w1) == sorted(w2)
+    for k in w1:
+        assert (w1[k] - w2[k]).abs().max() < 1e-4, k
+    r1 = json.loads((tmp_path / "1x8" / "eval_results.json").read_text())
+    r2 = json.loads((tmp_path / "2x4" / "eval_results.json").read_text())
+    assert r1["num_examples"] == r2["num_examples"] == 101  # an odd count: rank 0 predicts 51 rows, rank 1 50
+    assert r1["best_step"] == r2["best_step"] and r1["accuracy"] == r2["accuracy"]
+    assert abs(r1["eval_loss"] - r2["eval_loss"]) < 1e-4
+    p1 = (tmp_path / "1x8" / "predictions.tsv").read_text()
+    assert p1 == (tmp_path / "2x4" / "predictions.tsv").read_text() and len(p1.splitlines()) == 102
+    evals = [json.loads(line) for line in (tmp_path / "2x4" / "metrics.jsonl").read_text().splitlines()
+             if '"eval"' in line]
+    assert [e["step"] for e in evals] == [6, 12]  # rank 0 alone logged

@@ -73,6 +73,8 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-4", "step-6"]
     settings = json.loads((out / "run_settings.json").read_text())
     assert settings["pretrain_config"]["max_steps"] == 6 and settings["model_config"]["vocab_size"] == 1000
+    # the longest trained position is recorded for `litebert finetune`'s check (the data has 64-token items)
+    assert json.loads((out / "final" / "config.json").read_text())["pretraining_max_seq_length"] == 64
     records = read_metrics(out)
     train_rec = [r for r in records if r["split"] == "train"]
     eval_rec = [r for r in records if r["split"] == "eval"]

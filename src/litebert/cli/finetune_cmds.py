@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from litebert.cli._types import positive_int
@@ -46,7 +47,8 @@ def _setup_logging() -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
-        root.setLevel(logging.INFO)
+        # under torchrun only rank 0 reports (the other ranks read the same files and would repeat every line)
+        root.setLevel(logging.INFO if os.environ.get("RANK", "0") == "0" else logging.ERROR)
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:

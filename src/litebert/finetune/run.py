@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from litebert.errors import LitebertError
-from litebert.finetune.data import (EncodedDataset, LabelSpace, PadCollator, build_label_space, encode_examples,
+from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space, encode_examples,
                                     label_space_from_config)
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
@@ -477,6 +477,32 @@ def _subsample(read: ReadResult, n: int | None, seed: int) -> ReadResult:
     return dataclasses.replace(read, examples=[read.examples[i] for i in keep])
 
 
+def sharded_inference(model, encoded, space: LabelSpace, batch_size: int, pad_token_id: int, dist
+                      ) -> tuple[np.ndarray, float | None]:
+    """:func:`run_inference` over ``dist.world_size`` processes: rank ``r`` predicts rows ``r, r + W, …`` and the
+    predictions and losses are all-gathered, so every rank returns the whole dev set's ``(predictions, loss)`` in
+    file order (the loss weighted by each rank's rows). One process: :func:`run_inference` itself."""
+    if dist.world_size == 1:
+        preds, _, loss = run_inference(model, encoded, space, batch_size, pad_token_id, dist.device)
+        return preds, loss
+    from litebert.training.distributed import all_gather_object
+
+    rows = list(range(dist.rank, len(encoded.input_ids), dist.world_size))
+    part = Encoded([encoded.input_ids[i] for i in rows], [encoded.token_type_ids[i] for i in rows],
+                   None if encoded.targets is None else [encoded.targets[i] for i in rows],
+                   lengths=[encoded.lengths[i] for i in rows])
+    preds, _, loss = (run_inference(model, part, space, batch_size, pad_token_id, dist.device) if rows
+                      else (None, None, None))
+    gathered = [g for g in all_gather_object((rows, preds, loss)) if g[0]]
+    first = gathered[0][1]
+    out = np.empty((len(encoded.input_ids), *first.shape[1:]), dtype=first.dtype)
+    for idx, p, _ in gathered:
+        out[idx] = p
+    if any(g[2] is None for g in gathered):
+        return out, None
+    return out, sum(len(idx) * lo for idx, _, lo in gathered) / len(encoded.input_ids)
+
+
 def _report_truncation(name: str, path: Path, encoded, max_seq_length: int) -> None:
     if encoded.truncated:
         log.warning("%s: %d of %d rows of %s are longer than max_seq_length=%d (longest %d tokens) and were "
@@ -490,6 +516,27 @@ def _check_seq_length(config, max_seq_length: int, model_dir) -> None:
                             f"{config.max_position_embeddings} ({model_dir}/config.json)")
 
 
+def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, Any], model_dir) -> str | None:
+    """The warning for fine-tuning a pretrained model on sequences longer than it was pretrained on, or None.
+
+    ``litebert pretrain`` writes ``pretraining_max_seq_length`` (L) into ``config.json``: the position vectors
+    ``P[L:]`` never received a gradient and are still their random initialisation, so every token at a position
+    ≥ L enters the encoder with noise that the pretrained layers never saw (BERT pretrains its last 10 % of steps at
+    512 for this reason, Devlin et al. 2019 §A.2). ``encoded`` maps a split name to its :class:`Encoded` examples;
+    the message counts the rows longer than L in each. Models without the key (transformers', converted TF
+    checkpoints) give None.
+    """
+    trained = config.extra.get("pretraining_max_seq_length")
+    if not trained or max_seq_length <= int(trained):
+        return None
+    trained = int(trained)
+    counts = ", ".join(f"{sum(n > trained for n in enc.lengths)} of {len(enc.lengths)} {name} rows"
+                       for name, enc in encoded.items())
+    return (f"max_seq_length={max_seq_length} but {model_dir} was pretrained on sequences of at most {trained} "
+            f"tokens: positions {trained}-{max_seq_length - 1} were never trained ({counts} reach them); use "
+            f"--max-seq-length {trained}, or pretrain (or continue with --init-from) on {max_seq_length}-token data")
+
+
 # --------------------------------------------------------------------------------------------------- finetune
 def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     """Fine-tune ``cfg.model`` on ``cfg.train_file``, keep the best dev checkpoint in ``OUTPUT/best``.
@@ -501,7 +548,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     """
     from litebert.optim import build_optimizer, build_scheduler
     from litebert.training import TrainingArgs, make_batch_factory, train
-    from litebert.training.distributed import DistInfo, unwrap_model, wrap_model
+    from litebert.training import distributed as D
+    from litebert.training.distributed import unwrap_model, wrap_model
 
     t0 = time.time()
     out = Path(cfg.output_dir)
@@ -536,7 +584,9 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         _report_truncation("test", test_read.path, test_enc, cfg.max_seq_length)
 
     # ---- model
-    dist = DistInfo(device=_device(cfg.device))
+    # under torchrun: DDP over WORLD_SIZE processes, each a micro-batch of cfg.batch_size (global batch
+    # batch_size x world_size), dev predictions sharded and gathered; rank 0 alone writes OUTPUT/
+    dist = D.init_distributed(cfg.device)
     extra: dict[str, Any] = {"finetuning_task": data.task} if data.task else {}
     if data.text_column is not None or data.label_column is not None or data.header is not None:
         # the user's columns, so that evaluate/predict on a file of the same layout need no options
@@ -548,6 +598,11 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
                                         classifier_dropout=cfg.classifier_dropout,
                                         hidden_dropout=cfg.hidden_dropout, extra=extra)
     _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
+    positions_warning = (untrained_positions_warning(model.config, cfg.max_seq_length,
+                                                     {"train": train_enc, "dev": dev_enc}, cfg.model)
+                         if cfg.init == "pretrained" else None)
+    if positions_warning:
+        log.warning("finetune: %s", positions_warning)
     if tokenizer.vocab_size > model.config.vocab_size:
         raise LitebertError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
                             f"{model.config.vocab_size}: tokenizer and model do not belong together")
@@ -557,7 +612,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     model = wrap_model(model, dist)
 
     # ---- schedule
-    steps_per_epoch = math.ceil(len(train_enc.input_ids) / cfg.batch_size)
+    steps_per_epoch = math.ceil(len(train_enc.input_ids) / (cfg.batch_size * dist.world_size))
     max_steps = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
     eval_steps = cfg.eval_steps or steps_per_epoch
     optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate,
@@ -566,7 +621,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
                                 max_steps=max_steps)
     batches = make_batch_factory(EncodedDataset(train_enc), cfg.batch_size,
                                  PadCollator(tokenizer.pad_token_id, space.problem_type), seed=cfg.seed,
-                                 shuffle=True, drop_last=False)
+                                 shuffle=True, drop_last=False, rank=dist.rank, world_size=dist.world_size)
     objective, count = make_objective(space.problem_type, dist.device)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -577,7 +632,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     last_eval: dict[str, Any] = {}  # predictions of the latest evaluation, kept with best/ (no second dev pass)
 
     def eval_fn(m) -> dict[str, float]:
-        preds, _, loss = run_inference(m, dev_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id, dist.device)
+        preds, loss = sharded_inference(unwrap_model(m), dev_enc, space, cfg.eval_batch_size,
+                                        tokenizer.pad_token_id, dist)
         result = compute_metrics(metrics, preds, dev_targets, space.num_labels)
         result["eval_loss"] = float(loss)
         last_eval.update(preds=preds, metrics=dict(result))
@@ -604,9 +660,11 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "problem_type": space.problem_type, "labels": list(space.labels), "metrics": list(metrics),
         "num_train": len(train_enc.input_ids), "num_dev": len(dev_enc.input_ids), "max_steps": max_steps,
         "steps_per_epoch": steps_per_epoch, "eval_steps": eval_steps, "truncated": truncated,
+        "untrained_positions_warning": positions_warning,
         "columns": {"train": _jsonable(dataclasses.asdict(data.spec_for(cfg.train_file, labels=True)))},
     }
-    _write_json(out / "finetune_config.json", run_settings)
+    if dist.is_main:
+        _write_json(out / "finetune_config.json", run_settings)
     args = TrainingArgs(
         output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
@@ -614,46 +672,52 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar, resume=cfg.resume,
         log_prefix=f"finetune {data.task or Path(cfg.train_file).name}")
     result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=eval_fn,
-                   on_best=on_best, extra_state={"finetune": run_settings["finetune_config"]})
-    if not cfg.keep_checkpoints and (out / "checkpoints").exists():
-        shutil.rmtree(out / "checkpoints")
+                   on_best=on_best, extra_state={"finetune": run_settings["finetune_config"]}, dist=dist)
+    final: FinetuneResult | None = None
+    if dist.is_main:  # under torchrun the other ranks wait for rank 0's results
+        if not cfg.keep_checkpoints and (out / "checkpoints").exists():
+            shutil.rmtree(out / "checkpoints")
 
-    # ---- final: evaluate best/ on dev (and test), write results and predictions
-    if not best_dir.exists():  # no evaluation produced a best (cannot happen with eval_fn; keep the last model)
-        on_best(unwrap_model(model), result.last_eval or {primary: float("nan")}, result.step)
-    if "preds" in best_eval:
-        preds, eval_results = best_eval["preds"], best_eval["metrics"]
-    else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
-        best_model = _load_finetuned(best_dir, dist.device)
-        preds, _, loss = run_inference(best_model, dev_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
-                                       dist.device)
-        eval_results = compute_metrics(metrics, preds, dev_targets, space.num_labels)
-        eval_results["eval_loss"] = float(loss)
-    best_info = json.loads((best_dir / "best_eval.json").read_text())
-    _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(preds),
-                                            "best_step": best_info.get("step"), "truncated": truncated["dev"]})
-    write_predictions(out / "predictions.tsv", [ex.index for ex in dev_read.examples],
-                      [space.decode(p) for p in preds], [ex.label for ex in dev_read.examples])
-    test_results = None
-    if test_enc is not None:
-        best_model = _load_finetuned(best_dir, dist.device)
-        tpreds, _, tloss = run_inference(best_model, test_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
-                                         dist.device)
-        labels = [ex.label for ex in test_read.examples] if test_read.has_labels else None
-        write_predictions(out / "test_predictions.tsv", [ex.index for ex in test_read.examples],
-                          [space.decode(p) for p in tpreds], labels)
-        if test_enc.targets is not None:
-            test_results = compute_metrics(metrics, tpreds, _targets_array(test_enc, space), space.num_labels)
-            test_results["eval_loss"] = float(tloss)
-            _write_json(out / "test_results.json", {**test_results, "num_examples": len(tpreds)})
-    seconds = time.time() - t0
-    log.info("finetune: done in %.0fs; best %s=%.4f at step %s; dev %s", seconds, primary,
-             eval_results[primary], best_info.get("step"), json.dumps(eval_results))
-    return FinetuneResult(
-        output_dir=out, best_dir=best_dir, metric=primary, best_metric=result.best_metric,
-        best_step=best_info.get("step"), eval_results=eval_results, test_results=test_results, steps=result.step,
-        stopped_early=result.stopped_early, num_train=len(train_enc.input_ids), num_dev=len(dev_enc.input_ids),
-        truncated=truncated, labels=list(space.labels), seconds=seconds)
+        # ---- final: evaluate best/ on dev (and test), write results and predictions
+        if not best_dir.exists():  # no evaluation produced a best (cannot happen with eval_fn; keep the last model)
+            on_best(unwrap_model(model), result.last_eval or {primary: float("nan")}, result.step)
+        if "preds" in best_eval:
+            preds, eval_results = best_eval["preds"], best_eval["metrics"]
+        else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
+            best_model = _load_finetuned(best_dir, dist.device)
+            preds, _, loss = run_inference(best_model, dev_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
+                                           dist.device)
+            eval_results = compute_metrics(metrics, preds, dev_targets, space.num_labels)
+            eval_results["eval_loss"] = float(loss)
+        best_info = json.loads((best_dir / "best_eval.json").read_text())
+        _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(preds),
+                                                "best_step": best_info.get("step"), "truncated": truncated["dev"]})
+        write_predictions(out / "predictions.tsv", [ex.index for ex in dev_read.examples],
+                          [space.decode(p) for p in preds], [ex.label for ex in dev_read.examples])
+        test_results = None
+        if test_enc is not None:
+            best_model = _load_finetuned(best_dir, dist.device)
+            tpreds, _, tloss = run_inference(best_model, test_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
+                                             dist.device)
+            labels = [ex.label for ex in test_read.examples] if test_read.has_labels else None
+            write_predictions(out / "test_predictions.tsv", [ex.index for ex in test_read.examples],
+                              [space.decode(p) for p in tpreds], labels)
+            if test_enc.targets is not None:
+                test_results = compute_metrics(metrics, tpreds, _targets_array(test_enc, space), space.num_labels)
+                test_results["eval_loss"] = float(tloss)
+                _write_json(out / "test_results.json", {**test_results, "num_examples": len(tpreds)})
+        seconds = time.time() - t0
+        log.info("finetune: done in %.0fs; best %s=%.4f at step %s; dev %s", seconds, primary,
+                 eval_results[primary], best_info.get("step"), json.dumps(eval_results))
+        final = FinetuneResult(
+            output_dir=out, best_dir=best_dir, metric=primary, best_metric=result.best_metric,
+            best_step=best_info.get("step"), eval_results=eval_results, test_results=test_results, steps=result.step,
+            stopped_early=result.stopped_early, num_train=len(train_enc.input_ids), num_dev=len(dev_enc.input_ids),
+            truncated=truncated, labels=list(space.labels), seconds=seconds)
+    if dist.distributed:
+        final = D.broadcast_object(final)
+        D.destroy_distributed()
+    return final
 
 
 def _jsonable(obj):

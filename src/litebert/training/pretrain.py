@@ -264,6 +264,11 @@ def model_config_for_data(model_config: str, manifest: dict, log=print):
     if overrides:
         config = config.replace(**overrides)
     litebert_data.check_data_matches_model(manifest, config)
+    # The longest sequence the position table has been trained on (max over continued runs, --init-from): the
+    # rows of P[seq:] never get a gradient, so fine-tuning longer than this reads untrained position vectors.
+    # Saved in config.json (an extra key; transformers keeps it as an attribute), checked by `litebert finetune`.
+    seq = int(manifest["settings"]["max_seq_length"])
+    config.extra["pretraining_max_seq_length"] = max(seq, int(config.extra.get("pretraining_max_seq_length", 0)))
     if config.type_vocab_size < 2:
         raise LitebertError(f"model config {model_config}: type_vocab_size={config.type_vocab_size}, but pretraining "
                             "pairs use token types 0 and 1 (set type_vocab_size to 2)")
