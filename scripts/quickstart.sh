@@ -4,38 +4,49 @@
 #   scripts/quickstart.sh [OUTPUT]            (default OUTPUT: runs/quickstart)
 #
 # 1. tokenizer   SentencePiece (ALBERT's own, unigram), 8000 ids, trained on wiki.train.tokens
-# 2. prepare     SOP pairs + n-gram masking shards (max_seq_length 64, 30 % of tokens masked) of train and valid
+# 2. prepare     SOP pairs + n-gram masking shards of train and valid (30 % of tokens masked), at 64 tokens and
+#                at 128 tokens
 # 3. pretrain    scripts/quickstart_model.json (E64 H128, 4 heads, 4 layers sharing one group, initializer_range
-#                0.05) with AdamW 2e-3, 6000 steps x 64 sequences, evaluated on valid every 1000 steps
-# 4. plot        OUTPUT/pretrain/curves.png
+#                0.05) with AdamW, 6000 steps of 4096 tokens in two phases, as BERT (Devlin et al. 2019, A.2):
+#                3a. 5400 steps x 64 sequences of <= 64 tokens, peak lr 2e-3 -> OUTPUT/pretrain-seq64/
+#                3b. 600 steps x 32 sequences of <= 128 tokens from 3a's model, peak lr 5e-4 -> OUTPUT/pretrain/
+#                Phase 3b trains the position vectors 64-127, which 3a never reaches: without it every token
+#                past the 64th of a fine-tuning input (57 % of MRPC's pairs, at finetune's default
+#                --max-seq-length 128) would enter the encoder with a random position vector.
+# 4. plot        OUTPUT/pretrain-seq64/curves.png, OUTPUT/pretrain/curves.png
 # 5. fill-mask   transformers.pipeline("fill-mask", model=OUTPUT/pretrain/final)
 #
 # WikiText-2 is read from $LITEBERT_DATA_DIR/wikitext-2 (default ../shared/data beside the repository); when it is
 # not there it is downloaded with `datasets` (pip install 'litebert[hub]'). Each stage is skipped when its output
 # exists, and pretraining resumes from its newest checkpoint (--resume auto), so an interrupted run can be
-# restarted with the same command. Measured here: 64 minutes with one thread while other jobs shared the 2 cores
-# (5,000-8,500 tokens/s); QS_STEPS=300 gives a short smoke run. Knobs (environment): QS_STEPS (6000),
-# QS_BATCH (64), QS_SEQ (64), QS_MASK_PROB (0.3), QS_MAX_PRED (20 at 64 tokens), QS_OPTIMIZER (adamw), QS_LR (2e-3),
-# QS_WARMUP (10 % of QS_STEPS), QS_VOCAB (8000), QS_MODEL (scripts/quickstart_model.json), QS_WORKERS (2),
+# restarted with the same command. QS_STEPS=300 gives a short smoke run. Knobs (environment): QS_STEPS (6000, both
+# phases), QS_LONG_STEPS (10 % of QS_STEPS), QS_BATCH (64), QS_SEQ (64), QS_LONG_SEQ (128), QS_MASK_PROB (0.3),
+# QS_MAX_PRED (20 at 64 tokens, scaled with the length), QS_OPTIMIZER (adamw), QS_LR (2e-3), QS_LONG_LR (5e-4),
+# QS_WARMUP (10 % of phase 1), QS_VOCAB (8000), QS_MODEL (scripts/quickstart_model.json), QS_WORKERS (2),
 # QS_THREADS (2).
 #
 # Why this recipe (docs/pretraining.md, "Why this recipe"): a model this small sits for thousands of steps on the
 # context-free MLM plateau (about 15 % accuracy: copy the visible token or guess by frequency). 64-token sequences,
-# 4 heads, 30 % masking and initializer_range 0.05 each shorten that; this run leaves it by step 2000 and ends at
-# 28.5 % validation MLM accuracy.
+# 4 heads, 30 % masking and initializer_range 0.05 each shorten that; the 64-token phase leaves it by step 2000.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-runs/quickstart}"
 DATA_DIR="${LITEBERT_DATA_DIR:-$REPO/../shared/data}"
 STEPS="${QS_STEPS:-6000}"
+LONG_STEPS="${QS_LONG_STEPS:-$(( STEPS / 10 ))}"  # phase 3b: 600 by default
+SHORT_STEPS=$(( STEPS - LONG_STEPS ))               # phase 3a: 5400 by default
 BATCH="${QS_BATCH:-64}"
 SEQ="${QS_SEQ:-64}"
+LONG_SEQ="${QS_LONG_SEQ:-128}"
+LONG_BATCH=$(( BATCH * SEQ / LONG_SEQ ))            # the same tokens per step: 32 x 128 = 64 x 64
 OPTIMIZER="${QS_OPTIMIZER:-adamw}"
 LR="${QS_LR:-2e-3}"
-WARMUP="${QS_WARMUP:-$(( STEPS / 10 ))}"  # 10 % of the steps: 600 by default
+LONG_LR="${QS_LONG_LR:-5e-4}"
+WARMUP="${QS_WARMUP:-$(( SHORT_STEPS / 10 ))}"  # 10 % of phase 3a: 540 by default
 MASK_PROB="${QS_MASK_PROB:-0.3}"
 MAX_PRED="${QS_MAX_PRED:-$(( SEQ * 20 / 64 ))}"  # room for MASK_PROB x SEQ targets: 20 at 64 tokens
+LONG_MAX_PRED=$(( MAX_PRED * LONG_SEQ / SEQ ))   # 40 at 128 tokens
 VOCAB="${QS_VOCAB:-8000}"
 MODEL="${QS_MODEL:-$REPO/scripts/quickstart_model.json}"
 WORKERS="${QS_WORKERS:-2}"
@@ -76,21 +87,32 @@ else
     --output "$OUT/tokenizer"
 fi
 
-echo "== 2/5 prepare train and valid shards"
+echo "== 2/5 prepare train and valid shards ($SEQ and $LONG_SEQ tokens)"
 for split in train valid; do
-  if [[ -f "$OUT/data/$split/manifest.json" ]]; then echo "   $OUT/data/$split exists: kept"; continue; fi
-  litebert prepare --corpus "$WT/wiki.$split.tokens" --tokenizer "$OUT/tokenizer" --output "$OUT/data/$split" \
-    --max-seq-length "$SEQ" --max-predictions-per-seq "$MAX_PRED" --masked-lm-prob "$MASK_PROB" \
-    --workers "$WORKERS" --seed 12345
+  for spec in "$split:$SEQ:$MAX_PRED" "$split-$LONG_SEQ:$LONG_SEQ:$LONG_MAX_PRED"; do
+    IFS=: read -r name seq max_pred <<<"$spec"
+    if [[ -f "$OUT/data/$name/manifest.json" ]]; then echo "   $OUT/data/$name exists: kept"; continue; fi
+    litebert prepare --corpus "$WT/wiki.$split.tokens" --tokenizer "$OUT/tokenizer" --output "$OUT/data/$name" \
+      --max-seq-length "$seq" --max-predictions-per-seq "$max_pred" --masked-lm-prob "$MASK_PROB" \
+      --workers "$WORKERS" --seed 12345
+  done
 done
 
-echo "== 3/5 pretrain $MODEL: $STEPS steps x $BATCH sequences of <= $SEQ tokens, $OPTIMIZER peak lr $LR, warmup $WARMUP"
+echo "== 3/5 pretrain $MODEL, phase a: $SHORT_STEPS steps x $BATCH sequences of <= $SEQ tokens, $OPTIMIZER peak lr $LR, warmup $WARMUP"
 litebert pretrain --data "$OUT/data/train" --eval-data "$OUT/data/valid" --model-config "$MODEL" \
-  --output "$OUT/pretrain" --optimizer "$OPTIMIZER" --learning-rate "$LR" --warmup-steps "$WARMUP" --max-steps "$STEPS" \
-  --batch-size "$BATCH" --logging-steps 50 --eval-steps 1000 --max-eval-batches 40 --save-steps 1000 --save-total-limit 2 --seed 42 \
+  --output "$OUT/pretrain-seq$SEQ" --optimizer "$OPTIMIZER" --learning-rate "$LR" --warmup-steps "$WARMUP" \
+  --max-steps "$SHORT_STEPS" --batch-size "$BATCH" --logging-steps 50 --eval-steps 1000 --max-eval-batches 40 \
+  --save-steps 1000 --save-total-limit 2 --seed 42 --resume auto
+echo "== 3/5 pretrain, phase b: $LONG_STEPS steps x $LONG_BATCH sequences of <= $LONG_SEQ tokens from phase a's model, peak lr $LONG_LR"
+litebert pretrain --data "$OUT/data/train-$LONG_SEQ" --eval-data "$OUT/data/valid-$LONG_SEQ" \
+  --model-config "$OUT/pretrain-seq$SEQ/final/config.json" --init-from "$OUT/pretrain-seq$SEQ/final" \
+  --output "$OUT/pretrain" --optimizer "$OPTIMIZER" --learning-rate "$LONG_LR" \
+  --warmup-steps "$(( LONG_STEPS / 10 ))" --max-steps "$LONG_STEPS" --batch-size "$LONG_BATCH" --logging-steps 50 \
+  --eval-steps "$LONG_STEPS" --max-eval-batches 80 --save-steps "$LONG_STEPS" --save-total-limit 1 --seed 43 \
   --resume auto
 
 echo "== 4/5 curves"
+litebert plot "$OUT/pretrain-seq$SEQ"
 litebert plot "$OUT/pretrain"
 
 echo "== 5/5 fill-mask with transformers"

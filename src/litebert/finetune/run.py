@@ -541,6 +541,11 @@ def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, 
 def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     """Fine-tune ``cfg.model`` on ``cfg.train_file``, keep the best dev checkpoint in ``OUTPUT/best``.
 
+    Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is trained with DDP, ``cfg.batch_size`` sequences per
+    process and micro-batch; dev predictions are sharded over the ranks and gathered (:func:`sharded_inference`);
+    rank 0 alone writes ``OUTPUT/`` and every rank returns its :class:`FinetuneResult`. Logs a warning when
+    ``max_seq_length`` exceeds the model's ``pretraining_max_seq_length`` (:func:`untrained_positions_warning`).
+
     Raises:
         LitebertError: bad files (see :mod:`litebert.finetune.readers`), a dev label unseen in training, an
             unknown metric for the problem type, a model directory without weights or tokenizer, an output
