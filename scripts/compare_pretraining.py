@@ -255,12 +255,13 @@ def table(workdir: Path) -> str:
             mp, mr = statistics.mean(vals["pretrained"]), statistics.mean(vals["random"])
             sp = statistics.stdev(vals["pretrained"]) if len(vals["pretrained"]) > 1 else 0.0
             sr = statistics.stdev(vals["random"]) if len(vals["random"]) > 1 else 0.0
-            ok = (mp - mr) > 2 * sr
+            judged = len(vals["random"]) > 1  # a spread needs two random runs at least
+            ok = judged and (mp - mr) > 2 * sr
             if name == metric and task in CRITERION_TASKS:
                 passed += ok
             lines.append(f"| {task} | {name}{' (selects)' if name == metric else ''} | {100 * mp:.2f} ± "
                          f"{100 * sp:.2f} | {100 * mr:.2f} ± {100 * sr:.2f} | {100 * (mp - mr):+.2f} | "
-                         f"{200 * sr:.2f} | {'yes' if ok else 'no'} | "
+                         f"{200 * sr:.2f} | {('yes' if ok else 'no') if judged else 'not yet (one random run)'} | "
                          f"{len(vals['pretrained'])}/{len(vals['random'])} |")
     lines.append("")
     counted = [t for t in tasks if t in CRITERION_TASKS]

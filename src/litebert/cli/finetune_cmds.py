@@ -68,6 +68,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         precision=args.precision, device=args.device, progress_bar=not args.no_progress,
         keep_checkpoints=not args.no_checkpoints, resume=args.resume)
     result = finetune(cfg)
+    if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints the summary
+        return 0
     print(json.dumps({"best_dir": str(result.best_dir), "metric": result.metric, "best_step": result.best_step,
                       "eval_results": result.eval_results, "test_results": result.test_results,
                       "steps": result.steps, "truncated": result.truncated}, indent=2))
