@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from litebert.errors import LitebertError
-from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space, encode_examples,
-                                    label_space_from_config)
+from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space,
+                                    encode_examples, label_space_from_config)
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
