@@ -356,3 +356,24 @@ def test_torchrun_two_processes_equal_one_process(en_model, shared_data, tmp_pat
     evals = [json.loads(line) for line in (tmp_path / "2x4" / "metrics.jsonl").read_text().splitlines()
              if '"eval"' in line]
     assert [e["step"] for e in evals] == [6, 12]  # rank 0 alone logged
+
+    # evaluate under torchrun: the rows are shared out over the ranks, rank 0 alone prints and writes, and the
+    # result is the one-process one
+    def eval_args(out):
+        return ["-m", "litebert", "evaluate", "--model", str(tmp_path / "2x4" / "best"), "--data",
+                str(glue / "dev.tsv"), "--max-examples", "101", "--max-seq-length", "32", "--device", "cpu",
+                "--output", str(out)]
+
+    e1 = subprocess.run([sys.executable, *eval_args(tmp_path / "ev1")], env=env, cwd=repo, capture_output=True,
+                        text=True, timeout=600)
+    assert e1.returncode == 0, e1.stderr[-3000:]
+    e2 = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                         *eval_args(tmp_path / "ev2")], env=env, cwd=repo, capture_output=True, text=True,
+                        timeout=600)
+    assert e2.returncode == 0, e2.stderr[-3000:]
+    assert e2.stdout.count('"accuracy"') == 1  # one summary, from rank 0
+    v1 = json.loads((tmp_path / "ev1" / "eval_results.json").read_text())
+    v2 = json.loads((tmp_path / "ev2" / "eval_results.json").read_text())
+    assert v1["num_examples"] == v2["num_examples"] == 101 and v1["accuracy"] == v2["accuracy"]
+    assert abs(v1["eval_loss"] - v2["eval_loss"]) < 1e-5
+    assert (tmp_path / "ev1" / "predictions.tsv").read_text() == (tmp_path / "ev2" / "predictions.tsv").read_text()

@@ -91,6 +91,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     _setup_logging()
     result = evaluate(_eval_config(args))
+    if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints
+        return 0
     print(json.dumps({**result.metrics, "num_examples": result.num_examples, "truncated": result.truncated}, indent=2))
     return 0
 
@@ -100,6 +102,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     _setup_logging()
     result = predict(_eval_config(args))
+    if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints
+        return 0
     if result.predictions_file is None:  # no --output: predictions to stdout
         for i, pred in enumerate(result.predictions):
             print(f"{i}\t{pred}")

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import random
 import shutil
 import time
@@ -769,9 +770,13 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     encoded = encode_examples(read.examples, tokenizer, cfg.max_seq_length, eval_space if labelled else None,
                               read.path, "model's")
     _report_truncation("data", read.path, encoded, cfg.max_seq_length)
-    device = _device(cfg.device)
-    model = _load_finetuned(directory, device)
-    return read, space, metrics, tokenizer, encoded, model, device
+    from litebert.training import distributed as D
+
+    # under torchrun each rank predicts every W-th row (sharded_inference) and rank 0 alone writes
+    dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
+            else D.DistInfo(device=_device(cfg.device)))
+    model = _load_finetuned(directory, dist.device)
+    return read, space, metrics, tokenizer, encoded, model, dist
 
 
 def _lenient_space(space: LabelSpace) -> LabelSpace:
@@ -784,36 +789,38 @@ def _lenient_space(space: LabelSpace) -> LabelSpace:
 
 def evaluate(cfg: EvaluateConfig) -> EvalResult:
     """Metrics of a fine-tuned model on a labelled file; writes ``OUTPUT/eval_results.json`` and
-    ``OUTPUT/predictions.tsv`` when ``cfg.output_dir`` is set.
+    ``OUTPUT/predictions.tsv`` when ``cfg.output_dir`` is set. Under ``torchrun`` the rows are shared out over the
+    ranks (:func:`sharded_inference`), every rank returns the whole result, and rank 0 alone writes.
 
     Raises:
         LitebertError: the file has no label column, a label the model does not know (``file:line``), and the
             reader's errors.
     """
-    read, space, metrics, tokenizer, encoded, model, device = _prepare_eval(cfg, need_labels=True)
-    preds, _, loss = run_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, device)
+    read, space, metrics, tokenizer, encoded, model, dist = _prepare_eval(cfg, need_labels=True)
+    preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
     result = compute_metrics(metrics, preds, _targets_array(encoded, space), space.num_labels)
     result["eval_loss"] = float(loss)
     predictions = [space.decode(p) for p in preds]
     labels = [ex.label for ex in read.examples]
     res = EvalResult(metrics=result, predictions=predictions, labels=labels, num_examples=len(preds),
                      truncated=encoded.truncated)
-    if cfg.output_dir:
+    if cfg.output_dir and dist.is_main:
         out = Path(cfg.output_dir)
         res.results_file = _write_json(out / "eval_results.json", {**result, "num_examples": len(preds),
                                                                    "truncated": encoded.truncated})
         res.predictions_file = write_predictions(out / "predictions.tsv", [ex.index for ex in read.examples],
                                                  predictions, labels)
     log.info("evaluate: %s on %d rows of %s", json.dumps(result), len(preds), read.path)
+    _end_distributed(dist)
     return res
 
 
 def predict(cfg: EvaluateConfig) -> EvalResult:
     """Predictions of a fine-tuned model for every row of a file (labels optional); writes
     ``OUTPUT/predictions.tsv`` (``index  prediction [label]``) when ``cfg.output_dir`` is set. Metrics are
-    computed when the file has labels."""
-    read, space, metrics, tokenizer, encoded, model, device = _prepare_eval(cfg, need_labels=False)
-    preds, _, loss = run_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, device)
+    computed when the file has labels. Under ``torchrun``: as :func:`evaluate`."""
+    read, space, metrics, tokenizer, encoded, model, dist = _prepare_eval(cfg, need_labels=False)
+    preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
     labels = [ex.label for ex in read.examples] if read.has_labels else None
     result: dict[str, float] = {}
     if encoded.targets is not None:
@@ -822,7 +829,14 @@ def predict(cfg: EvaluateConfig) -> EvalResult:
     predictions = [space.decode(p) for p in preds]
     res = EvalResult(metrics=result, predictions=predictions, labels=labels, num_examples=len(preds),
                      truncated=encoded.truncated)
-    if cfg.output_dir:
+    if cfg.output_dir and dist.is_main:
         res.predictions_file = write_predictions(Path(cfg.output_dir) / "predictions.tsv",
                                                  [ex.index for ex in read.examples], predictions, labels)
+    _end_distributed(dist)
     return res
+
+
+def _end_distributed(dist) -> None:
+    if dist.distributed:
+        from litebert.training.distributed import destroy_distributed
+        destroy_distributed()
