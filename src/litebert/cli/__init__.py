@@ -17,7 +17,7 @@ from litebert.errors import LitebertError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from litebert.cli import data_cmds, finetune_cmds, model_cmds, pretrain_cmds
+    from litebert.cli import ablate_cmds, data_cmds, finetune_cmds, model_cmds, pretrain_cmds
 
     from litebert import __version__
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     sub.required = True
-    for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds):
+    for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds, ablate_cmds):
         module.register(sub)
     for command in sub.choices.values():
         _show_defaults(command)

@@ -27,6 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("--learning-rate", type=float, default=1.76e-3, help="peak learning rate")
     p.add_argument("--warmup-steps", type=non_negative_int, default=0, help="linear warmup from 0 to the peak lr")
     p.add_argument("--max-steps", type=non_negative_int, default=1000, help="optimizer steps in the whole run")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="wall-clock limit of training in minutes: stop (evaluate, checkpoint) after the step that "
+                        "crosses it")
     p.add_argument("--batch-size", type=non_negative_int, default=32, help="sequences per process per micro-batch")
     p.add_argument("--gradient-accumulation-steps", type=non_negative_int, default=1,
                    help="micro-batches per optimizer step")
@@ -80,7 +83,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     cfg = PretrainConfig(
         data=args.data, output=args.output, model_config=args.model_config, eval_data=args.eval_data,
         optimizer=args.optimizer, learning_rate=args.learning_rate, warmup_steps=args.warmup_steps,
-        max_steps=args.max_steps, batch_size=args.batch_size,
+        max_steps=args.max_steps, max_minutes=args.max_minutes, batch_size=args.batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps, max_grad_norm=args.max_grad_norm,
         weight_decay=args.weight_decay, adam_epsilon=args.adam_epsilon, bias_correction=args.bias_correction,
         lr_decay_power=args.lr_decay_power, logging_steps=args.logging_steps, eval_steps=args.eval_steps,

@@ -60,6 +60,10 @@ class TrainingArgs:
     progress_bar: bool = True
     #: prefix of log lines, e.g. "pretrain"
     log_prefix: str = ""
+    #: wall-clock limit of this call's training, in minutes: the step that crosses it is treated as the last one
+    #: (logged, evaluated, checkpointed); None = no limit. The schedule still runs over max_steps. Rank 0's clock
+    #: decides (broadcast), so every rank stops at the same step.
+    max_minutes: float | None = None
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, what: str) -> None:
@@ -77,6 +81,7 @@ class TrainingArgs:
         need(self.max_bad_steps >= 1, "max_bad_steps", "must be >= 1")
         need(self.early_stopping_patience is None or self.metric_for_best is not None, "early_stopping_patience",
              "needs metric_for_best")
+        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "must be > 0 or None")
 
 
 @dataclass
@@ -447,6 +452,11 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches
 
             # -- log ------------------------------------------------------------------------------------------
             at_end = st.step >= args.max_steps
+            if args.max_minutes is not None and not at_end:
+                at_end = bool(D.broadcast_object(time.perf_counter() - t_start >= 60.0 * args.max_minutes))
+                if at_end:
+                    logger.text(f"step {st.step}: the time limit of {args.max_minutes:g} minutes is reached; stopping")
+                    stopped_early = True  # leaves the loop after this step's log, evaluation and checkpoint
             if st.step % args.logging_steps == 0 or at_end:
                 if window.steps:
                     last_train = {"step": st.step, "split": "train", **window.summary(), "learning_rate": lr}

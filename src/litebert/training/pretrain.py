@@ -52,6 +52,10 @@ class PretrainConfig:
     warmup_steps: int = 0
     #: optimizer steps
     max_steps: int = 1000
+    #: wall-clock limit of the training loop in minutes (None = none): the run stops after the step that crosses
+    #: it, evaluates and checkpoints as at max_steps; the schedule still spans max_steps. Per process: a resumed run
+    #: gets the full limit again.
+    max_minutes: float | None = None
     #: sequences per process per micro-batch
     batch_size: int = 32
     gradient_accumulation_steps: int = 1
@@ -115,6 +119,7 @@ class PretrainConfig:
         need(self.save_steps >= 0, "save_steps", "must be >= 0")
         need(self.save_total_limit is None or self.save_total_limit > 0, "save_total_limit", "must be > 0")
         need(self.lr_decay_power > 0, "lr_decay_power", "must be > 0")
+        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "must be > 0")
 
 
 @dataclass
@@ -415,7 +420,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
             resume=str(resume_from) if resume_from is not None else None,
             precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
-            log_prefix="pretrain")
+            log_prefix="pretrain", max_minutes=cfg.max_minutes)
         use_sop = (manifest.get("settings") or {}).get("inter_sentence_task", "sop") != "none"
         objective, count = (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective,
                                                                                        mlm_only_count)
