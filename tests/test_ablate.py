@@ -67,8 +67,8 @@ def test_grid_contents_and_the_default_base_matches_the_quickstart_model():
     base = AlbertConfig(**DEFAULT_BASE)
     quick = json.loads(open(os.path.join(os.path.dirname(__file__), "..", "scripts", "quickstart_model.json")).read())
     assert DEFAULT_BASE == quick
-    assert [c.name for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop"]
-    assert [c.inter_sentence_task for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop"]
+    assert [c.name for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
+    assert [c.inter_sentence_task for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
     assert [c.name for c in build_grid("sharing", base)] == ["all-shared", "shared-attention", "shared-FFN",
                                                              "not-shared"]
     assert [c.data_fraction for c in build_grid("data", base)] == [0.25, 0.5, 1.0]
@@ -79,7 +79,7 @@ def test_grid_contents_and_the_default_base_matches_the_quickstart_model():
     sizes = [c.config(base).embedding_size for c in build_grid("embedding-size", base)]
     assert sizes == [16, 32, 64, 128] * 2
     assert [c.system for c in build_grid("system", base)] == ["litebert", "transformers"]
-    assert [c.paper_key for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop"]
+    assert [c.paper_key for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", None]
 
 
 def test_unknown_study_or_cell_is_a_clear_error(tmp_path, capsys):
@@ -88,7 +88,7 @@ def test_unknown_study_or_cell_is_a_clear_error(tmp_path, capsys):
         build_grid("depht", base)
     with pytest.raises(LitebertError, match=r"unknown cell\(s\) 'L3' for study 'depth'.*L1, L2, L4, L8"):
         select_cells(build_grid("depth", base), ["L1", "L3"])
-    with pytest.raises(LitebertError, match="exactly one of --steps N and --budget-minutes M"):
+    with pytest.raises(LitebertError, match="give --steps N or --budget-minutes M"):
         AblateConfig(study="depth", corpus=["x"], output=str(tmp_path))
     corpus = tmp_path / "c.txt"
     corpus.write_text("a b c.\n")
@@ -187,3 +187,49 @@ def test_ablate_writes_results_and_resumes_a_half_finished_study(corpus, tmp_pat
     assert again[1]["steps"] == 6 and again[1]["mlm_accuracy"] == records[1]["mlm_accuracy"]
     # a finished study does nothing but rewrite the outputs
     assert ablate(_cfg(corpus, out), log=lambda *a: None).trained == []
+
+
+def test_sop_official_data_leaks_other_document_pairs_only_from_one_sentence_chunks(tmp_path, shared_data):
+    """The official SOP data (google-research/albert): a one-sentence chunk gets B from another document, label 1."""
+    import numpy as np
+
+    from litebert.data import META_FIELDS, PrepareConfig, PretrainingDataset, prepare
+    from litebert.tokenization import train_tokenizer
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text((shared_data / "wikitext-2" / "wiki.valid.tokens").read_text(encoding="utf-8")[:150_000])
+    train_tokenizer([corpus], "sentencepiece", 300, tmp_path / "tok")
+    meta = {}
+    for task in ("sop", "sop-official"):
+        prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(tmp_path / "tok"), output=str(tmp_path / task),
+                              max_seq_length=32, inter_sentence_task=task, seed=3, progress=False))
+        meta[task] = PretrainingDataset(tmp_path / task).meta
+    col = {n: i for i, n in enumerate(META_FIELDS)}
+    for task, m in meta.items():
+        cross = m[:, col["b_doc"]] != m[:, col["doc"]]
+        one = m[:, col["sent_end"]] - m[:, col["sent_start"]] == 1
+        label = m[:, col["label"]]
+        if task == "sop":
+            assert not cross.any()  # litebert's SOP: A and B always from one document
+        else:
+            assert one.sum() > 20 and np.array_equal(cross, one)  # exactly the one-sentence chunks cross ...
+            assert (label[cross] == 1).all()  # ... labelled 1, like a swap
+            assert 0.4 < label[~cross].mean() < 0.6  # the rest is plain SOP
+    # both read the same documents in the same chunks: the same number of instances
+    assert len(meta["sop"]) == len(meta["sop-official"])
+
+
+@pytest.mark.slow
+def test_system_study_trains_transformers_with_trainer_and_scores_it_like_litebert(corpus, tmp_path):
+    pytest.importorskip("accelerate")
+    out = tmp_path / "system"
+    res = ablate(_cfg(corpus, out, study="system", cells=None, steps=3), log=lambda *a: None)
+    lit, hf = res.records
+    assert (lit["cell"], hf["cell"]) == ("litebert", "transformers")
+    assert lit["parameters"] == hf["parameters"]  # the same configuration (all-shared: HF can build it)
+    assert hf["steps"] == 3 and hf["tokens"] > 0 and 0 <= hf["mlm_accuracy"] <= 1
+    import transformers
+
+    m = transformers.AlbertForMaskedLM.from_pretrained(out / "system" / "transformers" / "final")
+    assert m.config.embedding_size == 16 and m.config.num_hidden_layers == 4
+    assert "transformers" in (out / "system.md").read_text()

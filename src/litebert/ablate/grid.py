@@ -125,7 +125,10 @@ def build_grid(study: str, base) -> list[Cell]:
                  Cell(study, "shared-FFN", {"sharing": "ffn", "num_hidden_groups": 1}),
                  Cell(study, "not-shared", dict(not_shared))]
     elif study == "inter-sentence":
-        cells = [Cell(study, task, {}, inter_sentence_task=task) for task in ("none", "nsp", "sop")]
+        # + "sop-official": SOP data as google-research/albert makes it (a one-sentence chunk gets B from another
+        # document, labelled 1 like a swap), the data the paper's SOP row was trained on; litebert's "sop" never
+        # leaks other-document pairs into SOP (see litebert.data.instances)
+        cells = [Cell(study, task, {}, inter_sentence_task=task) for task in ("none", "nsp", "sop", "sop-official")]
     elif study == "depth":
         # Table 11: all-shared, so the parameter count does not depend on the depth
         cells = [Cell(study, f"L{n}", {"num_hidden_layers": n, **all_shared}) for n in (1, 2, 4, 8)]

@@ -63,7 +63,7 @@ def table_markdown(study: str, records: list[dict]) -> str:
                   f"sequences: SOP {r0.get('sop_sequences')}, NSP {r0.get('nsp_sequences')}; masked tokens scored: "
                   f"{r0.get('mlm_tokens')}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds.",
                   ""]
-    head = ["cell", "parameters", "steps", "tokens", "MLM loss", "MLM acc", "SOP acc", "NSP acc"]
+    head = ["cell", "parameters", "steps", "seconds", "tokens", "MLM loss", "MLM acc", "SOP acc", "NSP acc"]
     head += [f.replace("finetune_", "FT ") for f in ft]
     if study == "inter-sentence":
         head += ["paper MLM", "paper NSP", "paper SOP", "paper avg"]
@@ -73,6 +73,7 @@ def table_markdown(study: str, records: list[dict]) -> str:
     for name, rs in cells.items():
         one = len(rs) == 1
         row = [name, f"{rs[0]['parameters']:,}", f"{round(_mean([r['steps'] for r in rs])[0])}",
+               f"{round(_mean([r['seconds'] for r in rs])[0])}",
                f"{_mean([r.get('tokens') for r in rs])[0] / 1e6:.2f} M",
                f"{_mean([r['mlm_loss'] for r in rs])[0]:.3f}",
                _pct([r["mlm_accuracy"] for r in rs]),

@@ -54,9 +54,10 @@ class AblateConfig:
         output: the study directory DIR.
         eval_corpus: held-out corpus files; None = the last ``eval_fraction`` of each corpus file's lines.
         cells: run only these cells of the grid (None = all).
-        steps / budget_minutes: the equal budget of every cell, exactly one: optimizer steps, or wall-clock minutes
-            of training per cell (the step count of the schedule is then estimated from a timed probe of the cell,
-            and the loop also stops at the time limit).
+        steps / budget_minutes: the equal budget of every cell: optimizer steps, or wall-clock minutes of training
+            per cell (the step count of the schedule is then estimated from a timed probe of the cell, and the loop
+            also stops at the time limit), or both (the schedule spans ``steps``; the time limit stops the run
+            earlier if it comes first: for cells run side by side on a machine whose load changes).
         base_config: a model config.json (preset name or path); None = :data:`~litebert.ablate.grid.DEFAULT_BASE`.
         seeds: pretraining runs per cell (seeds 42, 43, ...).
         finetune_task: a ``litebert finetune`` task preset (e.g. ``sst2``) to fine-tune every cell's model on,
@@ -108,8 +109,9 @@ class AblateConfig:
         if isinstance(self.corpus, (str, os.PathLike)):
             self.corpus = [self.corpus]
         need(bool(self.corpus), "corpus", "give at least one corpus file")
-        if (self.steps is None) == (self.budget_minutes is None):
-            raise LitebertError("give exactly one of --steps N and --budget-minutes M (the budget of every cell)")
+        if self.steps is None and self.budget_minutes is None:
+            raise LitebertError("give --steps N or --budget-minutes M (or both: the schedule spans N steps and the "
+                                "time limit stops it), the budget of every cell")
         need(self.steps is None or self.steps > 0, "steps", "must be > 0")
         need(self.budget_minutes is None or self.budget_minutes > 0, "budget_minutes", "must be > 0")
         need(self.seeds >= 1, "seeds", "must be >= 1")

@@ -22,9 +22,10 @@ def register(subparsers) -> None:
     p.add_argument("--eval-corpus", nargs="+", default=None, metavar="FILE",
                    help="held-out corpus (default: the last --eval-fraction of every corpus file's lines)")
     p.add_argument("--output", required=True, metavar="DIR")
-    budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--steps", type=non_negative_int, default=None, help="optimizer steps per cell")
-    budget.add_argument("--budget-minutes", type=float, default=None, help="wall-clock training minutes per cell")
+    p.add_argument("--steps", type=non_negative_int, default=None, help="optimizer steps per cell")
+    p.add_argument("--budget-minutes", type=float, default=None,
+                   help="wall-clock training minutes per cell (alone: the steps are estimated from a timed probe; "
+                        "with --steps: a time limit on a schedule of --steps steps)")
     p.add_argument("--base-config", default=None, metavar="JSON",
                    help="base model config.json or preset (default: the quick-start model, E64 H128 L4)")
     p.add_argument("--cells", nargs="+", default=None, metavar="CELL", help="run only these cells of the grid")

@@ -34,7 +34,9 @@ def register(subparsers) -> None:
     q.add_argument("--masked-lm-prob", type=float, default=0.15)
     q.add_argument("--max-ngram", type=int, default=3)
     q.add_argument("--short-seq-prob", type=float, default=0.1)
-    q.add_argument("--inter-sentence-task", choices=("sop", "nsp", "none"), default="sop")
+    q.add_argument("--inter-sentence-task", choices=("sop", "nsp", "none", "sop-official"),
+                   default="sop", help="sop-official: SOP with the official script's other-document B for a "
+                                       "one-sentence chunk")
     q.add_argument("--seed", type=int, default=12345)
     q.add_argument("--workers", type=int, default=1)
     q.add_argument("--static-masking", action="store_true", help="write masks into the shards")

@@ -54,7 +54,8 @@ class PrepareConfig:
         max_ngram: longest n-gram (in words); 1 gives plain whole-word masking.
         short_seq_prob: probability that a document's target length is drawn from [2, max_seq_length − 3].
         inter_sentence_task: ``sop`` (default), ``nsp`` (B from another nearby document with p 0.5) or ``none``
-            (A and B always in order, label 0; the trainer should not use the sentence loss).
+            (A and B always in order, label 0; the trainer should not use the sentence loss) or ``sop-official`` (SOP as
+            google-research/albert makes it: a one-sentence chunk gets B from another document, label 1).
         seed: seed of every random choice.
         workers: processes that tokenize and build instances (output is identical for any value).
         static_masking: write masks into the shards (``dupe_factor`` passes) instead of masking per epoch.
@@ -108,8 +109,9 @@ class PrepareConfig:
             raise LitebertError(f"--max-ngram must be ≥ 1, got {self.max_ngram}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise LitebertError(f"--short-seq-prob must be in [0, 1], got {self.short_seq_prob}")
-        if self.inter_sentence_task not in ("sop", "nsp", "none"):
-            raise LitebertError(f"--inter-sentence-task must be sop, nsp or none, got {self.inter_sentence_task!r}")
+        if self.inter_sentence_task not in ("sop", "nsp", "none", "sop-official"):
+            raise LitebertError("--inter-sentence-task must be sop, nsp, none or sop-official, got "
+                                f"{self.inter_sentence_task!r}")
         if self.workers < 1:
             raise LitebertError(f"--workers must be ≥ 1, got {self.workers}")
         if self.dupe_factor < 1:
@@ -233,7 +235,7 @@ def _process_unit(unit: tuple[int, int, list[list[str]]]) -> dict:
     tok, cfg = _STATE["tok"], _STATE["cfg"]
     tokenized = _tokenize_unit(docs)
     others = None
-    if cfg.inter_sentence_task == "nsp":
+    if cfg.inter_sentence_task in ("nsp", "sop-official"):
         others = [(first_doc + j, t, f, sl) for j, (t, f, sl) in enumerate(tokenized) if len(sl)]
     out = DocumentInstances()
     dropped = 0
