@@ -18,9 +18,9 @@ from litebert.modeling import AlbertForPreTraining
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = dict(vocab_size=300, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_hidden_groups=1,
-            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)
+TINY = {"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 4, "num_hidden_groups": 1,
+            "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0}
 
 
 def expected_parameters(c: AlbertConfig) -> int:
@@ -65,7 +65,8 @@ def test_every_cell_has_the_closed_form_parameter_count(study):
 
 def test_grid_contents_and_the_default_base_matches_the_quickstart_model():
     base = AlbertConfig(**DEFAULT_BASE)
-    quick = json.loads(open(os.path.join(os.path.dirname(__file__), "..", "scripts", "quickstart_model.json")).read())
+    with open(os.path.join(os.path.dirname(__file__), "..", "scripts", "quickstart_model.json")) as f:
+        quick = json.load(f)
     assert DEFAULT_BASE == quick
     assert [c.name for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
     assert [c.inter_sentence_task for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
@@ -127,9 +128,9 @@ def corpus(tmp_path_factory, shared_data):
 
 def _cfg(corpus, out, **kw):
     train, held, base = corpus
-    return AblateConfig(**{**dict(study="depth", corpus=[str(train)], eval_corpus=[str(held)], output=str(out),
-                                  steps=6, base_config=str(base), batch_size=8, max_seq_length=32,
-                                  max_predictions_per_seq=8, save_steps=3, cells=["L1", "L2"]), **kw})
+    return AblateConfig(**{"study": "depth", "corpus": [str(train)], "eval_corpus": [str(held)], "output": str(out),
+                                  "steps": 6, "base_config": str(base), "batch_size": 8, "max_seq_length": 32,
+                                  "max_predictions_per_seq": 8, "save_steps": 3, "cells": ["L1", "L2"], **kw})
 
 
 def test_ablate_writes_results_and_resumes_a_half_finished_study(corpus, tmp_path):

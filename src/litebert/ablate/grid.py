@@ -108,7 +108,7 @@ def build_grid(study: str, base) -> list[Cell]:
     """
     if study not in STUDIES:
         raise LitebertError(f"unknown study {study!r}; known studies: {', '.join(STUDIES)}")
-    H, E, L = base.hidden_size, base.embedding_size, base.num_hidden_layers
+    H, L = base.hidden_size, base.num_hidden_layers
     all_shared = {"sharing": "all", "num_hidden_groups": 1}
     not_shared = {"sharing": "none", "num_hidden_groups": L}
     cells: list[Cell] = []

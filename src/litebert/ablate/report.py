@@ -57,11 +57,12 @@ def table_markdown(study: str, records: list[dict]) -> str:
     lines = [f"# {study}: {title}", ""]
     if records:
         r0 = records[0]
-        budget = (f"{r0['budget_minutes']:g} wall-clock minutes" if r0.get("budget_minutes")
-                  else f"{r0['steps']} steps")
-        lines += [f"Budget per cell: {budget}; seeds per cell: {max(len(v) for v in cells.values())}; held-out "
+        budget = f"a schedule of {r0.get('max_steps', r0['steps'])} steps"
+        if r0.get("budget_minutes"):
+            budget += f", stopped at {r0['budget_minutes']:g} wall-clock minutes"
+        lines += [(f"Budget per cell: {budget}; seeds per cell: {max(len(v) for v in cells.values())}; held-out "
                   f"sequences: SOP {r0.get('sop_sequences')}, NSP {r0.get('nsp_sequences')}; masked tokens scored: "
-                  f"{r0.get('mlm_tokens')}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds.",
+                  f"{r0.get('mlm_tokens')}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds."),
                   ""]
     head = ["cell", "parameters", "steps", "seconds", "tokens", "MLM loss", "MLM acc", "SOP acc", "NSP acc"]
     head += [f.replace("finetune_", "FT ") for f in ft]
@@ -86,12 +87,12 @@ def table_markdown(study: str, records: list[dict]) -> str:
         elif study != "system":
             row += [f"{p['params_m']}M" if "params_m" in p else "–", str(p.get("avg", "–"))]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", f"Paper: arXiv:1909.11942v6, {source}. The paper's \"avg\" is its downstream average (SQuAD 1.1/2.0, "
-              "MNLI, SST-2, RACE) after 125k steps at batch 4096; ours are held-out pretraining metrics of a tiny "
-              "model on a tiny budget: compare directions, not values."]
+    lines += ["", (f"Paper: arXiv:1909.11942v6, {source}. The paper's \"avg\" is its downstream average (SQuAD "
+                   "1.1/2.0, MNLI, SST-2, RACE) after 125k steps at batch 4096; ours are held-out pretraining metrics "
+                   "of a tiny model on a tiny budget: compare directions, not values.")]
     if study == "system":
-        lines += ["", "The transformers arm trains MLM only (DataCollatorForLanguageModeling has no sentence task), so "
-                  "its SOP/NSP columns are an untrained head (chance)."]
+        lines += ["", ("The transformers arm trains MLM only (DataCollatorForLanguageModeling has no sentence task), "
+                       "so its SOP/NSP columns are an untrained head (chance).")]
     return "\n".join(lines) + "\n"
 
 

@@ -346,8 +346,8 @@ def run_dir(root: Path, cell: Cell, seed_index: int) -> Path:
 
 def _estimate_steps(model_config, data_dir: str, cfg: AblateConfig, minutes: float, log=print) -> int:
     """Optimizer steps that fit in ``minutes``: time a few real steps of this cell (model, optimizer, batch)."""
-    from litebert.optim import build_optimizer
     from litebert.modeling import AlbertForPreTraining
+    from litebert.optim import build_optimizer
     from litebert.training.loop import make_batch_factory
     from litebert.training.pretrain import _pretraining_sums, _read_data
 
@@ -385,7 +385,7 @@ def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, ev
              base, log=print) -> tuple[dict, bool]:
     """Train (or resume) and evaluate one cell; returns (its results record, whether it trained now)."""
     from litebert.modeling import AlbertForPreTraining
-    from litebert.training.pretrain import PretrainConfig, model_config_for_data, pretrain, _read_data
+    from litebert.training.pretrain import PretrainConfig, _read_data, model_config_for_data, pretrain
 
     root = Path(cfg.output)
     out = run_dir(root, cell, seed_index)
@@ -442,11 +442,11 @@ def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, ev
         steps_done, seconds = info["step"], info["seconds"]
         mean_len = float(dataset.lengths.double().mean()) if torch.is_tensor(dataset.lengths) else \
             float(dataset.lengths.mean())
-        tokens = int(round(steps_done * cfg.batch_size * mean_len))
+        tokens = round(steps_done * cfg.batch_size * mean_len)
     model = AlbertForPreTraining.from_pretrained(out / "final")
     metrics = evaluate_model(model, eval_sets, cfg.eval_batch_size, cfg.max_eval_sequences)
     record = {"study": cell.study, "cell": cell.name, "seed": seed, "system": cell.system,
-              "parameters": model.num_parameters(), "steps": steps_done, "seconds": round(seconds, 1),
+              "parameters": model.num_parameters(), "steps": steps_done, "max_steps": plan["max_steps"], "seconds": round(seconds, 1),
               "cpu_seconds": round(info.get("cpu_seconds", float("nan")), 1),
               "tokens": tokens, "inter_sentence_task": cell.inter_sentence_task,
               "data_fraction": cell.data_fraction, "budget_minutes": cfg.budget_minutes,
@@ -457,7 +457,7 @@ def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, ev
               **metrics}
     if cfg.finetune_task:
         record.update(_finetune_metric(out / "final", out / f"finetune-{cfg.finetune_task}", cfg, seed))
-    record["eval_seconds"] = round(time.perf_counter() - t0, 1) if not trained else None
+    record["wall_seconds_this_call"] = round(time.perf_counter() - t0, 1)
     _write_json(result_path, record)
     return record, trained
 
@@ -480,8 +480,7 @@ def write_results(root: Path) -> Path:
     path = root / "results.jsonl"
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
-        for rec in collect_records(root):
-            f.write(json.dumps(rec, sort_keys=False, default=str) + "\n")
+        f.writelines(json.dumps(rec, sort_keys=False, default=str) + "\n" for rec in collect_records(root))
     os.replace(tmp, path)
     return path
 

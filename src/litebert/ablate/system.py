@@ -55,8 +55,14 @@ def train_transformers(model_config, files: list[str], tokenizer_dir: str, out: 
     non-padding tokens fed (sum of the block lengths of the batches drawn, estimated from the mean block length).
     """
     import transformers
-    from transformers import (AlbertForMaskedLM, DataCollatorForLanguageModeling, PreTrainedTokenizerFast, Trainer,
-                              TrainerCallback, TrainingArguments)
+    from transformers import (
+        AlbertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        PreTrainedTokenizerFast,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     blocks = corpus_blocks(files, tokenizer_dir, cfg.max_seq_length)
     hf_tok = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
@@ -90,5 +96,5 @@ def train_transformers(model_config, files: list[str], tokenizer_dir: str, out: 
     steps = trainer.state.global_step
     trainer.save_model(str(out / "final"))
     mean_len = sum(len(b) for b in blocks) / max(len(blocks), 1)
-    return {"steps": steps, "seconds": seconds, "tokens": int(round(steps * cfg.batch_size * mean_len)),
+    return {"steps": steps, "seconds": seconds, "tokens": round(steps * cfg.batch_size * mean_len),
             "sequences": steps * cfg.batch_size, "blocks": len(blocks), "transformers": transformers.__version__}
