@@ -114,7 +114,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     if result.predictions_file is None:  # no --output: predictions to stdout
         for i, pred in enumerate(result.predictions):
-            print(f"{i}\t{pred}")
+            print(f"{i}\t{' '.join(pred) if isinstance(pred, list) else pred}")  # NER: the tags of a sentence
     else:
         print(f"wrote {result.num_examples} predictions to {result.predictions_file}", file=sys.stderr)
     return 0
