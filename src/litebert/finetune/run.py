@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text, read_json
 from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space,
                                     encode_examples, label_space_from_config)
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
@@ -459,16 +460,12 @@ def write_predictions(path: Path, indices: list[int], predictions: list[str], la
     lines = ["index\tprediction" + ("\tlabel" if labels is not None else "")]
     for i, (index, pred) in enumerate(zip(indices, predictions, strict=True)):
         lines.append(f"{index}\t{pred}" + (f"\t{labels[i]}" if labels is not None else ""))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def _write_json(path: Path, obj) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_json(path, obj, sort_keys=False)
 
 
 def _subsample(read: ReadResult, n: int | None, seed: int) -> ReadResult:
@@ -648,15 +645,10 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     best_eval: dict[str, Any] = {}
 
     def on_best(raw_model, eval_metrics: dict[str, float], step: int) -> None:
-        tmp = out / ".best.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        raw_model.save_pretrained(tmp)
-        tokenizer.save(tmp)
-        _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
-        if best_dir.exists():
-            shutil.rmtree(best_dir)
-        tmp.rename(best_dir)
+        with atomic_directory(best_dir) as tmp:  # a kill mid-save keeps the previous best/ whole
+            raw_model.save_pretrained(tmp)
+            tokenizer.save(tmp)
+            _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
         best_eval.clear()
         best_eval.update(last_eval)
         log.info("finetune: new best %s=%.4f at step %d -> %s", primary, eval_metrics[primary], step, best_dir)
@@ -695,7 +687,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
                                            dist.device)
             eval_results = compute_metrics(metrics, preds, dev_targets, space.num_labels)
             eval_results["eval_loss"] = float(loss)
-        best_info = json.loads((best_dir / "best_eval.json").read_text())
+        best_info = read_json(best_dir / "best_eval.json", what="best_eval.json", expect=dict)
         _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(preds),
                                                 "best_step": best_info.get("step"), "truncated": truncated["dev"]})
         write_predictions(out / "predictions.tsv", [ex.index for ex in dev_read.examples],
