@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from litebert.fileio import atomic_write_text
 from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space,
                                     encode_examples, label_space_from_config)
 from litebert.finetune.kinds import Features, TaskKind
@@ -243,7 +244,4 @@ def write_predictions(path: Path, indices: list[int], predictions: list[str], la
     lines = ["index\tprediction" + ("\tlabel" if labels is not None else "")]
     for i, (index, pred) in enumerate(zip(indices, predictions, strict=True)):
         lines.append(f"{index}\t{pred}" + (f"\t{labels[i]}" if labels is not None else ""))
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, "\n".join(lines) + "\n")

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_directory, atomic_write_json, read_json
 from litebert.finetune.classification import make_objective, run_inference, write_predictions  # noqa: F401
 from litebert.finetune.data import LabelSpace
 from litebert.finetune.kinds import TASK_TYPES, Features, TaskKind, infer, make_kind
@@ -409,10 +410,7 @@ def _load_finetuned(model_dir: str | Path, device: torch.device, architecture: s
 # ------------------------------------------------------------------------------------------------------ helpers
 def _write_json(path: Path, obj) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_json(path, obj, sort_keys=False)
 
 
 def _subsample(read: ReadResult, n: int | None, seed: int) -> ReadResult:
@@ -562,15 +560,10 @@ class _BestKeeper:
         return metrics
 
     def on_best(self, raw_model, eval_metrics: dict[str, float], step: int) -> None:
-        tmp = self.out / ".best.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        raw_model.save_pretrained(tmp)
-        self.data.tokenizer.save(tmp)
-        _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
-        if self.best_dir.exists():
-            shutil.rmtree(self.best_dir)
-        tmp.rename(self.best_dir)
+        with atomic_directory(self.best_dir) as tmp:  # a kill mid-save keeps the previous best/ whole
+            raw_model.save_pretrained(tmp)
+            self.data.tokenizer.save(tmp)
+            _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
         self.best.clear()
         self.best.update(self.last)
         primary = self.kind.metrics[0]
@@ -594,7 +587,7 @@ def _finish(cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeepe
     else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
         preds, eval_results = evaluate_split(kind, _load_finetuned(best_dir, local.device, kind.architecture),
                                              data.dev, cfg.eval_batch_size, pad, local)
-    best_info = json.loads((best_dir / "best_eval.json").read_text())
+    best_info = read_json(best_dir / "best_eval.json", what="best_eval.json", expect=dict)
     _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(data.dev.read.examples),
                                             "best_step": best_info.get("step"), "truncated": data.dev.feats.truncated})
     kind.write_predictions(out / kind.predictions_name, data.dev.read, preds)
