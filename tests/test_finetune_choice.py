@@ -166,12 +166,16 @@ def test_transformers_multiple_choice_gives_the_same_argmax(c3_run, shared_data)
 
 
 def test_evaluate_reproduces_c3(c3_run, shared_data, tmp_path):
-    result, out = c3_run
+    _, out = c3_run
     ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(shared_data / "c3/c3-m-dev.json"),
                                  max_seq_length=48, max_examples=30, output_dir=str(tmp_path)))
     assert ev.num_examples == 30 and set(ev.metrics) == {"accuracy", "eval_loss"}
-    written = [int(ln.split("\t")[2]) for ln in (tmp_path / "predictions.tsv").read_text().splitlines()[1:]]
-    assert written == ev.predictions
+    rows = [ln.split("\t") for ln in (tmp_path / "predictions.tsv").read_text().splitlines()[1:]]
+    assert [int(r[2]) for r in rows] == ev.predictions and [int(r[3]) for r in rows] == ev.labels
+    assert ev.metrics["accuracy"] == pytest.approx(sum(r[2] == r[3] for r in rows) / 30)
+    # the same rows in finetune's dev predictions (a random subsample) got the same option
+    ours = {r[0]: r[2] for r in (ln.split("\t") for ln in (out / "predictions.tsv").read_text().splitlines()[1:])}
+    assert all(ours[r[0]] == r[2] for r in rows if r[0] in ours)
 
 
 # ------------------------------------------------------------------------------------------------ CLUE

@@ -8,6 +8,7 @@ text; runs are a few steps on a hundred sentences: these tests check the machine
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 
@@ -67,7 +68,7 @@ def test_windows_cover_every_word_once_with_most_context():
     assert windows[0][0] == 0 and windows[-1][1] == len(lengths)
     for s, e in windows:
         assert sum(lengths[s:e]) <= 8 and e > s
-    assert all(b[0] > a[0] for a, b in zip(windows, windows[1:]))
+    assert all(b[0] > a[0] for a, b in itertools.pairwise(windows))
     owner = window_owner(windows, len(lengths))
     for w, k in enumerate(owner):
         s, e = windows[k]
@@ -209,7 +210,7 @@ def test_transformers_loads_token_model_with_labels(conll_run):
 
 
 def test_evaluate_and_predict_reproduce_finetune(conll_run, shared_data, tmp_path):
-    result, out, _, test = conll_run
+    _, out, _, test = conll_run
     ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(test), output_dir=str(tmp_path / "ev"),
                                  max_seq_length=24))
     written = json.loads((out / "test_results.json").read_text())

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, _truncate_pair
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.readers import ReadResult, _read_text
@@ -308,10 +309,7 @@ class ChoiceKind(TaskKind):
         lines = ["index\tid\tprediction" + ("\tlabel" if read.has_labels else "")]
         for ex, pred in zip(read.examples, predictions, strict=True):
             lines.append(f"{ex.index}\t{ex.id}\t{int(pred)}" + (f"\t{ex.label}" if read.has_labels else ""))
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def choice_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -172,7 +172,8 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in (
     TaskSpec("c3", (), None, ("accuracy",), kind="choice",
              description="CLUE C3: [[paragraphs], [{question, choice, answer}], id] documents, 2-4 options"),
     TaskSpec("swag", (), None, ("accuracy",), kind="choice",
-             description="SWAG: sent1, sent2, ending0..3, label (JSON lines or the official CSV); HellaSwag JSON lines"),
+             description="SWAG: sent1, sent2, ending0..3, label (JSON lines or the official CSV); HellaSwag JSON "
+                         "lines"),
     TaskSpec("race", (), None, ("accuracy",), kind="choice",
              description="RACE: article, questions, options, answers (A-D); one JSON object per file or per line"),
 )}

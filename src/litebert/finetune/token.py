@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.readers import ReadResult, _read_text
@@ -391,10 +392,7 @@ class TokenKind(TaskKind):
                         for i, w in enumerate(ex.words)]
                 blocks.append("\n".join(rows))
             body = "\n\n".join(blocks) + "\n"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(body, encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return atomic_write_text(path, body)
 
     def settings(self) -> dict[str, Any]:
         return {"task_type": self.name, "labels": list(self.tag_names), "metrics": list(self.metrics)}
