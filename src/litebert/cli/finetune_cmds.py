@@ -114,7 +114,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     if result.predictions_file is None:  # no --output: predictions to stdout
         for i, pred in enumerate(result.predictions):
-            print(f"{i}\t{pred}")
+            print(f"{i}\t{' '.join(pred) if isinstance(pred, list) else pred}")  # NER: the tags of a sentence
     else:
         print(f"wrote {result.num_examples} predictions to {result.predictions_file}", file=sys.stderr)
     return 0
@@ -136,7 +136,9 @@ def register(subparsers) -> None:
     p.add_argument("--test", metavar="FILE", help="also predict this file (OUTPUT/test_predictions.tsv)")
     p.add_argument("--output", required=True, metavar="DIR")
     _add_data_options(p)
-    p.add_argument("--metric", nargs="+", choices=METRICS, help="metrics; the first picks the best checkpoint")
+    p.add_argument("--metric", nargs="+", metavar="NAME",
+                   help=f"metrics; the first picks the best checkpoint (classification: {', '.join(METRICS)}; "
+                        "NER: f1, precision, recall, accuracy; multiple choice: accuracy)")
     p.add_argument("--problem-type", choices=PROBLEM_TYPES)
     p.add_argument("--epochs", type=float, default=3.0)
     p.add_argument("--max-steps", type=positive_int, help="optimizer steps (overrides --epochs)")
@@ -180,7 +182,7 @@ def register(subparsers) -> None:
                             (" (default: print predictions)" if name == "predict" else ""))
         _add_data_options(q)
         if name == "evaluate":
-            q.add_argument("--metric", nargs="+", choices=METRICS)
+            q.add_argument("--metric", nargs="+", metavar="NAME")
         q.add_argument("--batch-size", type=int, default=64)
         q.add_argument("--max-examples", type=positive_int, metavar="N", help="only the first N rows")
         q.set_defaults(func=func)

@@ -381,7 +381,8 @@ def build_model(model_dir: str | Path, architecture: str, overrides: dict[str, A
     encoder_missing = [k for k in report["missing"] if not k.startswith(head_prefixes)]
     if encoder_missing:
         raise LitebertError(f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
-                            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory matching its config.json?")
+                            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory matching its "
+                            f"config.json?")
     bad_shapes = [k for k in report["mismatched"] if not k.startswith(head_prefixes)]
     if bad_shapes:
         raise LitebertError(f"{source}: tensors whose shape differs from config.json: {bad_shapes[:3]}")
@@ -648,7 +649,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     eval_steps = cfg.eval_steps or steps_per_epoch
     optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate,
                                 weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup_steps=int(round(cfg.warmup_ratio * max_steps)),
+    scheduler = build_scheduler(optimizer, warmup_steps=round(cfg.warmup_ratio * max_steps),
                                 max_steps=max_steps)
     batches = make_batch_factory(data.train.feats.items, cfg.batch_size, kind.collator(data.tokenizer.pad_token_id),
                                  seed=cfg.seed, shuffle=True, drop_last=False, rank=dist.rank,
