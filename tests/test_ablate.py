@@ -123,14 +123,18 @@ def corpus(tmp_path_factory, shared_data):
     held.write_text(text[-40_000:], encoding="utf-8")
     base = root / "base.json"
     base.write_text(json.dumps(TINY))
-    return train, held, base
+    from litebert.tokenization import train_tokenizer
+
+    train_tokenizer([train], "sentencepiece", TINY["vocab_size"], root / "tok")  # once for every study below
+    return train, held, base, root / "tok"
 
 
 def _cfg(corpus, out, **kw):
-    train, held, base = corpus
+    train, held, base, tok = corpus
     return AblateConfig(**{"study": "depth", "corpus": [str(train)], "eval_corpus": [str(held)], "output": str(out),
-                                  "steps": 6, "base_config": str(base), "batch_size": 8, "max_seq_length": 32,
-                                  "max_predictions_per_seq": 8, "save_steps": 3, "cells": ["L1", "L2"], **kw})
+                           "tokenizer": str(tok), "steps": 6, "base_config": str(base), "batch_size": 8,
+                           "max_seq_length": 32, "max_predictions_per_seq": 8, "save_steps": 3,
+                           "cells": ["L1", "L2"], **kw})
 
 
 def test_ablate_writes_results_and_resumes_a_half_finished_study(corpus, tmp_path):
@@ -234,3 +238,15 @@ def test_system_study_trains_transformers_with_trainer_and_scores_it_like_litebe
     m = transformers.AlbertForMaskedLM.from_pretrained(out / "system" / "transformers" / "final")
     assert m.config.embedding_size == 16 and m.config.num_hidden_layers == 4
     assert "transformers" in (out / "system.md").read_text()
+
+
+def test_budget_minutes_stops_by_time_and_alone_estimates_the_schedule(corpus, tmp_path):
+    out = tmp_path / "budget"
+    # a schedule of 500 steps and a limit no step can stay under: the run stops after its first step
+    rec = ablate(_cfg(corpus, out, steps=500, budget_minutes=1e-6, cells=["L1"]), log=lambda *a: None).records[0]
+    assert rec["steps"] == 1 and rec["max_steps"] == 500 and rec["budget_minutes"] == 1e-6
+    assert (out / "depth" / "L1" / "checkpoints" / "step-1").is_dir()
+    # --budget-minutes alone: the schedule length comes from a timed probe of the cell (at least 10 steps)
+    plan_cfg = _cfg(corpus, tmp_path / "alone", steps=None, budget_minutes=1e-6, cells=["L2"])
+    rec = ablate(plan_cfg, log=lambda *a: None).records[0]
+    assert rec["max_steps"] >= 10 and rec["steps"] == 1
