@@ -48,6 +48,7 @@ def short_finetune(model_dir: Path, out: Path, task: str, steps: int, seed: int,
         finetune(FinetuneConfig(model=str(model_dir), train_file=str(train), dev_file=str(dev), output_dir=str(out),
                                 data=DataOptions(task=task), max_steps=steps, batch_size=32, learning_rate=5e-5,
                                 max_seq_length=max_seq_length, seed=seed, eval_steps=max(1, steps // 3),
+                                max_train_examples=32 * steps,  # one pass at most: no need to tokenize the rest
                                 progress_bar=False, keep_checkpoints=False, device="cpu"))
     metrics = json.loads(results.read_text(encoding="utf-8"))
     return {"finetune_task": task, **{f"finetune_{k}": v for k, v in metrics.items()

@@ -53,7 +53,9 @@ def table_markdown(study: str, records: list[dict]) -> str:
     title, source = TITLES[study]
     paper = PAPER.get(study, {})
     cells = _group(records)
-    ft = sorted({k for r in records for k in r if k.startswith("finetune_") and k != "finetune_task"})
+    not_metrics = {"finetune_task", "finetune_best_step", "finetune_num_examples", "finetune_truncated",
+                   "finetune_eval_loss"}
+    ft = sorted({k for r in records for k in r if k.startswith("finetune_") and k not in not_metrics})
     lines = [f"# {study}: {title}", ""]
     if records:
         r0 = records[0]

@@ -501,6 +501,10 @@ def ablate(cfg: AblateConfig, log=print) -> AblateResult:
     if cfg.study == "system" and not base.hf_compatible:
         raise LitebertError(f"--base-config: the system study needs a model transformers can build "
                             f"({base.hf_incompatibility})")
+    if cfg.finetune_task:
+        from litebert.ablate.finetune_cell import task_files
+
+        task_files(cfg.finetune_task, cfg.finetune_data)  # a missing task file fails before any training
     root.mkdir(parents=True, exist_ok=True)
     _write_json(root / f"{cfg.study}.settings.json", dataclasses.asdict(cfg))
     data = StudyData(cfg, root, base, log)
