@@ -446,10 +446,10 @@ def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, ev
     model = AlbertForPreTraining.from_pretrained(out / "final")
     metrics = evaluate_model(model, eval_sets, cfg.eval_batch_size, cfg.max_eval_sequences)
     record = {"study": cell.study, "cell": cell.name, "seed": seed, "system": cell.system,
-              "parameters": model.num_parameters(), "steps": steps_done, "max_steps": plan["max_steps"], "seconds": round(seconds, 1),
-              "cpu_seconds": round(info.get("cpu_seconds", float("nan")), 1),
+              "parameters": model.num_parameters(), "steps": steps_done, "max_steps": plan["max_steps"],
+              "seconds": round(seconds, 1), "cpu_seconds": round(info.get("cpu_seconds", float("nan")), 1),
               "tokens": tokens, "inter_sentence_task": cell.inter_sentence_task,
-              "data_fraction": cell.data_fraction, "budget_minutes": cfg.budget_minutes,
+              "data_fraction": cell.data_fraction, "budget_minutes": plan["max_minutes"],
               "model": {k: getattr(model_config, k) for k in ("vocab_size", "embedding_size", "hidden_size",
                                                               "num_hidden_layers", "num_hidden_groups",
                                                               "num_attention_heads", "intermediate_size",
@@ -521,5 +521,8 @@ def ablate(cfg: AblateConfig, log=print) -> AblateResult:
             log(f"ablate: {cell.name} seed {rec['seed']}: {rec['parameters']:,} parameters, {rec['steps']} steps, "
                 f"mlm_accuracy {rec['mlm_accuracy']:.4f}, sop_accuracy {rec['sop_accuracy']:.4f}, "
                 f"nsp_accuracy {rec['nsp_accuracy']:.4f}")
-    table, plot = write_report(root, cfg.study, [r for r in collect_records(root) if r["study"] == cfg.study])
+    order = {c.name: i for i, c in enumerate(build_grid(cfg.study, base))}
+    mine = sorted((r for r in collect_records(root) if r["study"] == cfg.study),
+                  key=lambda r: (order.get(r["cell"], len(order)), r["seed"]))
+    table, plot = write_report(root, cfg.study, mine)
     return AblateResult(output=root, records=records, trained=trained, table=table, plot=plot)
