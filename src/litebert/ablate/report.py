@@ -12,7 +12,8 @@ from litebert.ablate.grid import PAPER
 TITLES = {
     "embedding-size": ("Embedding size E under all-shared / not-shared layers", "Table 3 (ALBERT-base)"),
     "sharing": ("Cross-layer sharing strategies", "Table 4 (ALBERT-base, E = 128)"),
-    "inter-sentence": ("Inter-sentence loss: none, NSP, SOP; every model scored on both tasks", "Table 5 (ALBERT-base)"),
+    "inter-sentence": ("Inter-sentence loss: none, NSP, SOP; every model scored on both tasks",
+                       "Table 5 (ALBERT-base)"),
     "depth": ("Depth at a constant parameter count (all-shared)", "Table 11 (ALBERT-large)"),
     "width": ("Hidden size of a 3-layer all-shared model", "Table 12 (3-layer ALBERT-large)"),
     "dropout": ("Dropout 0.1 against 0", "Table 8 (ALBERT-xxlarge, about 1M steps)"),

@@ -171,7 +171,7 @@ def _file_identity(files: list[str]) -> list:
 
 
 def _cached_dir(root: Path, name: str, build) -> Path:
-    """``root/name`` built by ``build(tmp_dir)`` into a temporary directory and renamed (so it is complete or absent)."""
+    """``root/name``, built by ``build(tmp_dir)`` in a temporary directory and renamed: complete or absent."""
     final = root / name
     if final.is_dir():
         return final
