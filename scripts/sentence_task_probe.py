@@ -9,8 +9,8 @@ carries no information about order, so it measures how much an NSP-solving cue e
     python scripts/sentence_task_probe.py --train sop=DIR sop-official=DIR nsp=DIR --eval sop=DIR nsp=DIR
 
 Features of a pair (content words: token ids outside the 200 most frequent of the training set): Jaccard overlap of
-the content-word sets of A and B, the overlap divided by the smaller set (and with --lengths the log lengths of A and B, which also carry order: a swapped pair's A is the
-chunk's tail).
+the content-word sets of A and B, the overlap divided by the smaller set (and with --lengths the log lengths of A
+and B, which also carry order: a swapped pair's A is the chunk's tail).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def main() -> None:
         x, y = features(pairs(path, args.limit), stop, args.lengths)
         w, mu, sd = fit(x, y)
         cells = []
-        for task, data in evals.items():
+        for data in evals.values():
             xe, ye = features(data, stop, args.lengths)
             pred = ((((xe - mu) / sd) @ w[:-1] + w[-1]) > 0).double()
             ok = pred == ye

@@ -19,8 +19,8 @@ from litebert.modeling import AlbertForPreTraining
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = {"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 4, "num_hidden_groups": 1,
-            "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0,
-            "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0}
+        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0}
 
 
 def expected_parameters(c: AlbertConfig) -> int:
@@ -67,7 +67,7 @@ def test_grid_contents_and_the_default_base_matches_the_quickstart_model():
     base = AlbertConfig(**DEFAULT_BASE)
     with open(os.path.join(os.path.dirname(__file__), "..", "scripts", "quickstart_model.json")) as f:
         quick = json.load(f)
-    assert DEFAULT_BASE == quick
+    assert quick == DEFAULT_BASE
     assert [c.name for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
     assert [c.inter_sentence_task for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
     assert [c.name for c in build_grid("sharing", base)] == ["all-shared", "shared-attention", "shared-FFN",
@@ -85,7 +85,7 @@ def test_grid_contents_and_the_default_base_matches_the_quickstart_model():
 
 def test_unknown_study_or_cell_is_a_clear_error(tmp_path, capsys):
     base = AlbertConfig(**TINY)
-    with pytest.raises(LitebertError, match="unknown study 'depht'.*depth"):
+    with pytest.raises(LitebertError, match=r"unknown study 'depht'.*depth"):
         build_grid("depht", base)
     with pytest.raises(LitebertError, match=r"unknown cell\(s\) 'L3' for study 'depth'.*L1, L2, L4, L8"):
         select_cells(build_grid("depth", base), ["L1", "L3"])

@@ -31,7 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--cells", nargs="+", default=None, metavar="CELL", help="run only these cells of the grid")
     p.add_argument("--seeds", type=non_negative_int, default=1, help="runs per cell (seeds 42, 43, ...)")
     p.add_argument("--finetune-task", default=None, metavar="NAME",
-                   help="fine-tune every cell briefly on this task (sst2, mrpc, chnsenticorp) and record its dev metric")
+                   help="fine-tune every cell briefly on this task (sst2, mrpc, chnsenticorp), record its dev metrics")
     p.add_argument("--finetune-steps", type=non_negative_int, default=300)
     p.add_argument("--finetune-data", default=None, metavar="DIR", help="train.tsv + dev.tsv of --finetune-task")
     p.add_argument("--tokenizer", default=None, metavar="DIR",
