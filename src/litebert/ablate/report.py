@@ -60,7 +60,9 @@ def table_markdown(study: str, records: list[dict]) -> str:
     lines = [f"# {study}: {title}", ""]
     if records:
         r0 = records[0]
-        budget = f"a schedule of {r0.get('max_steps', r0['steps'])} steps"
+        schedules = sorted({r.get("max_steps", r["steps"]) for r in records})
+        budget = (f"a schedule of {schedules[0]} steps" if len(schedules) == 1
+                  else f"schedules of {', '.join(map(str, schedules))} steps (per cell: the steps column)")
         if r0.get("budget_minutes"):
             budget += f", stopped at {r0['budget_minutes']:g} wall-clock minutes"
         lines += [(f"Budget per cell: {budget}; seeds per cell: {max(len(v) for v in cells.values())}; held-out "
@@ -70,6 +72,7 @@ def table_markdown(study: str, records: list[dict]) -> str:
     head = ["cell", "parameters", "steps", "seconds", "tokens", "MLM loss", "MLM acc", "SOP acc", "NSP acc"]
     head += [f.replace("finetune_", "FT ") for f in ft]
     if study == "inter-sentence":
+        head += ["SOP acc in-order / swapped", "NSP acc same-doc / other-doc"]
         head += ["paper MLM", "paper NSP", "paper SOP", "paper avg"]
     elif study != "system":
         head += ["paper params", "paper avg"]
@@ -86,6 +89,10 @@ def table_markdown(study: str, records: list[dict]) -> str:
         row += [f"{_mean([r.get(f) for r in rs])[0]:.4f}" for f in ft]
         p = paper.get(name, {})
         if study == "inter-sentence":
+            for t in ("sop", "nsp"):
+                a0 = _mean([r.get(f"{t}_accuracy_label0") for r in rs])[0]
+                a1 = _mean([r.get(f"{t}_accuracy_label1") for r in rs])[0]
+                row.append(f"{100 * a0:.1f} / {100 * a1:.1f}")
             row += [str(p.get(k, "–")) for k in ("mlm", "nsp", "sop", "avg")]
         elif study != "system":
             row += [f"{p['params_m']}M" if "params_m" in p else "–", str(p.get("avg", "–"))]
