@@ -38,45 +38,50 @@ import torch.nn.functional as F
 from litebert.errors import LitebertError
 from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space,
                                     encode_examples, label_space_from_config)
-from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
+from litebert.finetune.metrics import METRICS, check_metrics, compute_metrics, default_metrics
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
+from litebert.optim import OPTIMIZERS
+from litebert.settings import check, fail, setting
+from litebert.training.loop import PRECISIONS
 
 log = logging.getLogger("litebert.finetune")
 
-OPTIMIZERS = ("adamw", "lamb")
 INITS = ("pretrained", "random")
 
 
 # ------------------------------------------------------------------------------------------------------- configs
 @dataclass
 class DataOptions:
-    """How to read the data files (shared by finetune, evaluate and predict).
+    """How to read the data files (shared by finetune, evaluate and predict); each field's ``help`` documents it.
 
-    Attributes:
-        task: a preset name (:data:`litebert.finetune.tasks.TASKS`) that fills in columns, labels and metrics.
-        text_column / text_pair_column / label_column: header name or 0-based index; override the task's.
-        header: ``False`` = the files have no header (``--no-header``); ``None`` = the task's layout, or a header
-            when any column is given by name.
-        delimiter: field separator (``\\t``, ``,``, ``tab``, ``comma`` ...); default from the file extension.
-        label_separator: separator between labels of a multi-label field.
+    ``header``: ``False`` = the files have no header (``--no-header``); ``None`` = the task's layout, or a header
+    when any column is given by name. Raises LitebertError ``"--option value: why"`` when invalid.
     """
 
-    task: str | None = None
-    text_column: Column | None = None
-    text_pair_column: Column | None = None
-    label_column: Column | None = None
-    header: bool | None = None
-    delimiter: str | None = None
-    label_separator: str = ","
+    task: str | None = setting(None, metavar="NAME", group="data layout",
+                               help=f"known task: fills in columns, labels and metrics ({', '.join(TASKS)})")
+    text_column: Column | None = setting(None, metavar="C", group="data layout",
+                                         help="text column: header name or 0-based index")
+    text_pair_column: Column | None = setting(None, metavar="C", group="data layout",
+                                              help="second text column of sentence-pair tasks")
+    label_column: Column | None = setting(None, metavar="C", group="data layout",
+                                          help="label column: header name or 0-based index")
+    header: bool | None = setting(None, option="--no-header", const=False, group="data layout",
+                                  help="the files have no header row (columns by index)")
+    delimiter: str | None = setting(None, metavar="D", group="data layout",
+                                    help="field separator: \\t (default for .tsv), ',' (.csv), ';' ...")
+    label_separator: str = setting(",", metavar="S", group="data layout",
+                                   help="separator between the labels of a multi-label field")
 
     def __post_init__(self) -> None:
         from litebert.finetune.readers import parse_column
+        check(self)
         self.text_column = parse_column(self.text_column)
         self.text_pair_column = parse_column(self.text_pair_column)
         self.label_column = parse_column(self.label_column)
-        if self.task is not None:
-            get_task(self.task)  # fail early on an unknown name
+        if self.task is not None and self.task.lower().replace("-", "").replace("_", "") not in TASKS:
+            fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
         if self.task is None and self.text_column is None:
             raise LitebertError("give --task NAME or --text-column (and --label-column) to say where the data is")
 
@@ -106,151 +111,102 @@ class DataOptions:
 
 @dataclass
 class FinetuneConfig:
-    """Settings of one fine-tuning run (``litebert finetune``); validated on construction.
+    """Settings of one fine-tuning run: the ``litebert finetune`` options, one field each (derived from here).
 
-    Attributes:
-        model: a model directory (HF format: ``config.json`` + weights, tokenizer files), e.g. ``OUTPUT/final`` of
-            pretraining, a transformers ALBERT directory or an albert_zh conversion.
-        train_file / dev_file / test_file: data files (TSV, CSV, JSON lines).
-        output_dir: where everything goes (see the module docstring).
-        data: how to read the files.
-        metrics: metric names; default the task's, else by problem type. The first selects the best checkpoint.
-        problem_type: ``single_label`` (default; ``regression`` for a regression task), ``multi_label``,
-            ``regression``.
-        epochs: passes over the training set (fractions allowed); ignored when ``max_steps`` is set.
-        max_steps: optimizer steps; overrides ``epochs``.
-        batch_size: examples per optimizer step. eval_batch_size: examples per forward at evaluation.
-        learning_rate: peak learning rate after linear warm-up; linear decay to 0 at the last step.
-        warmup_ratio: fraction of the steps spent warming up, in [0, 1).
-        weight_decay: decoupled weight decay (not on biases and LayerNorm).
-        max_grad_norm: global gradient-norm clip (0 = off).
-        optimizer: ``adamw`` (default) or ``lamb``.
-        max_seq_length: tokens per example including ``[CLS]``/``[SEP]``; longer rows are truncated and counted.
-        seed: model init of the head (and of all weights with ``init="random"``), shuffling, dropout.
-        data_seed: seed of the ``max_train_examples``/``max_eval_examples`` subsample (kept apart from ``seed`` so
-            that runs with different seeds see the same examples).
-        eval_steps: evaluate on dev every N steps; 0 = once per epoch.
-        logging_steps: training log line every N steps.
-        early_stopping_patience: stop after N evaluations without a better dev metric; None = never.
-        resume: None (fresh run; refused if ``OUTPUT/checkpoints/`` holds checkpoints), ``"auto"`` (continue from
-            the newest complete checkpoint in ``OUTPUT/checkpoints/``) or a ``step-N`` directory.
-        max_train_examples / max_eval_examples: random subsample of the train / dev rows (None = all).
-        init: ``pretrained`` (load the weights) or ``random`` (same architecture, fresh weights: the baseline).
-        tokenizer: tokenizer directory; default ``model``.
-        classifier_dropout: overrides ``classifier_dropout_prob`` of the model config.
-        hidden_dropout: overrides ``hidden_dropout_prob`` (and attention dropout) of the model config.
-        precision: ``fp32``, ``bf16`` or ``fp16`` (the training loop's autocast).
-        device: ``None`` (CUDA when available), ``cpu`` or ``cuda``.
-        progress_bar: tqdm bar in the training loop.
-        keep_checkpoints: keep the loop's training-state ``checkpoints/`` (optimizer etc.); ``best/`` is always kept.
+    ``model`` is an HF-format model directory (``config.json`` + weights, tokenizer files): a pretraining
+    ``final/``, a transformers ALBERT directory or an albert_zh conversion. ``resume``: None (fresh run; refused
+    if ``OUTPUT/checkpoints/`` holds checkpoints), ``"auto"`` or a ``step-N`` directory. ``data_seed`` is kept
+    apart from ``seed`` so that runs with different seeds see the same subsample. Raises LitebertError
+    ``"--option value: why"`` on construction for a bad value.
     """
 
-    model: str
-    train_file: str
-    dev_file: str
-    output_dir: str
-    test_file: str | None = None
+    model: str = setting(metavar="DIR", help="model directory (HF format, e.g. pretraining final/)")
+    train_file: str = setting(option="--train", metavar="FILE", help="training data (TSV, CSV, JSON lines)")
+    dev_file: str = setting(option="--dev", metavar="FILE", help="dev data: selects best/")
+    output_dir: str = setting(option="--output", metavar="DIR", help="run directory")
+    test_file: str | None = setting(None, option="--test", metavar="FILE",
+                                    help="also predict this file (OUTPUT/test_predictions.tsv)")
     data: DataOptions = field(default_factory=DataOptions)
-    metrics: tuple[str, ...] | None = None
-    problem_type: str | None = None
-    epochs: float = 3.0
-    max_steps: int | None = None
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    learning_rate: float = 2e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    optimizer: str = "adamw"
-    max_seq_length: int = 128
-    seed: int = 42
-    data_seed: int = 0
-    eval_steps: int = 0
-    logging_steps: int = 50
-    early_stopping_patience: int | None = None
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    init: str = "pretrained"
-    tokenizer: str | None = None
-    classifier_dropout: float | None = None
-    hidden_dropout: float | None = None
-    precision: str = "fp32"
-    device: str | None = None
-    resume: str | None = None
-    progress_bar: bool = True
-    keep_checkpoints: bool = True
+    metrics: tuple[str, ...] | None = setting(None, option="--metric", choices=METRICS, metavar="NAME",
+                                              help="metrics; the first picks the best checkpoint")
+    problem_type: str | None = setting(None, choices=PROBLEM_TYPES,
+                                       help="default single_label (regression for a regression task)")
+    epochs: float = setting(3.0, help="passes over the training set (> 0; fractions allowed; a max_steps "
+                                      "setting overrides it)")
+    max_steps: int | None = setting(None, gt=0, help="optimizer steps (overrides --epochs)")
+    batch_size: int = setting(32, gt=0, help="examples per optimizer step (per process)")
+    eval_batch_size: int = setting(64, gt=0, help="examples per forward at evaluation")
+    learning_rate: float = setting(2e-5, gt=0, help="peak learning rate (linear warm-up, linear decay to 0)")
+    warmup_ratio: float = setting(0.1, ge=0, lt=1, help="fraction of the steps spent warming up")
+    weight_decay: float = setting(0.01, ge=0, help="decoupled weight decay (not on biases and LayerNorm)")
+    max_grad_norm: float = setting(1.0, ge=0, help="global-norm clip; 0 = off")
+    optimizer: str = setting("adamw", choices=OPTIMIZERS, help="AdamW or LAMB")
+    max_seq_length: int = setting(128, ge=4, group="data layout",
+                                  help="tokens per example; longer rows are truncated")
+    seed: int = setting(42, help="model init of the head (all weights with --init random), shuffling, dropout")
+    data_seed: int = setting(0, help="seed of the --max-*-examples subsample")
+    eval_steps: int = setting(0, ge=0, help="evaluate every N steps (0 = once per epoch)")
+    logging_steps: int = setting(50, gt=0, help="training log line every N steps")
+    early_stopping_patience: int | None = setting(None, gt=0, metavar="N",
+                                                  help="stop after N evaluations without improvement")
+    max_train_examples: int | None = setting(None, gt=0, metavar="N", help="random subsample of train")
+    max_eval_examples: int | None = setting(None, gt=0, metavar="N", help="random subsample of dev")
+    init: str = setting("pretrained", choices=INITS,
+                        help="'random': same architecture, fresh weights (the baseline of "
+                             "scripts/compare_pretraining.py)")
+    tokenizer: str | None = setting(None, metavar="DIR", group="data layout",
+                                    help="tokenizer directory (default: the model directory)")
+    classifier_dropout: float | None = setting(None, ge=0, lt=1, help="override classifier_dropout_prob")
+    hidden_dropout: float | None = setting(None, ge=0, lt=1, help="override hidden/attention dropout")
+    precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype of the training loop")
+    device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
+                                 help="default: cuda when available")
+    resume: str | None = setting(None, metavar="auto|PATH",
+                                 help="continue from the newest complete checkpoint in OUTPUT/checkpoints (auto) or "
+                                      "from PATH")
+    progress_bar: bool = setting(True, option="--no-progress", aliases=("--no-progress-bar",), negate=True,
+                                 help="no progress bar")
+    keep_checkpoints: bool = setting(True, option="--no-checkpoints", negate=True,
+                                     help="delete the training-state checkpoints/ at the end (best/ is kept)")
 
     def __post_init__(self) -> None:
-        def fail(name: str, why: str) -> None:
-            raise LitebertError(f"finetune: {name} {why}")
-
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
-        if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
-            fail("problem_type", f"must be one of {', '.join(PROBLEM_TYPES)}, got {self.problem_type!r}")
-        if self.optimizer not in OPTIMIZERS:
-            fail("optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.init not in INITS:
-            fail("init", f"must be one of {', '.join(INITS)}, got {self.init!r}")
+        check(self)
         if not self.epochs > 0 and self.max_steps is None:
-            fail("epochs", f"must be > 0, got {self.epochs}")
-        for name in ("batch_size", "eval_batch_size", "logging_steps"):
-            if int(getattr(self, name)) < 1:
-                fail(name, f"must be >= 1, got {getattr(self, name)}")
-        for name in ("max_steps", "max_train_examples", "max_eval_examples", "early_stopping_patience"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                fail(name, f"must be >= 1 (or unset), got {value}")
-        if self.eval_steps < 0:
-            fail("eval_steps", f"must be >= 0, got {self.eval_steps}")
-        if not 0 <= self.warmup_ratio < 1:
-            fail("warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
-        if not self.learning_rate > 0:
-            fail("learning_rate", f"must be > 0, got {self.learning_rate}")
-        if self.max_seq_length < 4:
-            fail("max_seq_length", f"must be >= 4, got {self.max_seq_length}")
-        for name in ("classifier_dropout", "hidden_dropout"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < 1:
-                fail(name, f"must be in [0, 1), got {value}")
-        if self.metrics is not None:
-            self.metrics = tuple(self.metrics)
+            fail(self, "epochs", "must be > 0 (or give --max-steps)")
 
 
 @dataclass
 class EvaluateConfig:
-    """Settings of ``litebert evaluate`` / ``litebert predict``.
+    """Settings of ``litebert evaluate`` / ``litebert predict`` (their options derive from here).
 
-    Attributes:
-        model: a fine-tuned model directory (``config.json`` with ``id2label``; tokenizer files or ``tokenizer``).
-        data_file: the file to evaluate / predict.
-        output_dir: where ``eval_results.json`` / ``predictions.tsv`` go (default: the model directory's
-            ``eval``/``predict`` subdirectory is NOT used; ``None`` writes nothing).
-        data: how to read the file; ``None`` uses what fine-tuning saved in ``config.json``: the task
-            (``finetuning_task``) or the user's column options (``litebert_data_options``).
-        metrics: metric names (default: the task's or by problem type).
-        batch_size, max_seq_length, tokenizer, device: as in :class:`FinetuneConfig`.
-        max_examples: evaluate only the first N rows.
+    ``data``: how to read the file; ``None`` uses what fine-tuning saved in ``config.json``: the task
+    (``finetuning_task``) or the user's column options (``litebert_data_options``). ``output_dir`` None writes
+    nothing.
     """
 
-    model: str
-    data_file: str
-    output_dir: str | None = None
+    model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best)")
+    data_file: str = setting(option="--data", metavar="FILE", help="the file to evaluate / predict")
+    output_dir: str | None = setting(None, option="--output", metavar="DIR",
+                                     help="write eval_results.json / predictions.tsv here (predict without it "
+                                          "prints the predictions)")
     data: DataOptions | None = None
-    metrics: tuple[str, ...] | None = None
-    batch_size: int = 64
-    max_seq_length: int = 128
-    tokenizer: str | None = None
-    device: str | None = None
-    max_examples: int | None = None
+    metrics: tuple[str, ...] | None = setting(None, option="--metric", choices=METRICS, metavar="NAME",
+                                              help="metrics (default: the task's, else by problem type)")
+    batch_size: int = setting(64, gt=0, help="examples per forward")
+    max_seq_length: int = setting(128, ge=4, group="data layout",
+                                  help="tokens per example; longer rows are truncated")
+    tokenizer: str | None = setting(None, metavar="DIR", group="data layout",
+                                    help="tokenizer directory (default: the model directory)")
+    device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
+                                 help="default: cuda when available")
+    max_examples: int | None = setting(None, gt=0, metavar="N", help="only the first N rows")
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
-        if self.batch_size < 1:
-            raise LitebertError(f"evaluate: batch_size must be >= 1, got {self.batch_size}")
-        if self.max_seq_length < 4:
-            raise LitebertError(f"evaluate: max_seq_length must be >= 4, got {self.max_seq_length}")
+        check(self)
 
 
 # ------------------------------------------------------------------------------------------------------- results
@@ -556,6 +512,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
     from litebert.training.distributed import unwrap_model, wrap_model
+    from litebert.training.run import install_model_dir, resolve_resume, start, teardown, write_run_settings
+    from litebert.training.run import run_settings as make_run_settings
 
     t0 = time.time()
     out = Path(cfg.output_dir)
@@ -592,7 +550,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     # ---- model
     # under torchrun: DDP over WORLD_SIZE processes, each a micro-batch of cfg.batch_size (global batch
     # batch_size x world_size), dev predictions sharded and gathered; rank 0 alone writes OUTPUT/
-    dist = D.init_distributed(cfg.device)
+    dist = start(cfg.device)
     extra: dict[str, Any] = {"finetuning_task": data.task} if data.task else {}
     if data.text_column is not None or data.label_column is not None or data.header is not None:
         # the user's columns, so that evaluate/predict on a file of the same layout need no options
@@ -648,15 +606,12 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     best_eval: dict[str, Any] = {}
 
     def on_best(raw_model, eval_metrics: dict[str, float], step: int) -> None:
-        tmp = out / ".best.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        raw_model.save_pretrained(tmp)
-        tokenizer.save(tmp)
-        _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
-        if best_dir.exists():
-            shutil.rmtree(best_dir)
-        tmp.rename(best_dir)
+        def write(tmp: Path) -> None:
+            raw_model.save_pretrained(tmp)
+            tokenizer.save(tmp)
+            _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
+
+        install_model_dir(best_dir, write)
         best_eval.clear()
         best_eval.update(last_eval)
         log.info("finetune: new best %s=%.4f at step %d -> %s", primary, eval_metrics[primary], step, best_dir)
@@ -669,13 +624,17 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "untrained_positions_warning": positions_warning,
         "columns": {"train": _jsonable(dataclasses.asdict(data.spec_for(cfg.train_file, labels=True)))},
     }
+    resume_from = resolve_resume(out, cfg.resume, dist, verify=True)  # before anything is written
     if dist.is_main:
         _write_json(out / "finetune_config.json", run_settings)
+        write_run_settings(out, make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items()
+                                                                    if k != "finetune_config"}), resume_from)
     args = TrainingArgs(
         output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
         save_total_limit=1, precision=cfg.precision, metric_for_best=primary, greater_is_better=True,
-        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar, resume=cfg.resume,
+        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar,
+        resume=None if resume_from is None else str(resume_from),
         log_prefix=f"finetune {data.task or Path(cfg.train_file).name}")
     result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=eval_fn,
                    on_best=on_best, extra_state={"finetune": run_settings["finetune_config"]}, dist=dist)
@@ -722,7 +681,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
             truncated=truncated, labels=list(space.labels), seconds=seconds)
     if dist.distributed:
         final = D.broadcast_object(final)
-        D.destroy_distributed()
+        teardown()
     return final
 
 
@@ -806,6 +765,7 @@ def evaluate(cfg: EvaluateConfig) -> EvalResult:
                      truncated=encoded.truncated)
     if cfg.output_dir and dist.is_main:
         out = Path(cfg.output_dir)
+        _write_run_settings("evaluate", cfg)
         res.results_file = _write_json(out / "eval_results.json", {**result, "num_examples": len(preds),
                                                                    "truncated": encoded.truncated})
         res.predictions_file = write_predictions(out / "predictions.tsv", [ex.index for ex in read.examples],
@@ -830,10 +790,17 @@ def predict(cfg: EvaluateConfig) -> EvalResult:
     res = EvalResult(metrics=result, predictions=predictions, labels=labels, num_examples=len(preds),
                      truncated=encoded.truncated)
     if cfg.output_dir and dist.is_main:
+        _write_run_settings("predict", cfg)
         res.predictions_file = write_predictions(Path(cfg.output_dir) / "predictions.tsv",
                                                  [ex.index for ex in read.examples], predictions, labels)
     _end_distributed(dist)
     return res
+
+
+def _write_run_settings(command: str, cfg: EvaluateConfig) -> None:
+    from litebert.training.run import run_settings, write_run_settings
+
+    write_run_settings(cfg.output_dir, run_settings(command, cfg))
 
 
 def _end_distributed(dist) -> None:
