@@ -54,7 +54,7 @@ def _option(cls, path):
 def _argv(cls, values: dict, prefix=()) -> list[str]:
     """Command-line tokens that set ``values`` (nested dicts for nested configs)."""
     out = []
-    for path, f, ft, m in _leaves(cls):
+    for path, _, ft, m in _leaves(cls):
         value = values
         for name in path:
             if not isinstance(value, dict) or name not in value:

@@ -16,7 +16,8 @@ from litebert.cli.options import add_config_option, add_settings, config_from_ar
 def _eval_data_rule(values: dict) -> dict:
     """evaluate/predict: data options count only with a task or a column; else the model's saved layout is used."""
     data = values.get("data")
-    if isinstance(data, dict) and not any(data.get(k) is not None for k in ("task", "text_column", "label_column")):
+    if isinstance(data, dict) and not any(data.get(k) is not None for k in ("task", "text_column", "label_column",
+                                                                          "task_type")):
         values = {k: v for k, v in values.items() if k != "data"}
     return values
 
@@ -65,7 +66,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     if result.predictions_file is None:  # no --output: predictions to stdout
         for i, pred in enumerate(result.predictions):
-            print(f"{i}\t{pred}")
+            print(f"{i}\t{' '.join(pred) if isinstance(pred, list) else pred}")  # NER: the tags of a sentence
     else:
         print(f"wrote {result.num_examples} predictions to {result.predictions_file}", file=sys.stderr)
     return 0
@@ -75,7 +76,8 @@ def register(subparsers) -> None:
     from litebert.finetune.run import EvaluateConfig, FinetuneConfig
 
     p = subparsers.add_parser(
-        "finetune", help="fine-tune a model directory on labelled text files (classification / regression)",
+        "finetune", help="fine-tune a model directory on labelled files (classification, regression, NER, "
+                         "multiple choice, QA)",
         description="Fine-tune ALBERT on TSV/CSV/JSONL files with the pretraining loop; keeps OUTPUT/best (HF dir + "
                     "tokenizer), OUTPUT/eval_results.json, OUTPUT/predictions.tsv, run_settings.json, "
                     "metrics.jsonl, tb/.")

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_directory, read_json
 from litebert.optim import OPTIMIZERS
 from litebert.settings import check, fail, setting
 from litebert.training import distributed as D
@@ -272,14 +273,12 @@ def _copy_tokenizer(data_dir: Path, dest: Path) -> bool:
 
 
 def _write_model_dir(model: nn.Module, data_dir: Path | None, dest: Path) -> Path:
-    """``dest``: the HF model directory + the data's tokenizer files, installed by :func:`run.install_model_dir`."""
-
-    def write(tmp: Path) -> None:
+    """``dest``: the HF model directory + the data's tokenizer files, written to a temp dir and renamed over it."""
+    with atomic_directory(dest) as tmp:
         model.save_pretrained(tmp)
         if data_dir is None or not _copy_tokenizer(data_dir, tmp):
             print(f"warning: {data_dir}/tokenizer not found; {dest} has no tokenizer files", file=sys.stderr)
-
-    return R.install_model_dir(dest, write)
+    return dest
 
 
 def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
@@ -447,7 +446,7 @@ def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) 
     data_dir = None
     settings = run / "run_settings.json"
     if settings.is_file():
-        data = json.loads(settings.read_text()).get("pretrain_config", {}).get("data")
+        data = read_json(settings, what="run settings", expect=dict).get("pretrain_config", {}).get("data")
         if data:
             data_dir = Path(data) if Path(data).is_absolute() else Path.cwd() / data
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,25 +11,23 @@ What every run does around the training loop, in one place:
   ``"<command>_config"`` (what ``litebert <command> --config run_settings.json`` reads back) plus the caller's
   record (world size, device, model config ...), the versions, the command line and the start time. A resumed
   run keeps the original file and writes ``run_settings.resume-step-N.json`` beside it;
-- :func:`install_model_dir`: ``final/`` or ``best/`` written to a temporary directory and swapped in, so a reader
-  never sees a half-written model directory.
+- ``final/`` and ``best/`` are installed with :func:`litebert.fileio.atomic_directory` (a temporary directory
+  swapped in), so a reader never sees a half-written model directory.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import shutil
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_json
 from litebert.settings import to_dict
 from litebert.training import distributed as D
 from litebert.training import state as S
@@ -74,13 +72,6 @@ def resolve_resume(output_dir: str | os.PathLike, resume: str | os.PathLike | No
     return path
 
 
-def _write_json(path: Path, obj: Any) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def run_settings(command: str, cfg: Any, record: dict | None = None) -> dict:
     """The content of ``run_settings.json``: ``{"command", "<command>_config": settings, **record, "versions",
     "argv", "started"}``."""
@@ -95,26 +86,7 @@ def write_run_settings(output_dir: str | os.PathLike, settings: dict, resumed_fr
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = "run_settings.json" if resumed_from is None else f"run_settings.resume-{resumed_from.name}.json"
-    return _write_json(out / name, settings)
+    return atomic_write_json(out / name, settings, sort_keys=False, default=str)
 
 
-def install_model_dir(dest: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Write a model directory: ``write(tmp)`` fills ``.tmp-<name>`` beside ``dest``, which then replaces ``dest``
-    (the old one is renamed aside first and removed last). Returns ``dest``."""
-    dest = Path(dest)
-    tmp = dest.parent / f".tmp-{dest.name}"
-    old = dest.parent / f".old-{dest.name}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    write(tmp)
-    if dest.exists():
-        if old.exists():
-            shutil.rmtree(old)
-        os.rename(dest, old)
-    os.rename(tmp, dest)
-    if old.exists():
-        shutil.rmtree(old)
-    return dest
-
-
-__all__ = ["install_model_dir", "resolve_resume", "run_settings", "start", "teardown", "write_run_settings"]
+__all__ = ["resolve_resume", "run_settings", "start", "teardown", "write_run_settings"]
