@@ -252,6 +252,7 @@ def test_one_error_format_and_library_defaults():
         PrepareConfig(corpus="c", tokenizer="t", output="o", on_invalid="drop")
     with pytest.raises(LitebertError, match=r"^--task 'squad': unknown task"):
         DataOptions(task="squad")
+    assert DataOptions(task="sst-2").task == "sst-2" and DataOptions(task="weibo_ner").task == "weibo_ner"
     # --dupe-factor: 10 passes with --static-masking (BERT's create_pretraining_data.py), 1 without
     assert PrepareConfig(corpus="c", tokenizer="t", output="o", static_masking=True).dupe_factor == 10
     assert PrepareConfig(corpus="c", tokenizer="t", output="o").dupe_factor == 1
