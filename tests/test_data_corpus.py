@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from litebert.data.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
+from litebert.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
 from litebert.errors import LitebertError
 from test_data_fixtures import clue_zh, news_zh, wikitext_subset, wikitext_train
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -330,6 +331,26 @@ class AlbertTransformer(nn.Module):
 
 
 # ====================================================================================================== base class
+# Model directories (config.json + safetensors) are read and written by litebert.checkpoint, which sits above this
+# module: it imports the model's config and installs its two functions here when it is imported (litebert/__init__
+# imports it, so they are always installed). The model file thus imports no file-format code, and the arrow stays
+# checkpoint -> modeling. The methods below keep transformers' `Cls.from_pretrained` / `model.save_pretrained` API.
+_MODEL_DIR_IO: dict[str, Callable[..., Any]] = {}
+
+
+def register_model_dir_io(load: Callable[..., Any], save: Callable[..., Any]) -> None:
+    """Install the functions behind :meth:`AlbertPreTrainedModel.from_pretrained` (``load(cls, path, config=...,
+    ignore_mismatched_sizes=..., **overrides)``) and :meth:`~AlbertPreTrainedModel.save_pretrained`
+    (``save(model, directory, hf=...)``); :mod:`litebert.checkpoint` calls it on import."""
+    _MODEL_DIR_IO.update(load=load, save=save)
+
+
+def _model_dir_io(name: str) -> Callable[..., Any]:
+    if name not in _MODEL_DIR_IO:  # only if litebert.checkpoint was never imported, which `import litebert` does
+        raise RuntimeError("litebert.checkpoint is not loaded; `import litebert` installs model-directory I/O")
+    return _MODEL_DIR_IO[name]
+
+
 class AlbertPreTrainedModel(nn.Module):
     """Base of every ALBERT model: ``config``, transformers' init, ``from_pretrained``/``save_pretrained``,
     ``num_parameters``."""
@@ -388,10 +409,8 @@ class AlbertPreTrainedModel(nn.Module):
         Raises LitebertError naming the file (and the parameter) for a missing/invalid config, missing/corrupt
         weights, or a shape mismatch (unless ``ignore_mismatched_sizes``: then those weights are re-initialised).
         """
-        from litebert.checkpoint import load_model_dir
-
-        return load_model_dir(cls, path, config=config, ignore_mismatched_sizes=ignore_mismatched_sizes,
-                              **config_overrides)
+        return _model_dir_io("load")(cls, path, config=config, ignore_mismatched_sizes=ignore_mismatched_sizes,
+                                     **config_overrides)
 
     def save_pretrained(self, directory: str | os.PathLike, hf: bool | None = None):
         """Write ``config.json`` and ``model.safetensors`` (tied/shared tensors once) atomically; returns the path.
@@ -399,9 +418,7 @@ class AlbertPreTrainedModel(nn.Module):
         ``hf`` None: transformers' format when it can represent the model, else ``model_type: "litebert_albert"``.
         ``hf=True`` raises LitebertError for a litebert-only architecture, saying why.
         """
-        from litebert.checkpoint import save_model_dir
-
-        return save_model_dir(self, directory, hf=hf)
+        return _model_dir_io("save")(self, directory, hf=hf)
 
     def _run_albert(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                     output_hidden_states, output_attentions) -> AlbertModelOutput:

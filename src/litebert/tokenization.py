@@ -17,6 +17,8 @@ transformers ``models/albert/tokenization_albert.py`` and ``models/bert/tokeniza
 
 from __future__ import annotations
 
+import base64
+import io
 import itertools
 import os
 import re
@@ -26,12 +28,15 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
-from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors
+import sentencepiece as spm
+from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Tokenizer as _BackendTokenizer
 from tokenizers.models import Unigram, WordPiece
 
+from litebert.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_bytes, atomic_write_json, read_json
+from litebert.protowire import proto_fields
 
 KINDS = ("sentencepiece", "wordpiece", "chinese")
 _SP_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -107,14 +112,13 @@ def _finish_backend(backend: _BackendTokenizer, specials: dict[str, str], senten
 
 def _spm_charsmap(model_bytes: bytes) -> bytes | None:
     """Read ``normalizer_spec.precompiled_charsmap`` from a serialized SentencePiece ``ModelProto`` (field 3, sub
-    field 2) with litebert's minimal protobuf wire-format reader, so that no protobuf package is needed."""
-    from litebert.tf_bundle import proto_fields
-
+    field 2; sentencepiece ``src/sentencepiece_model.proto``) with litebert's minimal protobuf wire-format reader,
+    so that no protobuf package is needed. Wire type 2 fields are ``bytes``."""
     for num, wt, val in proto_fields(model_bytes):
-        if num == 3 and wt == 2:
-            for sub, swt, sval in proto_fields(val):  # type: ignore[arg-type]
-                if sub == 2 and swt == 2:
-                    return bytes(sval) or None  # type: ignore[arg-type]
+        if num == 3 and wt == 2 and isinstance(val, bytes):
+            for sub, swt, sval in proto_fields(val):
+                if sub == 2 and swt == 2 and isinstance(sval, bytes):
+                    return sval or None
     return None
 
 
@@ -411,8 +415,6 @@ class Tokenizer:
 # --------------------------------------------------------------------------------------------------------------
 def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool, specials: dict[str, str],
                         source: str) -> Tokenizer:
-    import sentencepiece as spm
-
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(model_bytes)
@@ -511,8 +513,6 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
             raise LitebertError(f"{json_path}: not a tokenizer.json (no \"model\" object)")
         model = data["model"]
         if model.get("type") == "Unigram":
-            import base64
-
             charsmap = None
             norm = data.get("normalizer") or {}
             for n in norm.get("normalizers", [norm]):
@@ -552,7 +552,7 @@ def normalize_for_training(text: str, lowercase: bool, keep_accents: bool) -> st
 def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: int, output: str | os.PathLike,
                     lowercase: bool = True, keep_accents: bool = False, format: str = "auto",
                     character_coverage: float | None = None, seed: int = 0, stats=None) -> Tokenizer:
-    """Train a tokenizer on ``corpus`` files (any format :func:`litebert.data.corpus.read_documents` reads) and
+    """Train a tokenizer on ``corpus`` files (any format :func:`litebert.corpus.read_documents` reads) and
     save it to ``output`` (the Hugging Face files, see :meth:`Tokenizer.save`).
 
     Args:
@@ -560,14 +560,12 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
             ``wordpiece`` (BERT ``vocab.txt``) or ``chinese`` (BERT-Chinese: every CJK character seen is a token).
         vocab_size: target size; SentencePiece may stop below it on a small corpus (soft limit).
         lowercase, keep_accents: normalisation, stored with the tokenizer.
-        stats: a :class:`litebert.data.corpus.CorpusStats` to fill while reading (lines skipped as invalid
+        stats: a :class:`litebert.corpus.CorpusStats` to fill while reading (lines skipped as invalid
             UTF-8 or bad JSON, documents, sentences), for the caller's summary.
 
     Raises:
         LitebertError: unknown kind, vocab_size < 10, or corpus problems (missing/empty files).
     """
-    from litebert.data.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
-
     if kind not in KINDS:
         raise LitebertError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if vocab_size < 10:
@@ -585,10 +583,6 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
         raise LitebertError(f"the corpus has no text to train on{skipped}")
     sentences = itertools.chain([first], sentences)
     if kind == "sentencepiece":
-        import io
-
-        import sentencepiece as spm
-
         def feed() -> Iterator[str]:
             for s in sentences:
                 s = normalize_for_training(s, lowercase, keep_accents)
@@ -619,8 +613,6 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
             raise LitebertError("SentencePiece training produced no model (corpus too small?)")
         tok = _tokenizer_from_spm(model_bytes, lowercase, keep_accents, dict(_SP_SPECIALS), "trained model")
     else:
-        from tokenizers import trainers
-
         specials = dict(_WP_SPECIALS)
         backend = _bert_backend({specials["unk"]: 0}, specials["unk"], lowercase, keep_accents)
         kwargs = {}

@@ -53,7 +53,7 @@ def register(subparsers) -> None:
 
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
-    from litebert.data.corpus import CorpusStats
+    from litebert.corpus import CorpusStats
     from litebert.tokenization import train_tokenizer
 
     stats = CorpusStats()

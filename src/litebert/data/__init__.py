@@ -6,7 +6,7 @@ Public names: :func:`prepare` / :class:`PrepareConfig` / :class:`PrepareResult`,
 :func:`split_sentences`, :func:`mask_batch`.
 """
 
-from litebert.data.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
+from litebert.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
 from litebert.data.dataset import PretrainingCollator, PretrainingDataset, check_data_matches_model
 from litebert.data.instances import META_FIELDS
 from litebert.data.masking import IGNORE_INDEX, mask_batch, mask_keys

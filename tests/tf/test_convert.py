@@ -1,4 +1,4 @@
-"""TensorFlow ALBERT checkpoint import (litebert.tf_import, `litebert convert-tf` / `info`).
+"""TensorFlow ALBERT checkpoint import (litebert.tf.convert, `litebert convert-tf` / `info`).
 
 Oracles: ../shared/fixtures/tf (real TF checkpoints; expected outputs from real TensorFlow running the original
 google-research/albert and brightmart/albert_zh code, and from transformers), and transformers itself loading the
@@ -18,15 +18,15 @@ import torch
 from litebert.cli import main as cli_main
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
+from litebert.info import inspect_path
 from litebert.modeling import AlbertForPreTraining, AlbertModel
-from litebert.tf_bundle import write_bundle
-from litebert.tf_import import (
+from litebert.tf.bundle import write_bundle
+from litebert.tf.convert import (
     ALBERT_ZH_RULES,
     OFFICIAL_RULES,
     convert_tf_checkpoint,
     detect_layout,
     hf_to_tf_name,
-    inspect_path,
     is_optimizer_variable,
     load_tf_weights,
     summarize_tf_checkpoint,
