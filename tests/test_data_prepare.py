@@ -262,7 +262,7 @@ def test_static_masking_with_dupe_factor(shared_data):
     assert masked_share > 0.4
     pieces = tokz.convert_ids_to_tokens(list(range(tokz.vocab_size)))
     for i in range(0, len(st), 7):  # WordPiece continuations only with their word
-        it, raw = st[i], st.raw(i)
+        it = st[i]
         lab, ids = it["labels"].numpy(), it["input_ids"].numpy()
         for p in np.nonzero(lab != -100)[0]:
             # a segment may begin with a continuation (truncated at the front): then it is a word of its own
@@ -317,7 +317,7 @@ def test_bad_input(tmp_path, shared_data):
     with pytest.raises(LitebertError, match="max_position_embeddings"):
         PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", max_seq_length=1024)
     (tmp_path / "tokdir").mkdir()
-    with pytest.raises(LitebertError, match="none of spiece.model"):
+    with pytest.raises(LitebertError, match=r"none of spiece\.model"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tmp_path / "tokdir", output=tmp_path / "o", progress=False))
     with pytest.raises(LitebertError, match="dupe-factor"):
         PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", dupe_factor=3)
@@ -329,7 +329,7 @@ def test_bad_input(tmp_path, shared_data):
     with pytest.raises(LitebertError, match="exists"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False))
     prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False, overwrite=True))
-    with pytest.raises(LitebertError, match="manifest.json"):
+    with pytest.raises(LitebertError, match=r"manifest\.json"):
         PretrainingDataset(tmp_path)
     # a truncated shard file: a LitebertError naming it, not numpy's ValueError
     shard = tmp_path / "o" / "shard-00000.input_ids.npy"

@@ -137,7 +137,7 @@ def test_transformers_loads_the_finetuned_model_and_agrees(sst2_run, shared_data
 
 
 def test_evaluate_and_predict_reproduce_finetune(sst2_run, shared_data, tmp_path):
-    result, out = sst2_run
+    _, out = sst2_run
     dev = shared_data / "glue/SST-2/dev.tsv"
     # the task is read back from config.json (finetuning_task): no columns needed
     ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "ev"),

@@ -119,7 +119,7 @@ def test_pretraining_parity_hf_to_ours(shape, tmp_path):
     ours = AlbertForPreTraining.from_pretrained(tmp_path)
     assert ours.loading_info == {"missing": [], "unexpected": [], "mismatched": []}
     hf.eval()
-    batch, labels = make_batch(seed=2)
+    batch, _ = make_batch(seed=2)
     with torch.no_grad():
         a, b = ours(**batch), hf(**batch)
         close(a.prediction_logits, b.prediction_logits)

@@ -148,7 +148,7 @@ def test_bad_tokenizer_directories(tmp_path):
     with pytest.raises(LitebertError, match="not found"):
         load_tokenizer(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(LitebertError, match="none of spiece.model, vocab.txt, tokenizer.json"):
+    with pytest.raises(LitebertError, match=r"none of spiece\.model, vocab\.txt, tokenizer\.json"):
         load_tokenizer(tmp_path / "empty")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "spiece.model").write_bytes(b"not a model")
@@ -178,7 +178,7 @@ def test_train_tokenizer_bad_input(tmp_path):
     # sentencepiece's own refusals are LitebertErrors too, not RuntimeError tracebacks
     text = tmp_path / "text.txt"
     text.write_text("".join(f"word{i} {chr(97 + i % 26)}{chr(65 + i % 20)} line.\n" for i in range(200)))
-    with pytest.raises(LitebertError, match="SentencePiece training failed: .*vocab"):
+    with pytest.raises(LitebertError, match=r"SentencePiece training failed: .*vocab"):
         train_tokenizer([text], "sentencepiece", 10, tmp_path / "o")
     with pytest.raises(LitebertError, match="is a file, not a directory"):
         train_tokenizer([text], "wordpiece", 100, text)

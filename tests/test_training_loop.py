@@ -113,7 +113,7 @@ def test_corrupted_checkpoint_is_a_clear_error(tmp_path):
     data = bytearray(model_file.read_bytes())
     data[len(data) // 2] ^= 0xFF
     model_file.write_bytes(bytes(data))
-    with pytest.raises(LitebertError, match="model.pt is corrupted"):
+    with pytest.raises(LitebertError, match=r"model\.pt is corrupted"):
         _run(tmp_path, steps=6, resume="auto")
     (tmp_path / "checkpoints" / "step-4" / COMPLETE_MARKER).write_text("{not json")
     with pytest.raises(LitebertError, match="corrupted"):

@@ -98,7 +98,7 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
     assert "litebert export" in capsys.readouterr().err
 
     transformers = pytest.importorskip("transformers")
-    model, info = transformers.AutoModelForMaskedLM.from_pretrained(out / "final", output_loading_info=True)
+    _, info = transformers.AutoModelForMaskedLM.from_pretrained(out / "final", output_loading_info=True)
     assert not info["missing_keys"] and not info["mismatched_keys"]
     tok = transformers.AutoTokenizer.from_pretrained(out / "final")
     fill = transformers.pipeline("fill-mask", model=str(out / "final"))

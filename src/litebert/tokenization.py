@@ -287,10 +287,10 @@ class Tokenizer:
                     b.pop()
                 else:
                     a.pop()
-        ids = [self.cls_token_id] + a + [self.sep_token_id]
+        ids = [self.cls_token_id, *a, self.sep_token_id]
         types = [0] * len(ids)
         if b is not None:
-            ids += b + [self.sep_token_id]
+            ids += [*b, self.sep_token_id]
             types += [1] * (len(b) + 1)
         return {"input_ids": ids, "token_type_ids": types, "attention_mask": [1] * len(ids)}
 
@@ -303,7 +303,7 @@ class Tokenizer:
         if isinstance(tokens, str):
             tid = self.backend.token_to_id(tokens)
             return unk if tid is None else tid
-        return [self.convert_tokens_to_ids(t) for t in tokens]  # type: ignore[misc]
+        return [self.convert_tokens_to_ids(t) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: int | Iterable[int]) -> str | list[str]:
         if isinstance(ids, (int, np.integer)):
@@ -418,7 +418,7 @@ def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool,
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(model_bytes)
-    except Exception as exc:  # noqa: BLE001 - sentencepiece raises plain RuntimeError/OSError
+    except Exception as exc:  # sentencepiece raises plain RuntimeError/OSError
         raise LitebertError(f"{source}: not a valid SentencePiece model ({exc})") from None
     vocab = [(sp.id_to_piece(i), float(sp.get_score(i))) for i in range(sp.get_piece_size())]
     backend = _albert_backend(vocab, sp.unk_id(), _spm_charsmap(model_bytes), lowercase, keep_accents)

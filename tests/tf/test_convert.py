@@ -160,7 +160,7 @@ def test_config_mapping_errors(tf_fixtures):
     raw = json.loads((tf_fixtures / A / "albert_config.json").read_text())
     with pytest.raises(LitebertError, match="net_structure_type=1"):
         tf_config_to_hf({**raw, "net_structure_type": 1}, "official", "cfg.json")
-    with pytest.raises(LitebertError, match="cfg.json: hidden_act 'mish'"):
+    with pytest.raises(LitebertError, match=r"cfg\.json: hidden_act 'mish'"):
         tf_config_to_hf({**raw, "hidden_act": "mish"}, "official", "cfg.json")
     with pytest.raises(LitebertError, match="'preln' but the checkpoint has the official layout"):
         tf_config_to_hf({**raw, "ln_type": "preln"}, "official")
@@ -391,7 +391,7 @@ def test_cli_output_that_is_a_file_or_unwritable(tf_fixtures, tmp_path, capsys, 
     (tmp_path / "f").write_text("x")
     args = ["convert-tf", "--checkpoint", str(tf_fixtures / A / "model.ckpt"),
             "--config", str(tf_fixtures / A / "albert_config.json"), "--output"]
-    assert cli_main(args + [str(tmp_path / "f")]) == 2
+    assert cli_main([*args, str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "exists and is not a directory" in err and "Traceback" not in err
 
@@ -399,7 +399,7 @@ def test_cli_output_that_is_a_file_or_unwritable(tf_fixtures, tmp_path, capsys, 
         raise PermissionError(13, "Permission denied", str(tmp_path / "o"))
 
     monkeypatch.setattr("pathlib.Path.mkdir", refuse)  # an OSError from the file system: one line, exit 2
-    assert cli_main(args + [str(tmp_path / "o")]) == 2
+    assert cli_main([*args, str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.startswith("error: [Errno 13] Permission denied")
 
 
@@ -450,7 +450,7 @@ def test_forced_layout_must_match(tf_fixtures):
 def test_vocab_larger_than_model_is_refused(tf_fixtures, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]) + "\n")
-    with pytest.raises(LitebertError, match="100 tokens but .* vocab_size 64"):
+    with pytest.raises(LitebertError, match=r"100 tokens but .* vocab_size 64"):
         convert_tf_checkpoint(tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", tmp_path / "o",
                               vocab=vocab)
     assert not (tmp_path / "o").exists()

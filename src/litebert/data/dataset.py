@@ -187,7 +187,7 @@ class MaskedBatch(collections.abc.Sequence):
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def __getitem__(self, r):  # type: ignore[override]
+    def __getitem__(self, r):
         if isinstance(r, slice):
             return [self[i] for i in range(*r.indices(len(self)))]
         n = int(self.lengths[r])

@@ -281,12 +281,10 @@ def _units(cfg: PrepareConfig, stats: list[CorpusStats]):
         stats.append(st)
         docs: list[list[str]] = []
         size, first = 0, 0
-        index = 0
-        for doc in read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid,
-                                  defer_split=True):
+        docs_read = read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid, defer_split=True)
+        for index, doc in enumerate(docs_read, 1):
             docs.append(doc)
             size += sum(len(s) for s in doc)
-            index += 1
             if len(docs) >= UNIT_DOCS or size >= UNIT_BYTES:
                 yield p, first, docs
                 docs, size, first = [], 0, index

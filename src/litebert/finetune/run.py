@@ -425,7 +425,7 @@ def run_inference(model, encoded, space: LabelSpace, batch_size: int, pad_token_
     dataset = EncodedDataset(encoded)
     collate = PadCollator(pad_token_id, space.problem_type)
     order = np.argsort(np.asarray(encoded.lengths), kind="stable")
-    logits_out: list[np.ndarray] = [None] * len(dataset)  # type: ignore[list-item]
+    logits_out: list[np.ndarray | None] = [None] * len(dataset)
     loss_sum, units = 0.0, 0
     for start in range(0, len(order), batch_size):
         idx = order[start: start + batch_size]
@@ -620,7 +620,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     eval_steps = cfg.eval_steps or steps_per_epoch
     optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate,
                                 weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup_steps=int(round(cfg.warmup_ratio * max_steps)),
+    scheduler = build_scheduler(optimizer, warmup_steps=round(cfg.warmup_ratio * max_steps),
                                 max_steps=max_steps)
     batches = make_batch_factory(EncodedDataset(train_enc), cfg.batch_size,
                                  PadCollator(tokenizer.pad_token_id, space.problem_type), seed=cfg.seed,

@@ -417,7 +417,7 @@ class TensorFlowReader:
     """Adapter over TensorFlow's ``tf.train.load_checkpoint``; used only when TensorFlow is installed."""
 
     def __init__(self, prefix: str | os.PathLike):
-        import tensorflow as tf  # noqa: PLC0415 - optional, heavy
+        import tensorflow as tf  # here: optional and heavy
 
         self.prefix = str(prefix)
         try:

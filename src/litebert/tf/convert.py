@@ -25,6 +25,7 @@ Sources: google-research/albert ``modeling.py`` / ``run_pretraining.py`` (b77239
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -575,10 +576,9 @@ def convert_tf_checkpoint(
     summary_step = None
     for n in ("global_step", "module/global_step"):
         if n in names:
-            try:  # a corrupt global_step is still a corrupt checkpoint: LitebertError propagates
+            # a corrupt global_step is still a corrupt checkpoint: LitebertError propagates
+            with contextlib.suppress(ValueError, TypeError):
                 summary_step = int(np.asarray(reader.get_tensor(n)).reshape(()))
-            except (ValueError, TypeError):
-                pass
     result = ConvertResult(model=model, config=cfg, layout=layout, report=report, ignored_config_keys=ignored,
                            global_step=summary_step)
     if output_dir is not None:
