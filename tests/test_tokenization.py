@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -211,3 +212,65 @@ def test_saved_directory_runs_in_fill_mask_pipeline(shared_data, tmp_path):
     out = fill(f"the game is a {tok.mask_token} of the series .")
     assert len(out) == 5 and all("token" in o for o in out)
     assert tmp_root().exists()
+
+
+# ---------------------------------------------------------------------------------------------- defects (issue 12)
+def _wordpiece_dir(path, tokens, config=None):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    if config is not None:
+        (path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "chinese"])
+def test_c1_control_characters_encode_alike_on_every_path(tmp_path, kind):
+    """U+0085 (NEL) is whitespace to Python's str.split() but a control character that BERT's normalizer deletes:
+    the batch path (prepare, fine-tuning) must give the pipeline's ids, which transformers' tokenizer gives too."""
+    transformers = pytest.importorskip("transformers")
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "ab", "##b", "c"]
+    d = _wordpiece_dir(tmp_path / "tok", tokens, {"litebert_kind": kind})
+    tok = load_tokenizer(d)
+    assert tok.kind == kind
+    tok.save(d)
+    hf = transformers.AutoTokenizer.from_pretrained(str(d))
+    for text in ["a\x85b", "c a\x85b\x9fc", "a\x80b c"]:
+        expected = hf(text, add_special_tokens=False)["input_ids"]
+        assert tok.encode(text) == expected, text
+        assert tok.encode_batch([text, "a b"]) == [expected, [5, 6]], text
+    assert tok.encode("a\x85b") == [7]  # one word "ab": the control character is deleted, not a space
+
+
+def test_unigram_tokenizer_json_keeps_unk_id_zero(tmp_path):
+    """A Unigram tokenizer.json with unk_id 0 (SentencePiece's default layout) must encode unknown text as id 0;
+    the tokenizers library itself, reading the same file, is the oracle."""
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import pre_tokenizers
+    from tokenizers.models import Unigram
+
+    pieces = ["<unk>", "<pad>", "[CLS]", "[SEP]", "[MASK]", "▁a", "▁b", "▁", "a", "b"]
+    backend = Backend(Unigram([(p, -1.0 - i) for i, p in enumerate(pieces)], unk_id=0, byte_fallback=False))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    d = tmp_path / "tok"
+    d.mkdir()
+    backend.save(str(d / "tokenizer.json"))
+    assert json.loads((d / "tokenizer.json").read_text())["model"]["unk_id"] == 0
+    tok = load_tokenizer(d)
+    assert tok.kind == "sentencepiece" and tok.unk_token_id == 0
+    expected = Backend.from_file(str(d / "tokenizer.json")).encode("a z").ids
+    assert expected == [5, 7, 0]  # "▁a", "▁", then z: unknown
+    assert tok.encode("a z") == expected
+
+
+def test_sentencepiece_vocab_given_as_vocab_txt_is_refused(tmp_path):
+    """A SentencePiece vocabulary saved as vocab.txt, with tokenizer_config.json naming <pad>/<unk>, would load as
+    WordPiece and encode most words as the unknown token; the loader must refuse it and name the loader that fits."""
+    pieces = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "▁the", "▁cat", "▁sat", "▁on", "▁mat", "s", "▁"]
+    d = _wordpiece_dir(tmp_path / "tok", pieces, {"pad_token": "<pad>", "unk_token": "<unk>"})
+    with pytest.raises(LitebertError, match=r"vocab\.txt: a SentencePiece vocabulary \(6 pieces start with '▁', "
+                                            r"0 with '##' and the special tokens <pad>, <unk>\).*spiece\.model"):
+        load_tokenizer(d)
+    # the same words as a real WordPiece vocabulary still load
+    tok = load_tokenizer(_wordpiece_dir(tmp_path / "wp", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the",
+                                                          "cat", "sat", "##s"]))
+    assert tok.encode("the cats sat") == [5, 6, 8, 7]

@@ -170,6 +170,10 @@ class AlbertEmbeddings(nn.Module):
 
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None) -> torch.Tensor:
         """input_ids (B, S) int64 or inputs_embeds (B, S, E) → (B, S, E) factorized / (B, S, H) albert_zh."""
+        if inputs_embeds is not None and inputs_embeds.shape[-1] != self.word_embeddings.embedding_dim:
+            raise ValueError(f"inputs_embeds has shape {list(inputs_embeds.shape)}; it must be (B, S, embedding_size="
+                             f"{self.word_embeddings.embedding_dim}) wide: it stands for the word-embedding lookup, "
+                             f"which ALBERT projects to hidden_size only after the embeddings")
         x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, E)
         S = x.shape[1]
         if S > self.position_embeddings.num_embeddings:
@@ -460,8 +464,8 @@ class AlbertModel(AlbertPreTrainedModel):
         """input_ids (B, S) int64 (or inputs_embeds (B, S, E)); attention_mask (B, S) 1/0; token_type_ids (B, S);
         position_ids (B, S) (default 0..S−1) → :class:`AlbertModelOutput` (or its tuple if not return_dict).
 
-        Raises ValueError unless exactly one of input_ids / inputs_embeds is given, or when S exceeds
-        ``max_position_embeddings``.
+        Raises ValueError unless exactly one of input_ids / inputs_embeds is given, when inputs_embeds is not
+        ``embedding_size`` (E) wide, or when S exceeds ``max_position_embeddings``.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids or inputs_embeds")

@@ -44,7 +44,10 @@ _WP_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", 
 # Pieces that start a word in SentencePiece vocabularies besides "▁x" (google-research/albert
 # create_pretraining_data.py `_is_start_piece`: a word that starts with punctuation is a word of its own).
 _SP_START_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
-_CTRL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# C0 controls, DEL and C1 controls: Python's str.split() and the Rust pipelines disagree on some of them (U+001C-1F
+# and U+0085 NEL are whitespace to Python; BertNormalizer deletes them as control characters), so a text holding one
+# is encoded whole by the pipeline in encode_batch_flat.
+_CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$|^\[unused_\d+\]$")
 
 
@@ -429,6 +432,7 @@ def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool,
 
 def _tokenizer_from_wordpiece(vocab: dict[str, int], kind: str, lowercase: bool, keep_accents: bool,
                               specials: dict[str, str], source: str) -> Tokenizer:
+    _check_wordpiece_vocab(vocab, specials, source)
     _check_specials_vocab(vocab, specials, source)
     backend = _bert_backend(vocab, specials["unk"], lowercase, keep_accents)
     _finish_backend(backend, specials, sentencepiece=False)
@@ -439,6 +443,21 @@ def _check_specials(backend: _BackendTokenizer, specials: dict[str, str], source
     missing = [t for t in specials.values() if backend.token_to_id(t) is None]
     if missing:
         raise LitebertError(f"{source}: vocabulary lacks the special tokens {missing}")
+
+
+def _check_wordpiece_vocab(vocab: dict[str, int], specials: dict[str, str], source: str) -> None:
+    """Refuse a SentencePiece vocabulary (word-start pieces ``▁x``, specials ``<pad>``/``<unk>``) offered as a
+    WordPiece ``vocab.txt``: WordPiece would find almost no word in it and encode most text as the unknown token."""
+    starts = sum(1 for t in vocab if t.startswith("▁"))
+    continuations = sum(1 for t in vocab if t.startswith("##"))
+    sp_specials = [t for t in (specials["pad"], specials["unk"]) if t in ("<pad>", "<unk>")]
+    if starts > continuations or (sp_specials and starts):
+        hint = f" and the special tokens {', '.join(sp_specials)}" if sp_specials else ""
+        raise LitebertError(
+            f"{source}: a SentencePiece vocabulary ({starts} pieces start with '▁', {continuations} with '##'"
+            f"{hint}), not a WordPiece one; as vocab.txt it would turn most words into the unknown token. Load it "
+            "with its SentencePiece model instead: put spiece.model (the .model file trained with it) in the "
+            "directory, or a tokenizer.json whose model is Unigram")
 
 
 def _check_specials_vocab(vocab: dict[str, int], specials: dict[str, str], source: str) -> None:
@@ -520,7 +539,13 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
                     charsmap = base64.b64decode(n["precompiled_charsmap"])
             specials = specials_from(_SP_SPECIALS)
             vocab_scores = [(p, float(s)) for p, s in model["vocab"]]
-            backend = _albert_backend(vocab_scores, int(model.get("unk_id") or 1), charsmap, lowercase, keep_accents)
+            unk_id = model.get("unk_id")  # 0 is a valid id (SentencePiece's default puts <unk> there)
+            if unk_id is None:  # no unknown piece declared: the unk special token's id
+                unk_id = next((i for i, (p, _) in enumerate(vocab_scores) if p == specials["unk"]), None)
+                if unk_id is None:
+                    raise LitebertError(f"{json_path}: the Unigram model has no unk_id and its vocabulary no "
+                                        f"{specials['unk']!r} token")
+            backend = _albert_backend(vocab_scores, int(unk_id), charsmap, lowercase, keep_accents)
             _check_specials(backend, specials, str(json_path))
             _finish_backend(backend, specials, sentencepiece=True)
             tok = Tokenizer("sentencepiece", backend, lowercase, keep_accents, specials)

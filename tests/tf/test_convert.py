@@ -202,11 +202,18 @@ def test_albert_zh_fixture_matches_in_litebert(tf_fixtures, tmp_path, config_nam
 
 
 def test_pre_ln_and_post_ln_are_distinguished(tf_fixtures):
-    """The same checkpoint under the other ln_type is far off: the test above would catch a swapped mapping."""
-    post = convert_tf_checkpoint(tf_fixtures / C / "model.ckpt", tf_fixtures / C / "albert_config.json")
-    exp_pre = expected(tf_fixtures, C, "expected_outputs_preln.json")
-    got = outputs_of(post.model, exp_pre)
-    assert (got["last_hidden_state"] - torch.tensor(exp_pre["last_hidden_state"])).abs().max() > 0.1
+    """One checkpoint, two ln_type configs: each conversion reproduces real TensorFlow's outputs for its own ln_type
+    and not the other's, so a converter that ignored ln_type (or swapped the two LayerNorms) fails here."""
+    exp = {ln: expected(tf_fixtures, C, name) for ln, name in
+           (("post", "expected_outputs.json"), ("pre", "expected_outputs_preln.json"))}
+    for ln, config_name in (("post", "albert_config.json"), ("pre", "albert_config_preln.json")):
+        model = convert_tf_checkpoint(tf_fixtures / C / "model.ckpt", tf_fixtures / C / config_name).model
+        assert model.config.layer_norm_position == ln
+        got = outputs_of(model, exp[ln])
+        assert_matches(got, exp[ln])
+        other = exp["pre" if ln == "post" else "post"]
+        with pytest.raises(AssertionError, match="last_hidden_state: max abs diff"):
+            assert_matches(got, other)
 
 
 def test_official_cli_output_loads_in_transformers(tf_fixtures, tmp_path, capsys):
