@@ -35,7 +35,7 @@ from tokenizers.models import Unigram, WordPiece
 
 from litebert.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_bytes, atomic_write_json, read_json
+from litebert.fileio import atomic_write_bytes, atomic_write_json, read_json, sha256_bytes
 from litebert.protowire import proto_fields
 
 KINDS = ("sentencepiece", "wordpiece", "chinese")
@@ -362,7 +362,15 @@ class Tokenizer:
             "cls_token_id": self.cls_token_id,
             "sep_token_id": self.sep_token_id,
             "mask_token_id": self.mask_token_id,
+            "vocab_sha256": self.vocab_fingerprint(),
         }
+
+    def vocab_fingerprint(self) -> str:
+        """SHA-256 (hex) of the ordered vocabulary: the token of each id 0..V−1, each followed by a newline, UTF-8.
+        Equal fingerprints mean every id stands for the same token; the data manifest stores it so that data and
+        models of another tokenizer with the same vocabulary size are refused."""
+        tokens = self.convert_ids_to_tokens(range(self.vocab_size))
+        return sha256_bytes("".join(f"{t}\n" for t in tokens).encode("utf-8"))
 
     # ---- saving ----
     def save(self, directory: str | os.PathLike) -> list[Path]:

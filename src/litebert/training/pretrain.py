@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, read_json
 from litebert.training import distributed as D
@@ -340,10 +341,11 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
         eval_manifest = eval_dataset = None
         if cfg.eval_data:
             eval_manifest, eval_dataset = _read_data(cfg.eval_data, "--eval-data")
-            t_train, t_eval = _tokenizer_info(manifest), _tokenizer_info(eval_manifest)
-            if t_train.get("vocab_size") != t_eval.get("vocab_size"):
-                raise LitebertError(f"--eval-data {cfg.eval_data} was prepared with another tokenizer (vocab_size "
-                                    f"{t_eval.get('vocab_size')} vs {t_train.get('vocab_size')})")
+            _tokenizer_info(eval_manifest)
+            check_same_vocabulary(eval_manifest, manifest, f"--eval-data {cfg.eval_data}", f"--data {cfg.data}")
+        if cfg.init_from is not None:  # its tokenizer files (final/ has them) must be the data's tokenizer
+            check_same_vocabulary(manifest, tokenizer_vocabulary(cfg.init_from), f"--data {cfg.data}",
+                                  f"--init-from {cfg.init_from}")
         from litebert.training.state import find_latest_checkpoint, list_checkpoints, verify_checkpoint
 
         resume_from = None
