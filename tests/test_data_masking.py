@@ -1,5 +1,5 @@
-"""n-gram whole-word masking (SPEC.md §3): the vectorized batch version against a plain per-item reference of the
-official algorithm, and the statistics SPEC.md §3 gives as test bounds."""
+"""n-gram whole-word masking (docs/algorithms.md §3): the vectorized batch version against a plain per-item reference of the
+official algorithm, and the statistics docs/algorithms.md §3 gives as test bounds."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def _run_lengths(sel_row):
 
 
 def test_ngram_run_lengths_follow_p_n():
-    """Whole-word text at S=128: about 54% runs of 1 word, 27% of 2, 16% of 3 (SPEC.md §3)."""
+    """Whole-word text at S=128: about 54% runs of 1 word, 27% of 2, 16% of 3 (docs/algorithms.md §3)."""
     rng = np.random.default_rng(4)
     B = 2000
     ids, ws, lengths = random_batch(rng, B=B, S=128, p_cont=0.0, min_len=128)

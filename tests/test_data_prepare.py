@@ -1,4 +1,4 @@
-"""``prepare`` (SPEC.md §2): instances, recorded positions, determinism, shards + manifest, bad input; and the
+"""``prepare`` (docs/algorithms.md §2): instances, recorded positions, determinism, shards + manifest, bad input; and the
 dataset / collator / data-model check that training uses."""
 
 from __future__ import annotations

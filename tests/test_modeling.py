@@ -1,5 +1,5 @@
 """The model against transformers as the oracle (minGPT's test_huggingface_import idea), plus the litebert-only
-variants against independent references written here from SPEC §1 and fixtures/tf/README.md."""
+variants against independent references written here from docs/algorithms.md §1 and fixtures/tf/README.md."""
 
 from __future__ import annotations
 
@@ -291,7 +291,7 @@ def test_init_as_transformers():
     assert torch.all(model.albert.pooler.bias == 0)
 
 
-PRESET_COUNTS = {  # SPEC.md §1: AlbertModel (with pooler) / AlbertForPreTraining
+PRESET_COUNTS = {  # docs/algorithms.md §1: AlbertModel (with pooler) / AlbertForPreTraining
     "albert-base": (11_683_584, 11_813_810),
     "albert-large": (17_683_968, 17_847_474),
     "albert-xlarge": (58_724_864, 59_021_490),

@@ -1,4 +1,4 @@
-"""Model directories: ``config.json`` + ``model.safetensors`` with transformers' parameter names (SPEC §5).
+"""Model directories: ``config.json`` + ``model.safetensors`` with transformers' parameter names (docs/algorithms.md §5).
 
 Writing (:func:`save_model_dir`): the state dict with each tensor once — the tied ``predictions.decoder.weight``
 (= ``albert.embeddings.word_embeddings.weight``) and ``predictions.decoder.bias`` (= ``predictions.bias``) are left

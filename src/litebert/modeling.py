@@ -5,7 +5,7 @@ Every parameter carries its Hugging Face transformers name (``model.state_dict()
 keyword arguments and output field names follow transformers' ``modeling_albert.py``, and outputs agree with it to
 1e-5 in fp32 (tests/test_modeling.py). Differences, all deliberate:
 
-- **Masked positions only** (SPEC §1, google-research ``run_pretraining.py`` gathers ``masked_lm_positions``): with
+- **Masked positions only** (docs/algorithms.md §1, google-research ``run_pretraining.py`` gathers ``masked_lm_positions``): with
   ``labels``, :class:`AlbertForPreTraining`/:class:`AlbertForMaskedLM` compute vocabulary logits only where
   ``labels != -100``; ``prediction_logits``/``logits`` are then ``[P_total, V]``, rows in row-major (batch, position)
   order, aligned with ``labels[labels != -100]``. Without labels they are the full ``[B, S, V]``.
@@ -148,7 +148,7 @@ class QuestionAnsweringModelOutput(ModelOutput):
 
 # ====================================================================================================== embeddings
 class AlbertEmbeddings(nn.Module):
-    """Word + token-type + position embeddings, LayerNorm, dropout (SPEC §1; HF ``AlbertEmbeddings``).
+    """Word + token-type + position embeddings, LayerNorm, dropout (docs/algorithms.md §1; HF ``AlbertEmbeddings``).
 
     "factorized" layout: E-wide tables and LayerNorm(E); output (B, S, E), mapped to H by the encoder.
     "albert_zh" layout: ``word_embeddings_2`` (Linear E→H, no bias) right after the lookup, H-wide position/type
@@ -246,7 +246,7 @@ class AlbertAttention(nn.Module):
 
 # ====================================================================================================== layer
 class AlbertLayer(nn.Module):
-    """Attention block then FFN block (HF ``AlbertLayer``; SPEC §1).
+    """Attention block then FFN block (HF ``AlbertLayer``; docs/algorithms.md §1).
 
     post-LN: ``a = attention(x)``; ``y = full_layer_layer_norm(a + dropout(ffn_output(act(ffn(a)))))``.
     pre-LN: ``y = a + dropout(ffn_output(act(ffn(full_layer_layer_norm(a)))))``.
@@ -433,7 +433,7 @@ class AlbertPreTrainedModel(nn.Module):
 
 # ====================================================================================================== AlbertModel
 class AlbertModel(AlbertPreTrainedModel):
-    """Embeddings → transformer → pooler ``tanh(Linear(H, H)(h[:, 0]))`` (HF ``AlbertModel``; SPEC §1)."""
+    """Embeddings → transformer → pooler ``tanh(Linear(H, H)(h[:, 0]))`` (HF ``AlbertModel``; docs/algorithms.md §1)."""
 
     def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True):
         super().__init__(config)

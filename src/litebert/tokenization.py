@@ -321,7 +321,7 @@ class Tokenizer:
 
     # ---- tables used by the data pipeline ----
     def word_start_table(self) -> np.ndarray:
-        """``bool [V]``: True where a token starts a word (SPEC.md §2/§3 "Words").
+        """``bool [V]``: True where a token starts a word (docs/algorithms.md §2/§3 "Words").
 
         WordPiece/Chinese: every token except ``##`` continuations. SentencePiece: pieces that begin with ``▁``, or
         are ``<...>`` / single punctuation (google-research/albert ``_is_start_piece``).
@@ -338,7 +338,7 @@ class Tokenizer:
         return self._id_cache["word_start"]
 
     def random_replacement_ids(self) -> np.ndarray:
-        """``int64 [K]``: ids a masked token may be replaced with (SPEC.md §3 "10% a random vocabulary token"):
+        """``int64 [K]``: ids a masked token may be replaced with (docs/algorithms.md §3 "10% a random vocabulary token"):
         every id except special tokens, ``<unk>``-like control tokens and BERT's ``[unusedN]`` slots."""
         if "random_ids" not in self._id_cache:
             vocab = self.get_vocab()

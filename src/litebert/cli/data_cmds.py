@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=_train_tokenizer)
 
     q = subparsers.add_parser("prepare", help="make SOP + n-gram-masking pretraining shards from a corpus",
-                              description="Tokenize a corpus and write pretraining instances (SPEC.md §2, §3) "
+                              description="Tokenize a corpus and write pretraining instances (docs/algorithms.md §2, §3) "
                                           "as numpy shards plus manifest.json into --output.")
     q.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="corpus files or directories")
     q.add_argument("--tokenizer", required=True, metavar="DIR")

@@ -1,4 +1,4 @@
-"""Pretraining data (SPEC.md §2, §3): corpus readers → documents → SOP instances → n-gram masking → shards;
+"""Pretraining data (docs/algorithms.md §2, §3): corpus readers → documents → SOP instances → n-gram masking → shards;
 the dataset and collator that training reads them with.
 
 Public names: :func:`prepare` / :class:`PrepareConfig` / :class:`PrepareResult`, :class:`PretrainingDataset`,

@@ -1,6 +1,6 @@
 """``litebert prepare``: corpus → tokenized documents → SOP instances → (static masks) → shards + manifest.
 
-Pipeline (STYLE.md principle 6: pure, seeded stages with inspectable artifacts):
+Pipeline (pure, seeded stages with inspectable artifacts):
 
 1. :func:`litebert.corpus.read_documents` streams documents (lists of sentences) from the files.
 2. Documents are grouped into *units* (64 documents or 512 KiB of text, whichever first; the grouping depends only
@@ -44,7 +44,7 @@ UNIT_BYTES = 512 * 1024
 
 @dataclass
 class PrepareConfig:
-    """Settings of ``litebert prepare`` (SPEC.md §2, §3). Validated on construction.
+    """Settings of ``litebert prepare`` (docs/algorithms.md §2, §3). Validated on construction.
 
     Attributes:
         corpus: corpus files or directories.

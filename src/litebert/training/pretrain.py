@@ -4,7 +4,7 @@ What :func:`pretrain` does, in order: start the process group (under ``torchrun`
 the model config (``vocab_size`` and special ids from the data's tokenizer), check data and model agree, write
 ``OUTPUT/config.json`` and ``OUTPUT/run_settings.json``, build model/optimizer/schedule, run the one training loop
 (:func:`litebert.training.loop.train`) with the pretraining objective, and write ``OUTPUT/final/`` (HF model
-directory + tokenizer files). Objective (SPEC.md §1): ``loss = MLM CE averaged over every predicted token of the
+directory + tokenizer files). Objective (docs/algorithms.md §1): ``loss = MLM CE averaged over every predicted token of the
 optimizer step (all micro-batches, all ranks) + SOP CE averaged over every sequence of the step``.
 """
 
@@ -46,7 +46,7 @@ class PretrainConfig:
     model_config: str = "albert-base"
     #: prepared shards to evaluate on (MLM accuracy, MLM perplexity, SOP accuracy); None = no evaluation
     eval_data: str | None = None
-    #: "lamb" (SPEC.md §4) or "adamw"
+    #: "lamb" (docs/algorithms.md §4) or "adamw"
     optimizer: str = "lamb"
     #: peak learning rate (paper: 0.00176 at batch 4096)
     learning_rate: float = 1.76e-3

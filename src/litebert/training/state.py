@@ -1,4 +1,4 @@
-"""Training-state checkpoints (SPEC.md §5; torchtitan-style): complete, atomic, resumable.
+"""Training-state checkpoints (docs/algorithms.md §5; torchtitan-style): complete, atomic, resumable.
 
 Layout of ``OUTPUT/checkpoints/step-N/``::
 
