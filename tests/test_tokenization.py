@@ -9,7 +9,6 @@ import pytest
 
 from litebert.errors import LitebertError
 from litebert.tokenization import load_tokenizer, train_tokenizer
-from test_data_fixtures import clue_zh, tmp_root, trained_tokenizer, wikitext_subset
 
 KINDS = ["sentencepiece", "wordpiece", "chinese"]
 
@@ -24,23 +23,23 @@ TEXTS = [
 ]
 
 
-def _sample_lines(kind: str, n: int = 400) -> list[str]:
-    path = clue_zh() if kind == "chinese" else wikitext_subset(60)
+def _sample_lines(tiny, kind: str, n: int = 400) -> list[str]:
+    path = tiny.clue_zh() if kind == "chinese" else tiny.wikitext_subset(60)
     lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     return lines[:n]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_ids_match_transformers_autotokenizer(shared_data, kind):
+def test_ids_match_transformers_autotokenizer(tiny, kind):
     transformers = pytest.importorskip("transformers")
-    d = trained_tokenizer(kind)
+    d = tiny.tokenizer(kind)
     ours = load_tokenizer(d)
     hf = transformers.AutoTokenizer.from_pretrained(str(d))
     assert ours.kind == kind
     assert len(hf) == ours.vocab_size
     for role in ("pad", "unk", "cls", "sep", "mask"):
         assert getattr(hf, f"{role}_token_id") == getattr(ours, f"{role}_token_id")
-    texts = TEXTS + _sample_lines(kind)
+    texts = TEXTS + _sample_lines(tiny, kind)
     for t in texts:
         assert hf(t)["input_ids"] == ours.encode(t, add_special_tokens=True), t
     enc = hf("first sentence", "second one")
@@ -51,55 +50,55 @@ def test_ids_match_transformers_autotokenizer(shared_data, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_fast_batch_path_equals_pipeline(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind))
-    texts = TEXTS + _sample_lines(kind, 2000) + ["x [MASK] y<unk>z [mask] [CLS][SEP]<pad>", "it''s a ``b``"]
+def test_fast_batch_path_equals_pipeline(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind))
+    texts = TEXTS + _sample_lines(tiny, kind, 2000) + ["x [MASK] y<unk>z [mask] [CLS][SEP]<pad>", "it''s a ``b``"]
     assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
     assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]  # warm cache
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
-def test_uncased_hello_world(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind))
+def test_uncased_hello_world(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind))
     assert tok.encode("Hello World") == tok.encode("hello world")
     assert tok.encode_batch(["Hello World"]) == tok.encode_batch(["hello world"])
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
-def test_keep_accents(shared_data, kind):
-    stripped = load_tokenizer(trained_tokenizer(kind))
-    kept = load_tokenizer(trained_tokenizer(kind, keep_accents=True))
+def test_keep_accents(tiny, kind):
+    stripped = load_tokenizer(tiny.tokenizer(kind))
+    kept = load_tokenizer(tiny.tokenizer(kind, keep_accents=True))
     assert stripped.encode("så") == stripped.encode("sa")
     assert kept.encode("så") != kept.encode("sa")
     assert kept.keep_accents and not stripped.keep_accents
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
-def test_cased_tokenizer_keeps_case(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind, lowercase=False))
+def test_cased_tokenizer_keeps_case(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind, lowercase=False))
     assert not tok.do_lower_case
     assert tok.encode("Hello World") != tok.encode("hello world")
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_mask_in_raw_text_is_one_token(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind))
+def test_mask_in_raw_text_is_one_token(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind))
     for text in ["the [MASK] is", "the[MASK]is", "[MASK]"]:
         ids = tok.encode(text)
         assert ids.count(tok.mask_token_id) == 1, (text, tok.convert_ids_to_tokens(ids))
         assert tok.encode_batch([text])[0] == ids
 
 
-def test_sentencepiece_layout_is_albert(shared_data):
-    tok = load_tokenizer(trained_tokenizer("sentencepiece"))
+def test_sentencepiece_layout_is_albert(tiny):
+    tok = load_tokenizer(tiny.tokenizer("sentencepiece"))
     ids = [tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id]
     assert ids == [0, 1, 2, 3, 4]
     assert tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def test_spiece_model_only_directory_loads(shared_data, tmp_path):
+def test_spiece_model_only_directory_loads(tiny, tmp_path):
     transformers = pytest.importorskip("transformers")
-    src = trained_tokenizer("sentencepiece")
+    src = tiny.tokenizer("sentencepiece")
     shutil.copy(src / "spiece.model", tmp_path / "spiece.model")
     a, b = load_tokenizer(src), load_tokenizer(tmp_path)
     hf = transformers.AlbertTokenizer.from_pretrained(str(tmp_path))
@@ -131,16 +130,16 @@ def test_albert_zh_style_vocab_txt_loads(tmp_path):
     assert hf("一丁 The [MASK] ab")["input_ids"] == tok.encode("一丁 The [MASK] ab", add_special_tokens=True)
 
 
-def test_tokenizer_json_only_directory_loads(shared_data, tmp_path):
-    src = trained_tokenizer("wordpiece")
+def test_tokenizer_json_only_directory_loads(tiny, tmp_path):
+    src = tiny.tokenizer("wordpiece")
     shutil.copy(src / "tokenizer.json", tmp_path / "tokenizer.json")
     shutil.copy(src / "tokenizer_config.json", tmp_path / "tokenizer_config.json")
     a, b = load_tokenizer(src), load_tokenizer(tmp_path)
     assert a.encode("Hello there, world.") == b.encode("Hello there, world.")
 
 
-def test_chinese_characters_are_single_tokens(shared_data):
-    tok = load_tokenizer(trained_tokenizer("chinese"))
+def test_chinese_characters_are_single_tokens(tiny):
+    tok = load_tokenizer(tiny.tokenizer("chinese"))
     toks = tok.tokenize("兰州公交集团")
     assert toks == list("兰州公交集团")
 
@@ -197,12 +196,12 @@ def test_train_tokenizer_cli_reports_skipped_lines_and_small_vocab(tmp_path, cap
     assert f"skipped 1 invalid line(s) (first: {corpus}:3)" in out
 
 
-def test_saved_directory_runs_in_fill_mask_pipeline(shared_data, tmp_path):
+def test_saved_directory_runs_in_fill_mask_pipeline(tiny, tmp_path):
     """The files Tokenizer.save writes are what final/ holds: they must work in transformers' fill-mask."""
     transformers = pytest.importorskip("transformers")
     import torch
 
-    tok = load_tokenizer(trained_tokenizer("sentencepiece"))
+    tok = load_tokenizer(tiny.tokenizer("sentencepiece"))
     cfg = transformers.AlbertConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32,
                                     num_hidden_layers=1, num_attention_heads=2, intermediate_size=37)
     torch.manual_seed(0)
@@ -211,7 +210,7 @@ def test_saved_directory_runs_in_fill_mask_pipeline(shared_data, tmp_path):
     fill = transformers.pipeline("fill-mask", model=str(tmp_path), tokenizer=str(tmp_path))
     out = fill(f"the game is a {tok.mask_token} of the series .")
     assert len(out) == 5 and all("token" in o for o in out)
-    assert tmp_root().exists()
+    assert tiny.root.exists()
 
 
 # ---------------------------------------------------------------------------------------------- defects (issue 12)

@@ -29,19 +29,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory, shared_data):
+def tiny_data(tiny):
     """A SentencePiece tokenizer (1000 ids) and prepared shards (max_seq_length 64) from 300 kB of WikiText-2."""
-    from litebert.data import PrepareConfig, prepare
-    from litebert.tokenization import train_tokenizer
-
-    root = tmp_path_factory.mktemp("pretrain_data")
-    corpus = root / "corpus.txt"
-    with open(shared_data / "wikitext-2" / "wiki.valid.tokens", encoding="utf-8") as f:
-        corpus.write_text(f.read(300_000), encoding="utf-8")
-    train_tokenizer([corpus], "sentencepiece", 1000, root / "tok")
-    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(root / "tok"), output=str(root / "data"),
-                          max_seq_length=64, seed=1, progress=False))
-    return root / "data"
+    return tiny.pretraining_data()
 
 
 def _args(data, out, *extra):
