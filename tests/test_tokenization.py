@@ -102,7 +102,7 @@ def test_spiece_model_only_directory_loads(tiny, tmp_path):
     shutil.copy(src / "spiece.model", tmp_path / "spiece.model")
     a, b = load_tokenizer(src), load_tokenizer(tmp_path)
     hf = transformers.AlbertTokenizer.from_pretrained(str(tmp_path))
-    for t in TEXTS + _sample_lines("sentencepiece", 100):
+    for t in TEXTS + _sample_lines(tiny, "sentencepiece", 100):
         assert a.encode(t) == b.encode(t)
         assert hf(t)["input_ids"] == b.encode(t, add_special_tokens=True)
     b.save(tmp_path / "saved")
