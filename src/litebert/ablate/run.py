@@ -37,6 +37,7 @@ import torch
 
 from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, select_cells
 from litebert.errors import LitebertError
+from litebert.settings import check, fail, setting
 
 RESULT_FILE = "ablate_result.json"
 #: fields every results.jsonl record has (the issue's contract); more may follow
@@ -46,85 +47,65 @@ RESULT_FIELDS = ("study", "cell", "seed", "parameters", "steps", "seconds", "mlm
 
 @dataclass
 class AblateConfig:
-    """Settings of ``litebert ablate`` (one option each). Validated on construction (LitebertError naming the option).
+    """Settings of ``litebert ablate``: the command's options, one field each (derived from here).
 
-    Attributes:
-        study: one of :data:`~litebert.ablate.grid.STUDIES`.
-        corpus: training corpus files (any format ``litebert prepare`` reads).
-        output: the study directory DIR.
-        eval_corpus: held-out corpus files; None = the last ``eval_fraction`` of each corpus file's lines.
-        cells: run only these cells of the grid (None = all).
-        steps / budget_minutes: the equal budget of every cell: optimizer steps, or wall-clock minutes of training
-            per cell (the step count of the schedule is then estimated from a timed probe of the cell, and the loop
-            also stops at the time limit), or both (the schedule spans ``steps``; the time limit stops the run
-            earlier if it comes first: for cells run side by side on a machine whose load changes).
-        base_config: a model config.json (preset name or path); None = :data:`~litebert.ablate.grid.DEFAULT_BASE`.
-        seeds: pretraining runs per cell (seeds 42, 43, ...).
-        finetune_task: a ``litebert finetune`` task preset (e.g. ``sst2``) to fine-tune every cell's model on,
-            briefly (``finetune_steps``), recording its dev metrics; ``finetune_data``: a directory with train.tsv and
-            dev.tsv (default: the shared data directory's copy of the task).
-        tokenizer: a tokenizer directory; None = train SentencePiece with the base config's ``vocab_size``.
-        max_seq_length, batch_size, optimizer, learning_rate, warmup_ratio, masked_lm_prob,
-        max_predictions_per_seq: the pretraining recipe of every cell (defaults: scripts/quickstart.sh's phase 1).
-        max_eval_sequences: evaluate on at most this many held-out sequences per task (None = all).
-        save_steps: checkpoint cadence of each cell (what an interrupted cell resumes from).
-        threads: torch intra-op threads (None = leave as is).
+    ``steps`` / ``budget_minutes`` are the equal budget of every cell: optimizer steps, or wall-clock minutes of
+    training per cell (the schedule length is then estimated from a timed probe of the cell, and the loop also stops
+    at the limit), or both (a schedule of ``steps``, stopped by the time limit if that comes first: for cells run
+    side by side on a machine whose load changes). The recipe defaults are scripts/quickstart.sh's phase a.
+
+    Raises :class:`~litebert.errors.LitebertError` ``"--option value: why"`` on construction for a bad value.
     """
 
-    study: str
-    corpus: list[str]
-    output: str
-    eval_corpus: list[str] | None = None
-    cells: list[str] | None = None
-    steps: int | None = None
-    budget_minutes: float | None = None
-    base_config: str | None = None
-    seeds: int = 1
-    finetune_task: str | None = None
-    finetune_steps: int = 300
-    finetune_data: str | None = None
-    tokenizer: str | None = None
-    max_seq_length: int = 64
-    batch_size: int = 64
-    optimizer: str = "adamw"
-    learning_rate: float = 2e-3
-    warmup_ratio: float = 0.1
-    masked_lm_prob: float = 0.3
-    max_predictions_per_seq: int = 20
-    eval_fraction: float = 0.05
-    max_eval_sequences: int | None = None
-    eval_batch_size: int = 128
-    save_steps: int = 500
-    data_seed: int = 12345
-    workers: int = 1
-    threads: int | None = None
-    progress_bar: bool = False
+    study: str = setting(choices=STUDIES, help="the paper's experiment to rerun (docs/ablations.md)")
+    corpus: list[str] = setting(metavar="FILE", help="training corpus files (any format `litebert prepare` reads)")
+    output: str = setting(metavar="DIR", help="the study directory: data/, <study>/<cell>/, results.jsonl, "
+                                              "<study>.md, <study>.png")
+    eval_corpus: list[str] | None = setting(None, metavar="FILE", help="held-out corpus (default: the last "
+                                                                       "--eval-fraction of every corpus file's lines)")
+    cells: list[str] | None = setting(None, metavar="CELL", help="run only these cells of the grid (default: all)")
+    steps: int | None = setting(None, gt=0, help="optimizer steps per cell (the schedule)")
+    budget_minutes: float | None = setting(None, gt=0, help="wall-clock training minutes per cell (alone: the "
+                                                            "steps come from a timed probe; with --steps: a time "
+                                                            "limit on that schedule)")
+    base_config: str | None = setting(None, metavar="JSON", help="base model config.json or preset (default: the "
+                                                                 "quick-start model, E64 H128 L4)")
+    seeds: int = setting(1, ge=1, help="pretraining runs per cell (seeds 42, 43, ...)")
+    finetune_task: str | None = setting(None, metavar="NAME", help="fine-tune every cell briefly on this task "
+                                                                   "(sst2, mrpc, chnsenticorp), record its dev "
+                                                                   "metrics")
+    finetune_steps: int = setting(300, gt=0, help="optimizer steps of that fine-tuning")
+    finetune_data: str | None = setting(None, metavar="DIR", help="train.tsv + dev.tsv of --finetune-task "
+                                                                  "(default: the shared data directory's copy)")
+    tokenizer: str | None = setting(None, metavar="DIR", help="tokenizer directory (default: train SentencePiece "
+                                                              "on the corpus, once, with the base vocab_size)")
+    max_seq_length: int = setting(64, ge=8, help="tokens per pretraining pair")
+    batch_size: int = setting(64, gt=0, help="sequences per step")
+    optimizer: str = setting("adamw", choices=("lamb", "adamw"), help="optimizer of every cell")
+    learning_rate: float = setting(2e-3, gt=0, help="peak learning rate")
+    warmup_ratio: float = setting(0.1, ge=0, lt=1, help="fraction of the schedule spent warming up")
+    masked_lm_prob: float = setting(0.3, gt=0, le=1, help="fraction of tokens masked")
+    max_predictions_per_seq: int = setting(20, gt=0, help="the most masked tokens per pair")
+    eval_fraction: float = setting(0.05, gt=0, lt=1, help="held-out share of every corpus file without "
+                                                          "--eval-corpus")
+    max_eval_sequences: int | None = setting(None, gt=0, help="evaluate on at most this many held-out pairs per "
+                                                              "task (default: all)")
+    eval_batch_size: int = setting(128, gt=0, help="pairs per evaluation batch")
+    save_steps: int = setting(500, ge=0, help="checkpoint every N steps (what an interrupted cell resumes from)")
+    data_seed: int = setting(12345, help="seed of `prepare` (pairs and masks)")
+    workers: int = setting(1, ge=1, help="processes of `prepare`")
+    threads: int | None = setting(None, gt=0, help="torch intra-op threads (default: leave as is)")
+    progress_bar: bool = setting(False, help="tqdm bars of the training loops")
 
     def __post_init__(self) -> None:
-        def need(cond: bool, name: str, what: str) -> None:
-            if not cond:
-                raise LitebertError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: {what}")
-
-        need(self.study in STUDIES, "study", f"expected one of {', '.join(STUDIES)}")
         if isinstance(self.corpus, (str, os.PathLike)):
             self.corpus = [self.corpus]
-        need(bool(self.corpus), "corpus", "give at least one corpus file")
+        check(self)
+        if not self.corpus:
+            fail(self, "corpus", "give at least one corpus file")
         if self.steps is None and self.budget_minutes is None:
             raise LitebertError("give --steps N or --budget-minutes M (or both: the schedule spans N steps and the "
                                 "time limit stops it), the budget of every cell")
-        need(self.steps is None or self.steps > 0, "steps", "must be > 0")
-        need(self.budget_minutes is None or self.budget_minutes > 0, "budget_minutes", "must be > 0")
-        need(self.seeds >= 1, "seeds", "must be >= 1")
-        need(self.finetune_steps > 0, "finetune_steps", "must be > 0")
-        need(self.max_seq_length >= 8, "max_seq_length", "must be >= 8")
-        need(self.batch_size > 0, "batch_size", "must be > 0")
-        need(self.optimizer in ("lamb", "adamw"), "optimizer", "expected lamb or adamw")
-        need(self.learning_rate > 0, "learning_rate", "must be > 0")
-        need(0 <= self.warmup_ratio < 1, "warmup_ratio", "must be in [0, 1)")
-        need(0 < self.eval_fraction < 1, "eval_fraction", "must be in (0, 1)")
-        need(self.max_eval_sequences is None or self.max_eval_sequences > 0, "max_eval_sequences", "must be > 0")
-        need(self.save_steps >= 0, "save_steps", "must be >= 0")
-        need(self.threads is None or self.threads > 0, "threads", "must be > 0")
 
 
 @dataclass
@@ -161,7 +142,7 @@ def _digest(obj) -> str:
 
 
 def _file_identity(files: list[str]) -> list:
-    from litebert.data.corpus import resolve_corpus_files
+    from litebert.corpus import resolve_corpus_files
 
     out = []
     for f in resolve_corpus_files(files):
@@ -185,7 +166,7 @@ def _cached_dir(root: Path, name: str, build) -> Path:
 
 def _cut_lines(files: list[str], out_dir: Path, keep) -> list[str]:
     """Write ``keep(lines)`` of every file (by line) into ``out_dir`` under the file's own name; returns the paths."""
-    from litebert.data.corpus import resolve_corpus_files
+    from litebert.corpus import resolve_corpus_files
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []

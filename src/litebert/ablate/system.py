@@ -30,7 +30,7 @@ class _Blocks(torch.utils.data.Dataset):
 def corpus_blocks(files: list[str], tokenizer_dir: str, max_seq_length: int) -> list[list[int]]:
     """Every document of ``files`` (litebert's corpus reader) tokenized and cut into ``[CLS] x [SEP]`` blocks of at most
     ``max_seq_length`` ids (the tail of a document makes a shorter block)."""
-    from litebert.data.corpus import read_documents
+    from litebert.corpus import read_documents
     from litebert.tokenization import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
