@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from pathlib import Path
 
 from litebert.ablate.grid import PAPER
+from litebert.fileio import atomic_write, atomic_write_text
 
 TITLES = {
     "embedding-size": ("Embedding size E under all-shared / not-shared layers", "Table 3 (ALBERT-base)"),
@@ -108,10 +108,7 @@ def table_markdown(study: str, records: list[dict]) -> str:
 
 def write_report(root: Path, study: str, records: list[dict]) -> tuple[Path, Path | None]:
     """Write ``root/<study>.md`` and ``root/<study>.png`` (None when matplotlib is missing); returns both paths."""
-    md = root / f"{study}.md"
-    tmp = md.with_name(f".{md.name}.tmp-{os.getpid()}")
-    tmp.write_text(table_markdown(study, records), encoding="utf-8")
-    os.replace(tmp, md)
+    md = atomic_write_text(root / f"{study}.md", table_markdown(study, records))
     try:
         import matplotlib
     except ImportError:
@@ -146,9 +143,6 @@ def write_report(root: Path, study: str, records: list[dict]) -> tuple[Path, Pat
     ax.set_title(f"{study}: {TITLES[study][0]}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    png = root / f"{study}.png"
-    tmp_png = png.with_name(f".{png.stem}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp_png, dpi=100)
+    png = atomic_write(root / f"{study}.png", lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
     plt.close(fig)
-    os.replace(tmp_png, png)
     return md, png

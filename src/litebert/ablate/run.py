@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ import torch
 
 from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, select_cells
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text
 from litebert.settings import check, fail, setting
 
 RESULT_FILE = "ablate_result.json"
@@ -132,9 +132,7 @@ def wilson_interval(correct: float, n: float, z: float = 1.959964) -> tuple[floa
 
 
 def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_json(path, obj, default=str)
 
 
 def _digest(obj) -> str:
@@ -152,15 +150,11 @@ def _file_identity(files: list[str]) -> list:
 
 
 def _cached_dir(root: Path, name: str, build) -> Path:
-    """``root/name``, built by ``build(tmp_dir)`` in a temporary directory and renamed: complete or absent."""
+    """``root/name``, built by ``build(tmp_dir)`` in a temporary directory and installed: complete or absent."""
     final = root / name
-    if final.is_dir():
-        return final
-    tmp = root / f".tmp-{name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    build(tmp)
-    os.replace(tmp, final)
+    if not final.is_dir():
+        with atomic_directory(final) as tmp:
+            build(tmp)
     return final
 
 
@@ -458,12 +452,8 @@ def collect_records(root: Path) -> list[dict]:
 
 def write_results(root: Path) -> Path:
     """``root/results.jsonl`` rewritten (atomically) from every cell's record."""
-    path = root / "results.jsonl"
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(rec, sort_keys=False, default=str) + "\n" for rec in collect_records(root))
-    os.replace(tmp, path)
-    return path
+    lines = [json.dumps(rec, default=str) + "\n" for rec in collect_records(root)]
+    return atomic_write_text(root / "results.jsonl", "".join(lines))
 
 
 def ablate(cfg: AblateConfig, log=print) -> AblateResult:
