@@ -35,7 +35,7 @@ def pairs(path: str, limit: int | None = None):
     for i in range(n):
         r = ds.raw(i)
         ids, la = r["input_ids"], int(r["meta"][LEN_A])
-        out.append((ids[1:la + 1], ids[la + 2:-1], int(r["meta"][LABEL])))
+        out.append((ids[1 : la + 1], ids[la + 2 : -1], int(r["meta"][LABEL])))
     return out
 
 
@@ -81,8 +81,11 @@ def main() -> None:
     first = pairs(next(iter(train.values())), args.limit)
     counts = np.bincount(np.concatenate([np.concatenate([a, b]) for a, b, _ in first]))
     stop = set(np.argsort(counts)[::-1][:200].tolist())
-    header = "| trained on | " + " | ".join(f"{t} accuracy [95 %] (label 0 / label 1)" for t in evals) + \
-        " | weight of Jaccard |"
+    header = (
+        "| trained on | "
+        + " | ".join(f"{t} accuracy [95 %] (label 0 / label 1)" for t in evals)
+        + " | weight of Jaccard |"
+    )
     print(header)
     print("|" + "---|" * (len(evals) + 2))
     for name, path in train.items():
@@ -95,8 +98,10 @@ def main() -> None:
             ok = pred == ye
             lo, hi = wilson_interval(float(ok.sum()), len(ok))
             acc0, acc1 = float(ok[ye == 0].double().mean()), float(ok[ye == 1].double().mean())
-            cells.append(f"{100 * float(ok.double().mean()):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] "
-                         f"({100 * acc0:.0f} / {100 * acc1:.0f})")
+            cells.append(
+                f"{100 * float(ok.double().mean()):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] "
+                f"({100 * acc0:.0f} / {100 * acc1:.0f})"
+            )
         print(f"| {name} | " + " | ".join(cells) + f" | {float(w[0]):+.3f} |")
 
 

@@ -18,9 +18,19 @@ from litebert.modeling import AlbertForPreTraining
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = {"vocab_size": 300, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 4, "num_hidden_groups": 1,
-        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0}
+TINY = {
+    "vocab_size": 300,
+    "embedding_size": 16,
+    "hidden_size": 32,
+    "num_hidden_layers": 4,
+    "num_hidden_groups": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "classifier_dropout_prob": 0.0,
+}
 
 
 def expected_parameters(c: AlbertConfig) -> int:
@@ -70,8 +80,12 @@ def test_grid_contents_and_the_default_base_matches_the_quickstart_model():
     assert quick == DEFAULT_BASE
     assert [c.name for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
     assert [c.inter_sentence_task for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", "sop-official"]
-    assert [c.name for c in build_grid("sharing", base)] == ["all-shared", "shared-attention", "shared-FFN",
-                                                             "not-shared"]
+    assert [c.name for c in build_grid("sharing", base)] == [
+        "all-shared",
+        "shared-attention",
+        "shared-FFN",
+        "not-shared",
+    ]
     assert [c.data_fraction for c in build_grid("data", base)] == [0.25, 0.5, 1.0]
     width = build_grid("width", base)
     assert [c.config(base).hidden_size for c in width] == [64, 128, 256]
@@ -94,8 +108,21 @@ def test_unknown_study_or_cell_is_a_clear_error(tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("a b c.\n")
     # the cell is checked before any data work: nothing but the error, no DIR/data
-    rc = main(["ablate", "--study", "depth", "--corpus", str(corpus), "--output", str(tmp_path / "o"), "--steps",
-               "2", "--cells", "L3"])
+    rc = main(
+        [
+            "ablate",
+            "--study",
+            "depth",
+            "--corpus",
+            str(corpus),
+            "--output",
+            str(tmp_path / "o"),
+            "--steps",
+            "2",
+            "--cells",
+            "L3",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: unknown cell(s) 'L3'")
     assert not (tmp_path / "o").exists()
@@ -131,10 +158,23 @@ def corpus(tmp_path_factory, shared_data):
 
 def _cfg(corpus, out, **kw):
     train, held, base, tok = corpus
-    return AblateConfig(**{"study": "depth", "corpus": [str(train)], "eval_corpus": [str(held)], "output": str(out),
-                           "tokenizer": str(tok), "steps": 6, "base_config": str(base), "batch_size": 8,
-                           "max_seq_length": 32, "max_predictions_per_seq": 8, "save_steps": 3,
-                           "cells": ["L1", "L2"], **kw})
+    return AblateConfig(
+        **{
+            "study": "depth",
+            "corpus": [str(train)],
+            "eval_corpus": [str(held)],
+            "output": str(out),
+            "tokenizer": str(tok),
+            "steps": 6,
+            "base_config": str(base),
+            "batch_size": 8,
+            "max_seq_length": 32,
+            "max_predictions_per_seq": 8,
+            "save_steps": 3,
+            "cells": ["L1", "L2"],
+            **kw,
+        }
+    )
 
 
 def test_ablate_writes_results_and_resumes_a_half_finished_study(corpus, tmp_path):
@@ -163,8 +203,9 @@ def test_ablate_writes_results_and_resumes_a_half_finished_study(corpus, tmp_pat
     plan = json.loads((out / "depth" / "L2" / "ablate_plan.json").read_text())
     sop_dir = plan["eval_data"]["sop"]
     _, ds = _read_data(sop_dir, "eval")
-    ref = make_pretraining_eval(make_batch_factory(ds, 8, ds.collator(), seed=0, shuffle=False, drop_last=False),
-                                torch.device("cpu"))(model)
+    ref = make_pretraining_eval(
+        make_batch_factory(ds, 8, ds.collator(), seed=0, shuffle=False, drop_last=False), torch.device("cpu")
+    )(model)
     ours = evaluate_model(model, plan["eval_data"], batch_size=16)
     assert ours["mlm_accuracy"] == pytest.approx(ref["mlm_accuracy"], abs=1e-9)
     assert ours["mlm_loss"] == pytest.approx(ref["mlm_loss"], rel=1e-5)
@@ -206,8 +247,17 @@ def test_sop_official_data_leaks_other_document_pairs_only_from_one_sentence_chu
     train_tokenizer([corpus], "sentencepiece", 300, tmp_path / "tok")
     meta = {}
     for task in ("sop", "sop-official"):
-        prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(tmp_path / "tok"), output=str(tmp_path / task),
-                              max_seq_length=32, inter_sentence_task=task, seed=3, progress=False))
+        prepare(
+            PrepareConfig(
+                corpus=[str(corpus)],
+                tokenizer=str(tmp_path / "tok"),
+                output=str(tmp_path / task),
+                max_seq_length=32,
+                inter_sentence_task=task,
+                seed=3,
+                progress=False,
+            )
+        )
         meta[task] = PretrainingDataset(tmp_path / task).meta
     col = {n: i for i, n in enumerate(META_FIELDS)}
     for task, m in meta.items():

@@ -19,8 +19,10 @@ def task_files(task: str, data: str | None = None) -> tuple[Path, Path]:
 
     if data is None:
         if task not in TASK_DIRS:
-            raise LitebertError(f"--finetune-task {task!r}: no known data directory (known: {', '.join(TASK_DIRS)}); "
-                                "give --finetune-data DIR with train.tsv and dev.tsv")
+            raise LitebertError(
+                f"--finetune-task {task!r}: no known data directory (known: {', '.join(TASK_DIRS)}); "
+                "give --finetune-data DIR with train.tsv and dev.tsv"
+            )
         d = data_dir() / TASK_DIRS[task]
     else:
         d = Path(data)
@@ -31,8 +33,9 @@ def task_files(task: str, data: str | None = None) -> tuple[Path, Path]:
     return train, dev
 
 
-def short_finetune(model_dir: Path, out: Path, task: str, steps: int, seed: int, data: str | None = None,
-                   max_seq_length: int = 64) -> dict:
+def short_finetune(
+    model_dir: Path, out: Path, task: str, steps: int, seed: int, data: str | None = None, max_seq_length: int = 64
+) -> dict:
     """Fine-tune ``model_dir`` for ``steps`` steps on ``task`` (batch 32, lr 5e-5, AdamW) and score the dev set.
 
     Returns ``{"finetune_task": task, "finetune_<metric>": value, ...}`` for every dev metric of the best checkpoint.
@@ -45,11 +48,27 @@ def short_finetune(model_dir: Path, out: Path, task: str, steps: int, seed: int,
     train, dev = task_files(task, data)
     results = out / "eval_results.json"
     if not results.is_file():
-        finetune(FinetuneConfig(model=str(model_dir), train_file=str(train), dev_file=str(dev), output_dir=str(out),
-                                data=DataOptions(task=task), max_steps=steps, batch_size=32, learning_rate=5e-5,
-                                max_seq_length=max_seq_length, seed=seed, eval_steps=max(1, steps // 3),
-                                max_train_examples=32 * steps,  # one pass at most: no need to tokenize the rest
-                                progress_bar=False, keep_checkpoints=False, device="cpu"))
+        finetune(
+            FinetuneConfig(
+                model=str(model_dir),
+                train_file=str(train),
+                dev_file=str(dev),
+                output_dir=str(out),
+                data=DataOptions(task=task),
+                max_steps=steps,
+                batch_size=32,
+                learning_rate=5e-5,
+                max_seq_length=max_seq_length,
+                seed=seed,
+                eval_steps=max(1, steps // 3),
+                max_train_examples=32 * steps,  # one pass at most: no need to tokenize the rest
+                progress_bar=False,
+                keep_checkpoints=False,
+                device="cpu",
+            )
+        )
     metrics = json.loads(results.read_text(encoding="utf-8"))
-    return {"finetune_task": task, **{f"finetune_{k}": v for k, v in metrics.items()
-                                      if isinstance(v, (int, float)) and not isinstance(v, bool)}}
+    return {
+        "finetune_task": task,
+        **{f"finetune_{k}": v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+    }

@@ -22,10 +22,20 @@ STUDIES = ("embedding-size", "sharing", "inter-sentence", "depth", "width", "dro
 
 #: the default base model: scripts/quickstart_model.json (E64 H128, 4 layers sharing one group, 4 heads).
 DEFAULT_BASE: dict[str, Any] = {
-    "vocab_size": 8000, "embedding_size": 64, "hidden_size": 128, "num_hidden_layers": 4, "num_hidden_groups": 1,
-    "num_attention_heads": 4, "intermediate_size": 512, "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0,
-    "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0, "max_position_embeddings": 512,
-    "type_vocab_size": 2, "initializer_range": 0.05,
+    "vocab_size": 8000,
+    "embedding_size": 64,
+    "hidden_size": 128,
+    "num_hidden_layers": 4,
+    "num_hidden_groups": 1,
+    "num_attention_heads": 4,
+    "intermediate_size": 512,
+    "hidden_act": "gelu_new",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "classifier_dropout_prob": 0.0,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.05,
 }
 
 #: the paper's rows, by study then by cell name of ours (see the module docstring for the tables).
@@ -52,16 +62,22 @@ PAPER: dict[str, dict[str, dict[str, Any]]] = {
         "sop": {"mlm": 54.0, "nsp": 78.9, "sop": 86.5, "avg": 80.1},
     },
     "depth": {  # Table 11, ALBERT-large (H 1024, 18M parameters at every depth)
-        "L1": {"params_m": 18, "avg": 52.9}, "L3": {"params_m": 18, "avg": 71.2},
-        "L6": {"params_m": 18, "avg": 77.2}, "L12": {"params_m": 18, "avg": 81.5},
-        "L24": {"params_m": 18, "avg": 82.1}, "L48": {"params_m": 18, "avg": 81.8},
+        "L1": {"params_m": 18, "avg": 52.9},
+        "L3": {"params_m": 18, "avg": 71.2},
+        "L6": {"params_m": 18, "avg": 77.2},
+        "L12": {"params_m": 18, "avg": 81.5},
+        "L24": {"params_m": 18, "avg": 82.1},
+        "L48": {"params_m": 18, "avg": 81.8},
     },
     "width": {  # Table 12, 3-layer ALBERT-large
-        "H1024": {"params_m": 18, "avg": 71.2}, "H2048": {"params_m": 60, "avg": 74.6},
-        "H4096": {"params_m": 225, "avg": 76.3}, "H6144": {"params_m": 499, "avg": 74.0},
+        "H1024": {"params_m": 18, "avg": 71.2},
+        "H2048": {"params_m": 60, "avg": 74.6},
+        "H4096": {"params_m": 225, "avg": 76.3},
+        "H6144": {"params_m": 499, "avg": 74.0},
     },
     "dropout": {  # Table 8, ALBERT-xxlarge at about 1M steps
-        "dropout-0.1": {"avg": 90.4}, "dropout-0": {"avg": 90.7},
+        "dropout-0.1": {"avg": 90.4},
+        "dropout-0": {"avg": 90.7},
     },
     "data": {  # Table 7, ALBERT-base: Wikipedia + BookCorpus, then with XLNet's/RoBERTa's additional data
         "all": {"avg": 80.1, "note": "no additional data"},
@@ -120,10 +136,12 @@ def build_grid(study: str, base) -> list[Cell]:
                 cells.append(Cell(study, f"E{e}-{shared}", {"embedding_size": e, **over}))
     elif study == "sharing":
         # Table 4: "attention"/"ffn" share that block along the groups (one group: across all layers)
-        cells = [Cell(study, "all-shared", dict(all_shared)),
-                 Cell(study, "shared-attention", {"sharing": "attention", "num_hidden_groups": 1}),
-                 Cell(study, "shared-FFN", {"sharing": "ffn", "num_hidden_groups": 1}),
-                 Cell(study, "not-shared", dict(not_shared))]
+        cells = [
+            Cell(study, "all-shared", dict(all_shared)),
+            Cell(study, "shared-attention", {"sharing": "attention", "num_hidden_groups": 1}),
+            Cell(study, "shared-FFN", {"sharing": "ffn", "num_hidden_groups": 1}),
+            Cell(study, "not-shared", dict(not_shared)),
+        ]
     elif study == "inter-sentence":
         # + "sop-official": SOP data as google-research/albert makes it (a one-sentence chunk gets B from another
         # document, labelled 1 like a swap), the data the paper's SOP row was trained on; litebert's "sop" never
@@ -137,23 +155,46 @@ def build_grid(study: str, base) -> list[Cell]:
         head = base.head_size
         ratio = base.intermediate_size / H
         for h in sorted({H // 2, H, 2 * H}):
-            cells.append(Cell(study, f"H{h}", {"hidden_size": h, "num_attention_heads": _heads_for(h, head),
-                                               "intermediate_size": max(1, round(ratio * h)),
-                                               "num_hidden_layers": 3, **all_shared}))
+            cells.append(
+                Cell(
+                    study,
+                    f"H{h}",
+                    {
+                        "hidden_size": h,
+                        "num_attention_heads": _heads_for(h, head),
+                        "intermediate_size": max(1, round(ratio * h)),
+                        "num_hidden_layers": 3,
+                        **all_shared,
+                    },
+                )
+            )
     elif study == "dropout":
         # Table 8: 0.1 (BERT) against 0 (ALBERT's final choice), on embeddings, residual branches and attention
-        cells = [Cell(study, "dropout-0.1", {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}),
-                 Cell(study, "dropout-0", {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})]
+        cells = [
+            Cell(study, "dropout-0.1", {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}),
+            Cell(study, "dropout-0", {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+        ]
     elif study == "data":
-        cells = [Cell(study, name, {}, data_fraction=f) for name, f in (("quarter", 0.25), ("half", 0.5),
-                                                                         ("all", 1.0))]
+        cells = [Cell(study, name, {}, data_fraction=f) for name, f in (("quarter", 0.25), ("half", 0.5), ("all", 1.0))]
     elif study == "system":
         # transformers' ALBERT cannot share only attention/FFN: the base must be "all" or "none" sharing
-        cells = [Cell(study, "litebert", {}), Cell(study, "transformers", {}, inter_sentence_task="none",
-                                                   system="transformers")]
+        cells = [
+            Cell(study, "litebert", {}),
+            Cell(study, "transformers", {}, inter_sentence_task="none", system="transformers"),
+        ]
     paper = PAPER.get(study, {})
-    return [Cell(c.study, c.name, c.model, c.inter_sentence_task, c.data_fraction, c.system,
-                 c.name if c.name in paper else None) for c in cells]
+    return [
+        Cell(
+            c.study,
+            c.name,
+            c.model,
+            c.inter_sentence_task,
+            c.data_fraction,
+            c.system,
+            c.name if c.name in paper else None,
+        )
+        for c in cells
+    ]
 
 
 def select_cells(cells: list[Cell], names: list[str] | None) -> list[Cell]:
@@ -164,7 +205,8 @@ def select_cells(cells: list[Cell], names: list[str] | None) -> list[Cell]:
     unknown = [n for n in names if n not in known]
     if unknown:
         study = cells[0].study if cells else "?"
-        raise LitebertError(f"unknown cell(s) {', '.join(map(repr, unknown))} for study {study!r}; its cells: "
-                            f"{', '.join(c.name for c in cells)}")
+        raise LitebertError(
+            f"unknown cell(s) {', '.join(map(repr, unknown))} for study {study!r}; its cells: "
+            f"{', '.join(c.name for c in cells)}"
+        )
     return [c for c in cells if c.name in names]
-

@@ -12,8 +12,10 @@ from litebert.fileio import atomic_write, atomic_write_text
 TITLES = {
     "embedding-size": ("Embedding size E under all-shared / not-shared layers", "Table 3 (ALBERT-base)"),
     "sharing": ("Cross-layer sharing strategies", "Table 4 (ALBERT-base, E = 128)"),
-    "inter-sentence": ("Inter-sentence loss: none, NSP, SOP; every model scored on both tasks",
-                       "Table 5 (ALBERT-base)"),
+    "inter-sentence": (
+        "Inter-sentence loss: none, NSP, SOP; every model scored on both tasks",
+        "Table 5 (ALBERT-base)",
+    ),
     "depth": ("Depth at a constant parameter count (all-shared)", "Table 11 (ALBERT-large)"),
     "width": ("Hidden size of a 3-layer all-shared model", "Table 12 (3-layer ALBERT-large)"),
     "dropout": ("Dropout 0.1 against 0", "Table 8 (ALBERT-xxlarge, about 1M steps)"),
@@ -54,21 +56,33 @@ def table_markdown(study: str, records: list[dict]) -> str:
     title, source = TITLES[study]
     paper = PAPER.get(study, {})
     cells = _group(records)
-    not_metrics = {"finetune_task", "finetune_best_step", "finetune_num_examples", "finetune_truncated",
-                   "finetune_eval_loss"}
+    not_metrics = {
+        "finetune_task",
+        "finetune_best_step",
+        "finetune_num_examples",
+        "finetune_truncated",
+        "finetune_eval_loss",
+    }
     ft = sorted({k for r in records for k in r if k.startswith("finetune_") and k not in not_metrics})
     lines = [f"# {study}: {title}", ""]
     if records:
         r0 = records[0]
         schedules = sorted({r.get("max_steps", r["steps"]) for r in records})
-        budget = (f"a schedule of {schedules[0]} steps" if len(schedules) == 1
-                  else f"schedules of {', '.join(map(str, schedules))} steps (per cell: the steps column)")
+        budget = (
+            f"a schedule of {schedules[0]} steps"
+            if len(schedules) == 1
+            else f"schedules of {', '.join(map(str, schedules))} steps (per cell: the steps column)"
+        )
         if r0.get("budget_minutes"):
             budget += f", stopped at {r0['budget_minutes']:g} wall-clock minutes"
-        lines += [(f"Budget per cell: {budget}; seeds per cell: {max(len(v) for v in cells.values())}; held-out "
-                  f"sequences: SOP {r0.get('sop_sequences')}, NSP {r0.get('nsp_sequences')}; masked tokens scored: "
-                  f"{r0.get('mlm_tokens')}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds."),
-                  ""]
+        lines += [
+            (
+                f"Budget per cell: {budget}; seeds per cell: {max(len(v) for v in cells.values())}; held-out "
+                f"sequences: SOP {r0.get('sop_sequences')}, NSP {r0.get('nsp_sequences')}; masked tokens scored: "
+                f"{r0.get('mlm_tokens')}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds."
+            ),
+            "",
+        ]
     head = ["cell", "parameters", "steps", "seconds", "tokens", "MLM loss", "MLM acc", "SOP acc", "NSP acc"]
     head += [f.replace("finetune_", "FT ") for f in ft]
     if study == "inter-sentence":
@@ -79,13 +93,17 @@ def table_markdown(study: str, records: list[dict]) -> str:
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, rs in cells.items():
         one = len(rs) == 1
-        row = [name, f"{rs[0]['parameters']:,}", f"{round(_mean([r['steps'] for r in rs])[0])}",
-               f"{round(_mean([r['seconds'] for r in rs])[0])}",
-               f"{_mean([r.get('tokens') for r in rs])[0] / 1e6:.2f} M",
-               f"{_mean([r['mlm_loss'] for r in rs])[0]:.3f}",
-               _pct([r["mlm_accuracy"] for r in rs]),
-               _pct([r["sop_accuracy"] for r in rs], rs[0].get("sop_ci95") if one else None),
-               _pct([r["nsp_accuracy"] for r in rs], rs[0].get("nsp_ci95") if one else None)]
+        row = [
+            name,
+            f"{rs[0]['parameters']:,}",
+            f"{round(_mean([r['steps'] for r in rs])[0])}",
+            f"{round(_mean([r['seconds'] for r in rs])[0])}",
+            f"{_mean([r.get('tokens') for r in rs])[0] / 1e6:.2f} M",
+            f"{_mean([r['mlm_loss'] for r in rs])[0]:.3f}",
+            _pct([r["mlm_accuracy"] for r in rs]),
+            _pct([r["sop_accuracy"] for r in rs], rs[0].get("sop_ci95") if one else None),
+            _pct([r["nsp_accuracy"] for r in rs], rs[0].get("nsp_ci95") if one else None),
+        ]
         row += [f"{_mean([r.get(f) for r in rs])[0]:.4f}" for f in ft]
         p = paper.get(name, {})
         if study == "inter-sentence":
@@ -97,12 +115,22 @@ def table_markdown(study: str, records: list[dict]) -> str:
         elif study != "system":
             row += [f"{p['params_m']}M" if "params_m" in p else "–", str(p.get("avg", "–"))]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", (f"Paper: arXiv:1909.11942v6, {source}. The paper's \"avg\" is its downstream average (SQuAD "
-                   "1.1/2.0, MNLI, SST-2, RACE) after 125k steps at batch 4096; ours are held-out pretraining metrics "
-                   "of a tiny model on a tiny budget: compare directions, not values.")]
+    lines += [
+        "",
+        (
+            f'Paper: arXiv:1909.11942v6, {source}. The paper\'s "avg" is its downstream average (SQuAD '
+            "1.1/2.0, MNLI, SST-2, RACE) after 125k steps at batch 4096; ours are held-out pretraining metrics "
+            "of a tiny model on a tiny budget: compare directions, not values."
+        ),
+    ]
     if study == "system":
-        lines += ["", ("The transformers arm trains MLM only (DataCollatorForLanguageModeling has no sentence task), "
-                       "so its SOP/NSP columns are an untrained head (chance).")]
+        lines += [
+            "",
+            (
+                "The transformers arm trains MLM only (DataCollatorForLanguageModeling has no sentence task), "
+                "so its SOP/NSP columns are an untrained head (chance)."
+            ),
+        ]
     return "\n".join(lines) + "\n"
 
 

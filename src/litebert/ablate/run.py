@@ -41,8 +41,18 @@ from litebert.settings import check, fail, setting
 
 RESULT_FILE = "ablate_result.json"
 #: fields every results.jsonl record has (the issue's contract); more may follow
-RESULT_FIELDS = ("study", "cell", "seed", "parameters", "steps", "seconds", "mlm_loss", "mlm_accuracy",
-                 "sop_accuracy", "nsp_accuracy")
+RESULT_FIELDS = (
+    "study",
+    "cell",
+    "seed",
+    "parameters",
+    "steps",
+    "seconds",
+    "mlm_loss",
+    "mlm_accuracy",
+    "sop_accuracy",
+    "nsp_accuracy",
+)
 
 
 @dataclass
@@ -59,26 +69,39 @@ class AblateConfig:
 
     study: str = setting(choices=STUDIES, help="the paper's experiment to rerun (docs/ablations.md)")
     corpus: list[str] = setting(metavar="FILE", help="training corpus files (any format `litebert prepare` reads)")
-    output: str = setting(metavar="DIR", help="the study directory: data/, <study>/<cell>/, results.jsonl, "
-                                              "<study>.md, <study>.png")
-    eval_corpus: list[str] | None = setting(None, metavar="FILE", help="held-out corpus (default: the last "
-                                                                       "--eval-fraction of every corpus file's lines)")
+    output: str = setting(
+        metavar="DIR", help="the study directory: data/, <study>/<cell>/, results.jsonl, <study>.md, <study>.png"
+    )
+    eval_corpus: list[str] | None = setting(
+        None, metavar="FILE", help="held-out corpus (default: the last --eval-fraction of every corpus file's lines)"
+    )
     cells: list[str] | None = setting(None, metavar="CELL", help="run only these cells of the grid (default: all)")
     steps: int | None = setting(None, gt=0, help="optimizer steps per cell (the schedule)")
-    budget_minutes: float | None = setting(None, gt=0, help="wall-clock training minutes per cell (alone: the "
-                                                            "steps come from a timed probe; with --steps: a time "
-                                                            "limit on that schedule)")
-    base_config: str | None = setting(None, metavar="JSON", help="base model config.json or preset (default: the "
-                                                                 "quick-start model, E64 H128 L4)")
+    budget_minutes: float | None = setting(
+        None,
+        gt=0,
+        help="wall-clock training minutes per cell (alone: the "
+        "steps come from a timed probe; with --steps: a time "
+        "limit on that schedule)",
+    )
+    base_config: str | None = setting(
+        None, metavar="JSON", help="base model config.json or preset (default: the quick-start model, E64 H128 L4)"
+    )
     seeds: int = setting(1, ge=1, help="pretraining runs per cell (seeds 42, 43, ...)")
-    finetune_task: str | None = setting(None, metavar="NAME", help="fine-tune every cell briefly on this task "
-                                                                   "(sst2, mrpc, chnsenticorp), record its dev "
-                                                                   "metrics")
+    finetune_task: str | None = setting(
+        None,
+        metavar="NAME",
+        help="fine-tune every cell briefly on this task (sst2, mrpc, chnsenticorp), record its dev metrics",
+    )
     finetune_steps: int = setting(300, gt=0, help="optimizer steps of that fine-tuning")
-    finetune_data: str | None = setting(None, metavar="DIR", help="train.tsv + dev.tsv of --finetune-task "
-                                                                  "(default: the shared data directory's copy)")
-    tokenizer: str | None = setting(None, metavar="DIR", help="tokenizer directory (default: train SentencePiece "
-                                                              "on the corpus, once, with the base vocab_size)")
+    finetune_data: str | None = setting(
+        None, metavar="DIR", help="train.tsv + dev.tsv of --finetune-task (default: the shared data directory's copy)"
+    )
+    tokenizer: str | None = setting(
+        None,
+        metavar="DIR",
+        help="tokenizer directory (default: train SentencePiece on the corpus, once, with the base vocab_size)",
+    )
     max_seq_length: int = setting(64, ge=8, help="tokens per pretraining pair")
     batch_size: int = setting(64, gt=0, help="sequences per step")
     optimizer: str = setting("adamw", choices=("lamb", "adamw"), help="optimizer of every cell")
@@ -86,10 +109,10 @@ class AblateConfig:
     warmup_ratio: float = setting(0.1, ge=0, lt=1, help="fraction of the schedule spent warming up")
     masked_lm_prob: float = setting(0.3, gt=0, le=1, help="fraction of tokens masked")
     max_predictions_per_seq: int = setting(20, gt=0, help="the most masked tokens per pair")
-    eval_fraction: float = setting(0.05, gt=0, lt=1, help="held-out share of every corpus file without "
-                                                          "--eval-corpus")
-    max_eval_sequences: int | None = setting(None, gt=0, help="evaluate on at most this many held-out pairs per "
-                                                              "task (default: all)")
+    eval_fraction: float = setting(0.05, gt=0, lt=1, help="held-out share of every corpus file without --eval-corpus")
+    max_eval_sequences: int | None = setting(
+        None, gt=0, help="evaluate on at most this many held-out pairs per task (default: all)"
+    )
     eval_batch_size: int = setting(128, gt=0, help="pairs per evaluation batch")
     save_steps: int = setting(500, ge=0, help="checkpoint every N steps (what an interrupted cell resumes from)")
     data_seed: int = setting(12345, help="seed of `prepare` (pairs and masks)")
@@ -104,8 +127,10 @@ class AblateConfig:
         if not self.corpus:
             fail(self, "corpus", "give at least one corpus file")
         if self.steps is None and self.budget_minutes is None:
-            raise LitebertError("give --steps N or --budget-minutes M (or both: the schedule spans N steps and the "
-                                "time limit stops it), the budget of every cell")
+            raise LitebertError(
+                "give --steps N or --budget-minutes M (or both: the schedule spans N steps and the "
+                "time limit stops it), the budget of every cell"
+            )
 
 
 @dataclass
@@ -189,8 +214,8 @@ class StudyData:
             key = _digest({"corpus": ident, "eval_fraction": frac})
 
             def split(tmp: Path) -> None:
-                _cut_lines(cfg.corpus, tmp / "train", lambda ls: ls[:len(ls) - max(1, int(len(ls) * frac))])
-                _cut_lines(cfg.corpus, tmp / "eval", lambda ls: ls[len(ls) - max(1, int(len(ls) * frac)):])
+                _cut_lines(cfg.corpus, tmp / "train", lambda ls: ls[: len(ls) - max(1, int(len(ls) * frac))])
+                _cut_lines(cfg.corpus, tmp / "eval", lambda ls: ls[len(ls) - max(1, int(len(ls) * frac)) :])
 
             d = _cached_dir(self.root, f"split-{key}", split)
             self.train_files = sorted(str(p) for p in (d / "train").iterdir())
@@ -215,15 +240,29 @@ class StudyData:
         from litebert.data import PrepareConfig, prepare
 
         cfg = self.cfg
-        settings = {"max_seq_length": cfg.max_seq_length, "max_predictions_per_seq": cfg.max_predictions_per_seq,
-                    "masked_lm_prob": cfg.masked_lm_prob, "inter_sentence_task": task, "seed": cfg.data_seed,
-                    "max_position_embeddings": self.base.max_position_embeddings}
+        settings = {
+            "max_seq_length": cfg.max_seq_length,
+            "max_predictions_per_seq": cfg.max_predictions_per_seq,
+            "masked_lm_prob": cfg.masked_lm_prob,
+            "inter_sentence_task": task,
+            "seed": cfg.data_seed,
+            "max_position_embeddings": self.base.max_position_embeddings,
+        }
         key = _digest({"files": _file_identity(files), "tokenizer": str(Path(self.tokenizer).resolve()), **settings})
 
         def build(tmp: Path) -> None:
             self.log(f"ablate: preparing {kind} data ({task}) -> {self.root}/{kind}-{task}-{key}")
-            res = prepare(PrepareConfig(corpus=files, tokenizer=self.tokenizer, output=str(tmp), workers=cfg.workers,
-                                        progress=False, overwrite=True, **settings))
+            res = prepare(
+                PrepareConfig(
+                    corpus=files,
+                    tokenizer=self.tokenizer,
+                    output=str(tmp),
+                    workers=cfg.workers,
+                    progress=False,
+                    overwrite=True,
+                    **settings,
+                )
+            )
             self.log(res.summary)
 
         return str(_cached_dir(self.root, f"{kind}-{task}-{key}", build))
@@ -233,8 +272,11 @@ class StudyData:
         files = self.train_files
         if fraction < 1.0:
             key = _digest({"corpus": _file_identity(files), "fraction": fraction})
-            d = _cached_dir(self.root, f"fraction-{key}",
-                            lambda tmp: _cut_lines(files, tmp, lambda ls: ls[:max(1, int(len(ls) * fraction))]))
+            d = _cached_dir(
+                self.root,
+                f"fraction-{key}",
+                lambda tmp: _cut_lines(files, tmp, lambda ls: ls[: max(1, int(len(ls) * fraction))]),
+            )
             files = sorted(str(p) for p in d.iterdir())
         return self._prepared(f"train{'' if fraction >= 1 else f'-{fraction:g}'}", files, task)
 
@@ -244,8 +286,7 @@ class StudyData:
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
-def evaluate_model(model, eval_sets: dict[str, str], batch_size: int = 128,
-                   max_sequences: int | None = None) -> dict:
+def evaluate_model(model, eval_sets: dict[str, str], batch_size: int = 128, max_sequences: int | None = None) -> dict:
     """Held-out scores of an ``AlbertForPreTraining`` (put in eval mode; on its own device).
 
     ``eval_sets``: {"sop": dir, "nsp": dir} prepared shards (masks from the data's seed, epoch 0: the same for every
@@ -267,7 +308,7 @@ def evaluate_model(model, eval_sets: dict[str, str], batch_size: int = 128,
         _, dataset = _read_data(path, f"{task} evaluation data")
         batches = make_batch_factory(dataset, batch_size, dataset.collator(), seed=0, shuffle=False, drop_last=False)
         mlm_sum = mlm_n = mlm_correct = 0.0
-        seen = [0.0, 0.0]     # sequences with label 0, 1
+        seen = [0.0, 0.0]  # sequences with label 0, 1
         correct = [0.0, 0.0]  # of which the head got right
         with torch.no_grad():
             for batch in batches(0, 0):
@@ -275,11 +316,15 @@ def evaluate_model(model, eval_sets: dict[str, str], batch_size: int = 128,
                 if max_sequences is not None and n_done >= max_sequences:
                     break
                 if max_sequences is not None:
-                    batch = {k: v[:int(max_sequences - n_done)] for k, v in batch.items()}
+                    batch = {k: v[: int(max_sequences - n_done)] for k, v in batch.items()}
                 batch = {k: v.to(device) for k, v in batch.items()}
                 labels = batch["labels"]  # (B, S), -100 = not predicted
-                res = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                            token_type_ids=batch["token_type_ids"], labels=labels)
+                res = model(
+                    input_ids=batch["input_ids"],
+                    attention_mask=batch["attention_mask"],
+                    token_type_ids=batch["token_type_ids"],
+                    labels=labels,
+                )
                 target = labels[labels != -100]  # (P,), aligned with prediction_logits (P, V)
                 logits = res.prediction_logits.float()
                 if target.numel():
@@ -352,12 +397,14 @@ def _finetune_metric(model_dir: Path, out: Path, cfg: AblateConfig, seed: int) -
     """A short fine-tuning run of ``model_dir`` on the task preset; {"finetune_task", "finetune_<metric>"}."""
     from litebert.ablate.finetune_cell import short_finetune
 
-    return short_finetune(model_dir, out, cfg.finetune_task, cfg.finetune_steps, seed, cfg.finetune_data,
-                          cfg.max_seq_length)
+    return short_finetune(
+        model_dir, out, cfg.finetune_task, cfg.finetune_steps, seed, cfg.finetune_data, cfg.max_seq_length
+    )
 
 
-def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, eval_sets: dict[str, str],
-             base, log=print) -> tuple[dict, bool]:
+def run_cell(
+    cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, eval_sets: dict[str, str], base, log=print
+) -> tuple[dict, bool]:
     """Train (or resume) and evaluate one cell; returns (its results record, whether it trained now)."""
     from litebert.modeling import AlbertForPreTraining
     from litebert.training.pretrain import PretrainConfig, _read_data, model_config_for_data, pretrain
@@ -382,9 +429,16 @@ def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, ev
         plan = json.loads(plan_path.read_text(encoding="utf-8"))
     else:
         steps = cfg.steps or _estimate_steps(model_config, train_dir, cfg, cfg.budget_minutes, log)
-        plan = {"study": cell.study, "cell": cell.name, "seed": seed, "max_steps": steps,
-                "max_minutes": cfg.budget_minutes, "train_data": train_dir, "eval_data": eval_sets,
-                "cell_definition": dataclasses.asdict(cell)}
+        plan = {
+            "study": cell.study,
+            "cell": cell.name,
+            "seed": seed,
+            "max_steps": steps,
+            "max_minutes": cfg.budget_minutes,
+            "train_data": train_dir,
+            "eval_data": eval_sets,
+            "cell_definition": dataclasses.asdict(cell),
+        }
         _write_json(plan_path, plan)
     trained = False
     t0 = time.perf_counter()
@@ -394,8 +448,16 @@ def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, ev
 
         final = out / "final"
         if not (final / "config.json").is_file():
-            info = train_transformers(model_config, data.train_files, data.tokenizer, out, plan["max_steps"],
-                                      cfg, seed, max_minutes=plan["max_minutes"])
+            info = train_transformers(
+                model_config,
+                data.train_files,
+                data.tokenizer,
+                out,
+                plan["max_steps"],
+                cfg,
+                seed,
+                max_minutes=plan["max_minutes"],
+            )
             info["cpu_seconds"] = time.process_time() - cpu0
             _write_json(out / "transformers_run.json", info)
             trained = True
@@ -404,32 +466,71 @@ def run_cell(cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, ev
     else:
         if not (out / "final" / "config.json").is_file():
             warmup = int(cfg.warmup_ratio * plan["max_steps"])
-            res = pretrain(PretrainConfig(
-                data=train_dir, output=str(out), model_config=str(cell_config_path), optimizer=cfg.optimizer,
-                learning_rate=cfg.learning_rate, warmup_steps=warmup, max_steps=plan["max_steps"],
-                max_minutes=plan["max_minutes"], batch_size=cfg.batch_size, logging_steps=50,
-                save_steps=cfg.save_steps, save_total_limit=2, seed=seed, resume="auto", device="cpu",
-                progress_bar=cfg.progress_bar))
-            _write_json(out / "pretrain_result.json", {"step": res.step, "seconds": res.seconds,
-                                                       "cpu_seconds": time.process_time() - cpu0})
+            res = pretrain(
+                PretrainConfig(
+                    data=train_dir,
+                    output=str(out),
+                    model_config=str(cell_config_path),
+                    optimizer=cfg.optimizer,
+                    learning_rate=cfg.learning_rate,
+                    warmup_steps=warmup,
+                    max_steps=plan["max_steps"],
+                    max_minutes=plan["max_minutes"],
+                    batch_size=cfg.batch_size,
+                    logging_steps=50,
+                    save_steps=cfg.save_steps,
+                    save_total_limit=2,
+                    seed=seed,
+                    resume="auto",
+                    device="cpu",
+                    progress_bar=cfg.progress_bar,
+                )
+            )
+            _write_json(
+                out / "pretrain_result.json",
+                {"step": res.step, "seconds": res.seconds, "cpu_seconds": time.process_time() - cpu0},
+            )
             trained = True
         info = json.loads((out / "pretrain_result.json").read_text(encoding="utf-8"))
         steps_done, seconds = info["step"], info["seconds"]
-        mean_len = float(dataset.lengths.double().mean()) if torch.is_tensor(dataset.lengths) else \
-            float(dataset.lengths.mean())
+        mean_len = (
+            float(dataset.lengths.double().mean())
+            if torch.is_tensor(dataset.lengths)
+            else float(dataset.lengths.mean())
+        )
         tokens = round(steps_done * cfg.batch_size * mean_len)
     model = AlbertForPreTraining.from_pretrained(out / "final")
     metrics = evaluate_model(model, eval_sets, cfg.eval_batch_size, cfg.max_eval_sequences)
-    record = {"study": cell.study, "cell": cell.name, "seed": seed, "system": cell.system,
-              "parameters": model.num_parameters(), "steps": steps_done, "max_steps": plan["max_steps"],
-              "seconds": round(seconds, 1), "cpu_seconds": round(info.get("cpu_seconds", float("nan")), 1),
-              "tokens": tokens, "inter_sentence_task": cell.inter_sentence_task,
-              "data_fraction": cell.data_fraction, "budget_minutes": plan["max_minutes"],
-              "model": {k: getattr(model_config, k) for k in ("vocab_size", "embedding_size", "hidden_size",
-                                                              "num_hidden_layers", "num_hidden_groups",
-                                                              "num_attention_heads", "intermediate_size",
-                                                              "sharing", "hidden_dropout_prob")},
-              **metrics}
+    record = {
+        "study": cell.study,
+        "cell": cell.name,
+        "seed": seed,
+        "system": cell.system,
+        "parameters": model.num_parameters(),
+        "steps": steps_done,
+        "max_steps": plan["max_steps"],
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(info.get("cpu_seconds", float("nan")), 1),
+        "tokens": tokens,
+        "inter_sentence_task": cell.inter_sentence_task,
+        "data_fraction": cell.data_fraction,
+        "budget_minutes": plan["max_minutes"],
+        "model": {
+            k: getattr(model_config, k)
+            for k in (
+                "vocab_size",
+                "embedding_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_hidden_groups",
+                "num_attention_heads",
+                "intermediate_size",
+                "sharing",
+                "hidden_dropout_prob",
+            )
+        },
+        **metrics,
+    }
     if cfg.finetune_task:
         record.update(_finetune_metric(out / "final", out / f"finetune-{cfg.finetune_task}", cfg, seed))
     record["wall_seconds_this_call"] = round(time.perf_counter() - t0, 1)
@@ -470,8 +571,9 @@ def ablate(cfg: AblateConfig, log=print) -> AblateResult:
     base = _load_base(cfg.base_config)
     cells = select_cells(build_grid(cfg.study, base), cfg.cells)  # unknown cells fail before any work
     if cfg.study == "system" and not base.hf_compatible:
-        raise LitebertError(f"--base-config: the system study needs a model transformers can build "
-                            f"({base.hf_incompatibility})")
+        raise LitebertError(
+            f"--base-config: the system study needs a model transformers can build ({base.hf_incompatibility})"
+        )
     if cfg.finetune_task:
         from litebert.ablate.finetune_cell import task_files
 
@@ -489,11 +591,15 @@ def ablate(cfg: AblateConfig, log=print) -> AblateResult:
             if did:
                 trained.append(f"{cell.name}/{rec['seed']}")
             write_results(root)
-            log(f"ablate: {cell.name} seed {rec['seed']}: {rec['parameters']:,} parameters, {rec['steps']} steps, "
+            log(
+                f"ablate: {cell.name} seed {rec['seed']}: {rec['parameters']:,} parameters, {rec['steps']} steps, "
                 f"mlm_accuracy {rec['mlm_accuracy']:.4f}, sop_accuracy {rec['sop_accuracy']:.4f}, "
-                f"nsp_accuracy {rec['nsp_accuracy']:.4f}")
+                f"nsp_accuracy {rec['nsp_accuracy']:.4f}"
+            )
     order = {c.name: i for i, c in enumerate(build_grid(cfg.study, base))}
-    mine = sorted((r for r in collect_records(root) if r["study"] == cfg.study),
-                  key=lambda r: (order.get(r["cell"], len(order)), r["seed"]))
+    mine = sorted(
+        (r for r in collect_records(root) if r["study"] == cfg.study),
+        key=lambda r: (order.get(r["cell"], len(order)), r["seed"]),
+    )
     table, plot = write_report(root, cfg.study, mine)
     return AblateResult(output=root, records=records, trained=trained, table=table, plot=plot)

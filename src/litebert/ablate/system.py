@@ -41,14 +41,22 @@ def corpus_blocks(files: list[str], tokenizer_dir: str, max_seq_length: int) -> 
         for sentence in doc:
             ids.extend(tok.encode(sentence))
         for i in range(0, len(ids), width):
-            chunk = ids[i:i + width]
+            chunk = ids[i : i + width]
             if len(chunk) >= 2:
                 blocks.append([tok.cls_token_id, *chunk, tok.sep_token_id])
     return blocks
 
 
-def train_transformers(model_config, files: list[str], tokenizer_dir: str, out: Path, max_steps: int, cfg, seed: int,
-                       max_minutes: float | None = None) -> dict:
+def train_transformers(
+    model_config,
+    files: list[str],
+    tokenizer_dir: str,
+    out: Path,
+    max_steps: int,
+    cfg,
+    seed: int,
+    max_minutes: float | None = None,
+) -> dict:
     """Train ``transformers.AlbertForMaskedLM(model_config)`` with ``Trainer``; saves ``out/final``.
 
     Returns ``{"steps", "seconds", "tokens", "sequences", "blocks"}``: optimizer steps done, training seconds,
@@ -67,8 +75,9 @@ def train_transformers(model_config, files: list[str], tokenizer_dir: str, out: 
     blocks = corpus_blocks(files, tokenizer_dir, cfg.max_seq_length)
     hf_tok = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
     keys = set(transformers.AlbertConfig().to_dict())
-    hf_config = transformers.AlbertConfig(**{k: v for k, v in model_config.to_dict().items()
-                                             if k in keys and k not in ("model_type", "architectures")})
+    hf_config = transformers.AlbertConfig(
+        **{k: v for k, v in model_config.to_dict().items() if k in keys and k not in ("model_type", "architectures")}
+    )
     torch.manual_seed(seed)
     model = AlbertForMaskedLM(hf_config)
     collator = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=cfg.masked_lm_prob)
@@ -82,19 +91,38 @@ def train_transformers(model_config, files: list[str], tokenizer_dir: str, out: 
                 control.should_training_stop = True
             return control
 
-    args = TrainingArguments(output_dir=str(out / "hf-trainer"), max_steps=max_steps,
-                             per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
-                             warmup_steps=int(cfg.warmup_ratio * max_steps), weight_decay=0.01, adam_epsilon=1e-6,
-                             max_grad_norm=1.0, lr_scheduler_type="linear", logging_steps=50, save_strategy="no",
-                             report_to=[], use_cpu=True, seed=seed, dataloader_num_workers=0,
-                             disable_tqdm=not cfg.progress_bar)
-    trainer = Trainer(model=model, args=args, train_dataset=_Blocks(blocks), data_collator=collator,
-                      callbacks=[_TimeLimit()])
+    args = TrainingArguments(
+        output_dir=str(out / "hf-trainer"),
+        max_steps=max_steps,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        warmup_steps=int(cfg.warmup_ratio * max_steps),
+        weight_decay=0.01,
+        adam_epsilon=1e-6,
+        max_grad_norm=1.0,
+        lr_scheduler_type="linear",
+        logging_steps=50,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=seed,
+        dataloader_num_workers=0,
+        disable_tqdm=not cfg.progress_bar,
+    )
+    trainer = Trainer(
+        model=model, args=args, train_dataset=_Blocks(blocks), data_collator=collator, callbacks=[_TimeLimit()]
+    )
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0
     steps = trainer.state.global_step
     trainer.save_model(str(out / "final"))
     mean_len = sum(len(b) for b in blocks) / max(len(blocks), 1)
-    return {"steps": steps, "seconds": seconds, "tokens": round(steps * cfg.batch_size * mean_len),
-            "sequences": steps * cfg.batch_size, "blocks": len(blocks), "transformers": transformers.__version__}
+    return {
+        "steps": steps,
+        "seconds": seconds,
+        "tokens": round(steps * cfg.batch_size * mean_len),
+        "sequences": steps * cfg.batch_size,
+        "blocks": len(blocks),
+        "transformers": transformers.__version__,
+    }

@@ -12,12 +12,14 @@ def register(subparsers) -> None:
     from litebert.ablate.run import AblateConfig
 
     p = subparsers.add_parser(
-        "ablate", help="rerun the ALBERT paper's ablations in miniature (a grid of small pretraining runs)",
+        "ablate",
+        help="rerun the ALBERT paper's ablations in miniature (a grid of small pretraining runs)",
         description="Pretrain every cell of a study from scratch with the same data and budget, evaluate each on "
-                    "held-out SOP and NSP pairs (MLM loss/accuracy, SOP and NSP accuracy) and write "
-                    "DIR/results.jsonl, DIR/<study>.md (beside the paper's numbers) and DIR/<study>.png. Each cell "
-                    "is a `litebert pretrain` run in DIR/<study>/<cell>/; rerunning the command skips finished "
-                    "cells and resumes an interrupted one. Give --steps N, --budget-minutes M, or both.")
+        "held-out SOP and NSP pairs (MLM loss/accuracy, SOP and NSP accuracy) and write "
+        "DIR/results.jsonl, DIR/<study>.md (beside the paper's numbers) and DIR/<study>.png. Each cell "
+        "is a `litebert pretrain` run in DIR/<study>/<cell>/; rerunning the command skips finished "
+        "cells and resumes an interrupted one. Give --steps N, --budget-minutes M, or both.",
+    )
     add_config_option(p)
     add_settings(p, AblateConfig, section="ablate_config")
     p.set_defaults(func=run_ablate)
@@ -28,6 +30,8 @@ def run_ablate(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     result = ablate(cfg)
-    print(f"ablate: {cfg.study}: {len(result.records)} cell run(s) evaluated ({len(result.trained)} trained now); "
-          f"{result.output}/results.jsonl, {result.table}" + (f", {result.plot}" if result.plot else ""))
+    print(
+        f"ablate: {cfg.study}: {len(result.records)} cell run(s) evaluated ({len(result.trained)} trained now); "
+        f"{result.output}/results.jsonl, {result.table}" + (f", {result.plot}" if result.plot else "")
+    )
     return 0
