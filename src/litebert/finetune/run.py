@@ -95,7 +95,10 @@ class DataOptions:
         self.text_column = parse_column(self.text_column)
         self.text_pair_column = parse_column(self.text_pair_column)
         self.label_column = parse_column(self.label_column)
-        if self.task is not None and self.task.lower().replace("-", "").replace("_", "") not in TASKS:
+        def norm(name: str) -> str:  # as get_task: case, "-" and "_" do not matter ("SST-2", "weibo_ner")
+            return name.lower().replace("-", "").replace("_", "")
+
+        if self.task is not None and norm(self.task) not in {norm(t) for t in TASKS}:
             fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
         if self.task is None and self.text_column is None and self.task_type in (None, "classification"):
             raise LitebertError("give --task NAME or --text-column (and --label-column) to say where the data is, "
