@@ -13,11 +13,15 @@ from litebert.cli._types import positive_int
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
+    from litebert.finetune.qa import QA_TASKS
     from litebert.finetune.tasks import TASKS
 
     g = p.add_argument_group("data layout")
-    g.add_argument("--task", choices=sorted(TASKS), metavar="NAME",
-                   help=f"known task: fills in columns, labels and metrics ({', '.join(TASKS)})")
+    g.add_argument("--task", choices=sorted([*TASKS, *QA_TASKS]), metavar="NAME",
+                   help=f"known task: fills in columns, labels and metrics ({', '.join([*TASKS, *QA_TASKS])})")
+    g.add_argument("--task-type", choices=("classification", "qa"),
+                   help="kind of task for files of one's own (qa: SQuAD-layout JSON or JSON lines with id, "
+                        "question, context, answers); implied by --task")
     g.add_argument("--text-column", metavar="C", help="text column: header name or 0-based index")
     g.add_argument("--text-pair-column", metavar="C", help="second text column of sentence-pair tasks")
     g.add_argument("--label-column", metavar="C", help="label column: header name or 0-based index")
@@ -33,12 +37,31 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
 def _data_options(args: argparse.Namespace, required: bool = True):
     from litebert.finetune.run import DataOptions
 
-    given = args.task or args.text_column is not None or args.label_column is not None
+    given = args.task or args.task_type or args.text_column is not None or args.label_column is not None
     if not given and not required:
         return None
     return DataOptions(task=args.task, text_column=args.text_column, text_pair_column=args.text_pair_column,
                        label_column=args.label_column, header=False if args.no_header else None,
-                       delimiter=args.delimiter, label_separator=args.label_separator)
+                       delimiter=args.delimiter, label_separator=args.label_separator, task_type=args.task_type)
+
+
+def _add_qa_options(p: argparse.ArgumentParser, saved: bool) -> None:
+    """Extractive-QA options (fields of FinetuneConfig / EvaluateConfig); ``saved``: default = fine-tuning's."""
+    g = p.add_argument_group("extractive QA (--task squad|squad_v2|cmrc2018|drcd or --task-type qa)")
+    dflt = (lambda v: None) if saved else (lambda v: v)
+    note = " (default: as fine-tuned)" if saved else ""
+    g.add_argument("--doc-stride", type=int, default=dflt(128), metavar="N",
+                   help="tokens shared by consecutive context windows" + (note or " (default 128)"))
+    g.add_argument("--max-query-length", type=positive_int, default=dflt(64), metavar="N",
+                   help="question tokens kept" + (note or " (default 64)"))
+    g.add_argument("--n-best-size", type=positive_int, default=dflt(20), metavar="N",
+                   help="spans kept per question in nbest_predictions.json" + (note or " (default 20)"))
+    g.add_argument("--max-answer-length", type=positive_int, default=dflt(30), metavar="N",
+                   help="longest answer in tokens" + (note or " (default 30)"))
+
+
+def _qa_kwargs(args: argparse.Namespace) -> dict:
+    return {k: getattr(args, k) for k in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")}
 
 
 def _setup_logging() -> None:
@@ -66,7 +89,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples, init=args.init,
         tokenizer=args.tokenizer, classifier_dropout=args.classifier_dropout, hidden_dropout=args.hidden_dropout,
         precision=args.precision, device=args.device, progress_bar=not args.no_progress,
-        keep_checkpoints=not args.no_checkpoints, resume=args.resume)
+        keep_checkpoints=not args.no_checkpoints, resume=args.resume, **_qa_kwargs(args))
     result = finetune(cfg)
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints the summary
         return 0
@@ -83,7 +106,7 @@ def _eval_config(args: argparse.Namespace):
                           data=_data_options(args, required=False),
                           metrics=tuple(args.metric) if getattr(args, "metric", None) else None,
                           batch_size=args.batch_size, max_seq_length=args.max_seq_length, tokenizer=args.tokenizer,
-                          device=args.device, max_examples=args.max_examples)
+                          device=args.device, max_examples=args.max_examples, **_qa_kwargs(args))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -127,6 +150,7 @@ def register(subparsers) -> None:
     p.add_argument("--test", metavar="FILE", help="also predict this file (OUTPUT/test_predictions.tsv)")
     p.add_argument("--output", required=True, metavar="DIR")
     _add_data_options(p)
+    _add_qa_options(p, saved=False)
     p.add_argument("--metric", nargs="+", choices=METRICS, help="metrics; the first picks the best checkpoint")
     p.add_argument("--problem-type", choices=PROBLEM_TYPES)
     p.add_argument("--epochs", type=float, default=3.0)
@@ -170,6 +194,7 @@ def register(subparsers) -> None:
                        help="write eval_results.json / predictions.tsv here" +
                             (" (default: print predictions)" if name == "predict" else ""))
         _add_data_options(q)
+        _add_qa_options(q, saved=True)
         if name == "evaluate":
             q.add_argument("--metric", nargs="+", choices=METRICS)
         q.add_argument("--batch-size", type=int, default=64)

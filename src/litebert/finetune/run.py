@@ -60,6 +60,8 @@ class DataOptions:
             when any column is given by name.
         delimiter: field separator (``\\t``, ``,``, ``tab``, ``comma`` ...); default from the file extension.
         label_separator: separator between labels of a multi-label field.
+        task_type: ``classification`` (default) or ``qa`` (extractive QA, :mod:`litebert.finetune.qa`; implied by
+            the QA task names ``squad``, ``squad_v2``, ``cmrc2018``, ``drcd``).
     """
 
     task: str | None = None
@@ -69,9 +71,17 @@ class DataOptions:
     header: bool | None = None
     delimiter: str | None = None
     label_separator: str = ","
+    task_type: str | None = None
 
     def __post_init__(self) -> None:
+        from litebert.finetune.qa import is_qa_task
         from litebert.finetune.readers import parse_column
+        if self.task_type not in (None, "classification", "qa"):
+            raise LitebertError(f"task_type must be 'classification' or 'qa', got {self.task_type!r}")
+        if is_qa_task(self.task):
+            self.task_type = "qa"
+        if self.task_type == "qa":
+            return  # QA files have fixed fields (litebert.finetune.qa.read_qa_file)
         self.text_column = parse_column(self.text_column)
         self.text_pair_column = parse_column(self.text_pair_column)
         self.label_column = parse_column(self.label_column)
@@ -143,6 +153,8 @@ class FinetuneConfig:
         device: ``None`` (CUDA when available), ``cpu`` or ``cuda``.
         progress_bar: tqdm bar in the training loop.
         keep_checkpoints: keep the loop's training-state ``checkpoints/`` (optimizer etc.); ``best/`` is always kept.
+        doc_stride, max_query_length, n_best_size, max_answer_length: extractive QA only
+            (:class:`litebert.finetune.qa.QAOptions`).
     """
 
     model: str
@@ -179,10 +191,21 @@ class FinetuneConfig:
     resume: str | None = None
     progress_bar: bool = True
     keep_checkpoints: bool = True
+    #: QA: tokens shared by consecutive context windows (transformers' meaning of doc_stride)
+    doc_stride: int = 128
+    #: QA: question tokens kept
+    max_query_length: int = 64
+    #: QA: spans kept per question in nbest_predictions.json
+    n_best_size: int = 20
+    #: QA: longest answer, in tokens
+    max_answer_length: int = 30
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
             raise LitebertError(f"finetune: {name} {why}")
+
+        from litebert.finetune.qa import QAOptions, check_qa_options
+        check_qa_options(QAOptions.of(self), "finetune")
 
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
@@ -231,6 +254,8 @@ class EvaluateConfig:
         metrics: metric names (default: the task's or by problem type).
         batch_size, max_seq_length, tokenizer, device: as in :class:`FinetuneConfig`.
         max_examples: evaluate only the first N rows.
+        doc_stride, max_query_length, n_best_size, max_answer_length: extractive QA only; ``None`` = the values
+            saved at fine-tuning.
     """
 
     model: str
@@ -243,6 +268,14 @@ class EvaluateConfig:
     tokenizer: str | None = None
     device: str | None = None
     max_examples: int | None = None
+    #: QA: tokens shared by consecutive context windows (None: as fine-tuned)
+    doc_stride: int | None = None
+    #: QA: question tokens kept (None: as fine-tuned)
+    max_query_length: int | None = None
+    #: QA: spans kept per question (None: as fine-tuned)
+    n_best_size: int | None = None
+    #: QA: longest answer, in tokens (None: as fine-tuned)
+    max_answer_length: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
@@ -552,6 +585,9 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
             unknown metric for the problem type, a model directory without weights or tokenizer, an output
             directory that already holds a run's checkpoints.
     """
+    if cfg.data.task_type == "qa":
+        from litebert.finetune.qa import finetune_qa
+        return finetune_qa(cfg)
     from litebert.optim import build_optimizer, build_scheduler
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
@@ -796,6 +832,9 @@ def evaluate(cfg: EvaluateConfig) -> EvalResult:
         LitebertError: the file has no label column, a label the model does not know (``file:line``), and the
             reader's errors.
     """
+    if _is_qa(cfg):
+        from litebert.finetune.qa import run_qa_eval
+        return run_qa_eval(cfg, need_answers=True)
     read, space, metrics, tokenizer, encoded, model, dist = _prepare_eval(cfg, need_labels=True)
     preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
     result = compute_metrics(metrics, preds, _targets_array(encoded, space), space.num_labels)
@@ -819,6 +858,9 @@ def predict(cfg: EvaluateConfig) -> EvalResult:
     """Predictions of a fine-tuned model for every row of a file (labels optional); writes
     ``OUTPUT/predictions.tsv`` (``index  prediction [label]``) when ``cfg.output_dir`` is set. Metrics are
     computed when the file has labels. Under ``torchrun``: as :func:`evaluate`."""
+    if _is_qa(cfg):
+        from litebert.finetune.qa import run_qa_eval
+        return run_qa_eval(cfg, need_answers=False)
     read, space, metrics, tokenizer, encoded, model, dist = _prepare_eval(cfg, need_labels=False)
     preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
     labels = [ex.label for ex in read.examples] if read.has_labels else None
@@ -834,6 +876,13 @@ def predict(cfg: EvaluateConfig) -> EvalResult:
                                                  [ex.index for ex in read.examples], predictions, labels)
     _end_distributed(dist)
     return res
+
+
+def _is_qa(cfg: EvaluateConfig) -> bool:
+    from litebert.finetune.qa import is_qa_model_dir
+    if cfg.data is not None and cfg.data.task_type is not None:
+        return cfg.data.task_type == "qa"
+    return is_qa_model_dir(cfg.model)
 
 
 def _end_distributed(dist) -> None:
