@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from litebert.finetune.qa_metrics import (cmrc_exact, cmrc_f1, cmrc_metrics, find_best_thresh, mixed_segmentation,
-                                          normalize_answer, squad_exact, squad_f1, squad_v1_metrics,
-                                          squad_v2_metrics)
+from litebert.finetune.qa_metrics import (
+    cmrc_exact,
+    cmrc_f1,
+    cmrc_metrics,
+    find_best_thresh,
+    mixed_segmentation,
+    normalize_answer,
+    squad_exact,
+    squad_f1,
+    squad_v1_metrics,
+    squad_v2_metrics,
+)
 
 
 def test_normalize_answer():

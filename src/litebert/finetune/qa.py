@@ -51,7 +51,11 @@ import torch
 import torch.nn.functional as F
 
 from litebert.errors import LitebertError
-from litebert.finetune.qa_metrics import cmrc_metrics, squad_v1_metrics, squad_v2_metrics
+from litebert.finetune.qa_metrics import (
+    cmrc_metrics,
+    squad_v1_metrics,
+    squad_v2_metrics,
+)
 
 log = logging.getLogger("litebert.finetune")
 
@@ -278,7 +282,7 @@ def read_qa_file(path: str | Path) -> QAReadResult:
                         raise LitebertError(f"{where}: expected an object")
                     res.examples.append(_make_example(res, qa.get("id"), qa.get("question"), para["context"],
                                                       qa.get("answers"), qa.get("is_impossible"), where))
-    elif isinstance(whole, dict):
+    elif isinstance(whole, dict) and not ({"id", "question", "context", "answers"} & set(whole)):
         raise LitebertError(f"{path}: a JSON object without 'data': expected SQuAD layout "
                             "(data[].paragraphs[].qas[]) or JSON lines")
     else:
@@ -752,8 +756,14 @@ def finetune_qa(cfg):
         LitebertError: bad files (:func:`read_qa_file`), bad options, a model directory without weights or
             tokenizer, a training file where no answer could be located.
     """
-    from litebert.finetune.run import (FinetuneResult, _check_seq_length, _jsonable, _load_tokenizer, _write_json,
-                                       untrained_positions_warning)
+    from litebert.finetune.run import (
+        FinetuneResult,
+        _check_seq_length,
+        _jsonable,
+        _load_tokenizer,
+        _write_json,
+        untrained_positions_warning,
+    )
     from litebert.optim import build_optimizer, build_scheduler
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
@@ -919,7 +929,13 @@ def run_qa_eval(cfg, need_answers: bool):
         :class:`litebert.finetune.run.EvalResult` with ``predictions`` in file order.
     """
     from litebert.checkpoint import load_config
-    from litebert.finetune.run import EvalResult, _check_seq_length, _device, _load_tokenizer, _write_json
+    from litebert.finetune.run import (
+        EvalResult,
+        _check_seq_length,
+        _device,
+        _load_tokenizer,
+        _write_json,
+    )
 
     directory = Path(cfg.model)
     config = load_config(directory)
