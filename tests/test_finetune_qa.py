@@ -83,11 +83,13 @@ def zh_model(cmrc, tmp_path_factory):
     return _tiny_model(root / "zh", lines, "chinese", vocab=3000)
 
 
-def _cfg(model, train, dev, out, task="squad", **kw):
-    base = dict(model=str(model), train_file=str(train), dev_file=str(dev), output_dir=str(out),
-                data=kw.pop("data", None) or DataOptions(task=task), batch_size=16, max_steps=12, learning_rate=3e-3, warmup_ratio=0.1,
-                max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QLEN, eval_steps=6, progress_bar=False,
-                keep_checkpoints=False)
+def _cfg(model, train, dev, out, task="squad", qa=None, **kw):
+    """A small run: QA options ``qa`` on top of doc_stride=STRIDE, max_query_length=QLEN."""
+    data = kw.pop("data", None) or DataOptions(task=task, **{"doc_stride": STRIDE, "max_query_length": QLEN,
+                                                              **(qa or {})})
+    base = {"model": str(model), "train_file": str(train), "dev_file": str(dev), "output_dir": str(out),
+            "data": data, "batch_size": 16, "max_steps": 12, "learning_rate": 3e-3, "warmup_ratio": 0.1,
+            "max_seq_length": SEQ, "eval_steps": 6, "progress_bar": False, "keep_checkpoints": False}
     base.update(kw)
     return FinetuneConfig(**base)
 
@@ -121,7 +123,8 @@ def test_read_formats_and_v2(tmp_path):
     assert r.references == {"a": ["Denver Broncos"], "b": []}
 
     rows = [{"id": "1", "question": "When?", "context": ctx, "answers": {"text": ["2016"], "answer_start": [36]}},
-            {"id": "2", "question": "What?", "context": ctx, "answers": [{"text": "Super Bowl 50", "answer_start": 19}]},
+            {"id": "2", "question": "What?", "context": ctx,
+             "answers": [{"text": "Super Bowl 50", "answer_start": 19}]},
             {"id": "3", "question": "Score?", "context": ctx, "answers": {"text": ["24-10"], "answer_start": [3]}}]
     p = tmp_path / "q.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -288,7 +291,7 @@ def test_squad_slice_outputs(squad_run):
 
 def test_evaluate_and_predict_reproduce_finetune(squad_run, tmp_path):
     result, out, dev = squad_run
-    kw = dict(max_seq_length=SEQ)
+    kw = {"max_seq_length": SEQ}
     ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "ev"), **kw))
     assert ev.metrics["f1"] == pytest.approx(result.eval_results["f1"])
     pr = predict(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "pr"), **kw))
@@ -397,8 +400,8 @@ def test_overfit_recovers_training_answers(en_models, squad, tmp_path):
     data = tmp_path / "train.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     result = finetune(_cfg(en_models["wordpiece"], data, data, tmp_path / "run", task=None,
-                           data=DataOptions(task_type="qa"), batch_size=12, max_steps=60, eval_steps=30,
-                           learning_rate=5e-3, warmup_ratio=0.05, max_query_length=32))
+                           data=DataOptions(task_type="qa", doc_stride=STRIDE, max_query_length=32), batch_size=12,
+                           max_steps=60, eval_steps=30, learning_rate=5e-3, warmup_ratio=0.05))
     assert result.eval_results["exact_match"] >= 75.0, result.eval_results
     config = json.loads((tmp_path / "run/best/config.json").read_text())
     assert config["litebert_qa_metric"] == "squad" and "finetuning_task" not in config
@@ -465,5 +468,5 @@ def test_doc_stride_too_large_is_a_clear_error(en_models, squad, tmp_path):
     train = tmp_path / "t.json"
     train.write_text(json.dumps(_squad_doc([{**squad["data"][0], "paragraphs": squad["data"][0]["paragraphs"][:1]}])))
     with pytest.raises(LitebertError, match="doc_stride 120 must be smaller than the context window"):
-        finetune(_cfg(en_models["sentencepiece"], train, train, tmp_path / "run", doc_stride=120))
+        finetune(_cfg(en_models["sentencepiece"], train, train, tmp_path / "run", qa={"doc_stride": 120}))
 

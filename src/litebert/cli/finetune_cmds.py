@@ -13,15 +13,12 @@ from litebert.cli._types import positive_int
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
-    from litebert.finetune.qa import QA_TASKS
+    from litebert.finetune.kinds import TASK_TYPES
     from litebert.finetune.tasks import TASKS
 
     g = p.add_argument_group("data layout")
-    g.add_argument("--task", choices=sorted([*TASKS, *QA_TASKS]), metavar="NAME",
-                   help=f"known task: fills in columns, labels and metrics ({', '.join([*TASKS, *QA_TASKS])})")
-    g.add_argument("--task-type", choices=("classification", "qa"),
-                   help="kind of task for files of one's own (qa: SQuAD-layout JSON or JSON lines with id, "
-                        "question, context, answers); implied by --task")
+    g.add_argument("--task", choices=sorted(TASKS), metavar="NAME",
+                   help=f"known task: fills in columns, labels and metrics ({', '.join(TASKS)})")
     g.add_argument("--text-column", metavar="C", help="text column: header name or 0-based index")
     g.add_argument("--text-pair-column", metavar="C", help="second text column of sentence-pair tasks")
     g.add_argument("--label-column", metavar="C", help="label column: header name or 0-based index")
@@ -29,39 +26,39 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--delimiter", metavar="D", help="field separator: \\t (default for .tsv), ',' (.csv), ';' ...")
     g.add_argument("--label-separator", default=",", metavar="S",
                    help="separator between the labels of a multi-label field (default ',')")
+    g.add_argument("--task-type", choices=TASK_TYPES,
+                   help="kind of task for files of one's own (default: the --task preset's, else classification)")
+    g.add_argument("--word-column", type=int, metavar="I",
+                   help="token classification: 0-based word column of a CoNLL-style file (default 0)")
+    g.add_argument("--tag-column", type=int, metavar="I",
+                   help="token classification: 0-based tag column of a CoNLL-style file (default: the last)")
     g.add_argument("--max-seq-length", type=int, default=128, help="tokens per example; longer rows are truncated")
     g.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model directory)")
+    q = p.add_argument_group("extractive QA (--task squad|squad_v2|cmrc2018|drcd or --task-type qa); "
+                             "evaluate/predict default to the values saved at fine-tuning")
+    q.add_argument("--doc-stride", type=int, metavar="N",
+                   help="tokens shared by consecutive context windows (default 128)")
+    q.add_argument("--max-query-length", type=positive_int, metavar="N", help="question tokens kept (default 64)")
+    q.add_argument("--n-best-size", type=positive_int, metavar="N",
+                   help="spans kept per question in nbest_predictions.json (default 20)")
+    q.add_argument("--max-answer-length", type=positive_int, metavar="N",
+                   help="longest answer in tokens (default 30)")
     g.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
 
 
 def _data_options(args: argparse.Namespace, required: bool = True):
     from litebert.finetune.run import DataOptions
 
-    given = args.task or args.task_type or args.text_column is not None or args.label_column is not None
+    qa = {k: getattr(args, k) for k in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")}
+    given = args.task or args.text_column is not None or args.label_column is not None or args.task_type
     if not given and not required:
+        if any(v is not None for v in qa.values()):  # QA options alone: a QA model, the rest as saved with it
+            return DataOptions(task_type="qa", **qa)
         return None
     return DataOptions(task=args.task, text_column=args.text_column, text_pair_column=args.text_pair_column,
                        label_column=args.label_column, header=False if args.no_header else None,
-                       delimiter=args.delimiter, label_separator=args.label_separator, task_type=args.task_type)
-
-
-def _add_qa_options(p: argparse.ArgumentParser, saved: bool) -> None:
-    """Extractive-QA options (fields of FinetuneConfig / EvaluateConfig); ``saved``: default = fine-tuning's."""
-    g = p.add_argument_group("extractive QA (--task squad|squad_v2|cmrc2018|drcd or --task-type qa)")
-    dflt = (lambda v: None) if saved else (lambda v: v)
-    note = " (default: as fine-tuned)" if saved else ""
-    g.add_argument("--doc-stride", type=int, default=dflt(128), metavar="N",
-                   help="tokens shared by consecutive context windows" + (note or " (default 128)"))
-    g.add_argument("--max-query-length", type=positive_int, default=dflt(64), metavar="N",
-                   help="question tokens kept" + (note or " (default 64)"))
-    g.add_argument("--n-best-size", type=positive_int, default=dflt(20), metavar="N",
-                   help="spans kept per question in nbest_predictions.json" + (note or " (default 20)"))
-    g.add_argument("--max-answer-length", type=positive_int, default=dflt(30), metavar="N",
-                   help="longest answer in tokens" + (note or " (default 30)"))
-
-
-def _qa_kwargs(args: argparse.Namespace) -> dict:
-    return {k: getattr(args, k) for k in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")}
+                       delimiter=args.delimiter, label_separator=args.label_separator, task_type=args.task_type,
+                       word_column=args.word_column, tag_column=args.tag_column, **qa)
 
 
 def _setup_logging() -> None:
@@ -89,7 +86,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples, init=args.init,
         tokenizer=args.tokenizer, classifier_dropout=args.classifier_dropout, hidden_dropout=args.hidden_dropout,
         precision=args.precision, device=args.device, progress_bar=not args.no_progress,
-        keep_checkpoints=not args.no_checkpoints, resume=args.resume, **_qa_kwargs(args))
+        keep_checkpoints=not args.no_checkpoints, resume=args.resume)
     result = finetune(cfg)
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints the summary
         return 0
@@ -106,7 +103,7 @@ def _eval_config(args: argparse.Namespace):
                           data=_data_options(args, required=False),
                           metrics=tuple(args.metric) if getattr(args, "metric", None) else None,
                           batch_size=args.batch_size, max_seq_length=args.max_seq_length, tokenizer=args.tokenizer,
-                          device=args.device, max_examples=args.max_examples, **_qa_kwargs(args))
+                          device=args.device, max_examples=args.max_examples)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -141,7 +138,8 @@ def register(subparsers) -> None:
     from litebert.finetune.tasks import PROBLEM_TYPES
 
     p = subparsers.add_parser(
-        "finetune", help="fine-tune a model directory on labelled text files (classification / regression)",
+        "finetune", help="fine-tune a model directory on labelled files (classification, regression, NER, "
+                         "multiple choice, QA)",
         description="Fine-tune ALBERT on TSV/CSV/JSONL files with the pretraining loop; keeps OUTPUT/best (HF dir + "
                     "tokenizer), OUTPUT/eval_results.json, OUTPUT/predictions.tsv, metrics.jsonl, tb/.")
     p.add_argument("--model", required=True, metavar="DIR", help="model directory (HF format, e.g. pretraining final/)")
@@ -150,7 +148,6 @@ def register(subparsers) -> None:
     p.add_argument("--test", metavar="FILE", help="also predict this file (OUTPUT/test_predictions.tsv)")
     p.add_argument("--output", required=True, metavar="DIR")
     _add_data_options(p)
-    _add_qa_options(p, saved=False)
     p.add_argument("--metric", nargs="+", choices=METRICS, help="metrics; the first picks the best checkpoint")
     p.add_argument("--problem-type", choices=PROBLEM_TYPES)
     p.add_argument("--epochs", type=float, default=3.0)
@@ -194,7 +191,6 @@ def register(subparsers) -> None:
                        help="write eval_results.json / predictions.tsv here" +
                             (" (default: print predictions)" if name == "predict" else ""))
         _add_data_options(q)
-        _add_qa_options(q, saved=True)
         if name == "evaluate":
             q.add_argument("--metric", nargs="+", choices=METRICS)
         q.add_argument("--batch-size", type=int, default=64)

@@ -23,7 +23,8 @@ Pipeline (the field's standard, as google-research/albert ``run_squad_v1/v2`` an
    (:func:`litebert.finetune.qa_metrics.squad_v2_metrics`, saved in ``best/config.json`` for predict).
 4. **Metrics** (:mod:`litebert.finetune.qa_metrics`): SQuAD v1.1/v2.0 EM/F1, CMRC 2018 EM/F1 for Chinese.
 
-Outputs of :func:`finetune_qa` (``litebert finetune --task squad|squad_v2|cmrc2018|drcd`` or ``--task-type qa``)::
+Outputs of ``litebert finetune --task squad|squad_v2|cmrc2018|drcd`` (or ``--task-type qa``) through the run
+layer (:class:`QAKind`)::
 
     OUTPUT/best/                  AlbertForQuestionAnswering + tokenizer (loads in AutoModelForQuestionAnswering)
     OUTPUT/eval_results.json      dev metrics of best/ (+ best_step, num_examples, num_features)
@@ -35,13 +36,9 @@ Outputs of :func:`finetune_qa` (``litebert finetune --task squad|squad_v2|cmrc20
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
-import random
-import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,60 +48,15 @@ import torch
 import torch.nn.functional as F
 
 from litebert.errors import LitebertError
-from litebert.finetune.qa_metrics import (
-    cmrc_metrics,
-    squad_v1_metrics,
-    squad_v2_metrics,
-)
+from litebert.fileio import atomic_write_json
+from litebert.finetune.kinds import Features, TaskKind
+from litebert.finetune.qa_metrics import cmrc_metrics, squad_v1_metrics, squad_v2_metrics
 
 log = logging.getLogger("litebert.finetune")
 
 #: how far (characters) an answer may sit from its given offset and still count as the same answer whose offset
 #: drifted (CMRC's UTF-16 offsets drift by 1-2); farther occurrences are used but counted as ``far``.
 MAX_OFFSET_DRIFT = 20
-
-
-# ---------------------------------------------------------------------------------------------------------- tasks
-@dataclass(frozen=True)
-class QATask:
-    """A known extractive-QA task.
-
-    Attributes:
-        name: the ``--task`` name.
-        metric: ``squad`` (v1.1 EM/F1), ``squad_v2`` (v2.0, unanswerable questions and the null threshold) or
-            ``cmrc`` (the CMRC 2018 character-level scorer, for Chinese).
-        description: one line for ``--help``.
-    """
-
-    name: str
-    metric: str
-    description: str = ""
-
-    @property
-    def version_2(self) -> bool:
-        return self.metric == "squad_v2"
-
-
-QA_TASKS: dict[str, QATask] = {t.name: t for t in (
-    QATask("squad", "squad", "SQuAD v1.1 JSON (data[].paragraphs[].qas[]); official v1.1 EM/F1"),
-    QATask("squad_v2", "squad_v2", "SQuAD v2.0 JSON with is_impossible; v2.0 EM/F1 and the dev-chosen null threshold"),
-    QATask("cmrc2018", "cmrc", "CMRC 2018 (Simplified Chinese, SQuAD layout); CMRC 2018 character EM/F1"),
-    QATask("drcd", "cmrc", "DRCD (Traditional Chinese, SQuAD layout); CMRC 2018 character EM/F1"),
-)}
-QA_METRIC_NAMES = ("squad", "squad_v2", "cmrc")
-
-
-def get_qa_task(name: str | None) -> QATask | None:
-    """The QA preset of ``name`` (``squad-v2``/``squadv2`` spellings accepted), or None if it is not a QA task."""
-    if not name:
-        return None
-    key = name.lower().replace("-", "_")
-    key = {"squadv2": "squad_v2", "squad2": "squad_v2", "cmrc": "cmrc2018", "squad_v1": "squad"}.get(key, key)
-    return QA_TASKS.get(key)
-
-
-def is_qa_task(name: str | None) -> bool:
-    return get_qa_task(name) is not None
 
 
 # --------------------------------------------------------------------------------------------------------- reading
@@ -131,6 +83,11 @@ class QAExample:
     is_impossible: bool
     where: str
 
+    @property
+    def label(self) -> str:
+        """The reference answers joined by `` | `` (the ``labels`` of ``EvalResult``); "" when unanswerable."""
+        return " | ".join(self.answers)
+
 
 @dataclass
 class QAReadResult:
@@ -152,7 +109,7 @@ class QAReadResult:
     problems: list[str] = field(default_factory=list)
 
     @property
-    def has_answers(self) -> bool:
+    def has_labels(self) -> bool:
         """True when any question carries a reference answer or an unanswerable flag (a labelled file)."""
         return any(ex.answers or ex.is_impossible for ex in self.examples)
 
@@ -223,9 +180,10 @@ def _make_example(res: QAReadResult, qid, question, context, raw_answers, imposs
     if not isinstance(context, str) or not isinstance(question, str):
         raise LitebertError(f"{where}: 'question' and 'context' must be strings")
     answers = _answers_of(raw_answers, where)
-    impossible = bool(impossible) or not answers
+    # an empty answer list marks an unanswerable question; no "answers" field at all: an unlabelled row (predict)
+    impossible = bool(impossible) or (raw_answers is not None and not answers)
     start = end = None
-    if not impossible:
+    if answers and not impossible:
         text, offset = answers[0]
         pos, status = None, "unlocated"
         for t, o in answers:  # train on the first answer that can be located
@@ -421,24 +379,6 @@ def build_features(examples: list[QAExample], tokenizer, max_seq_length: int, do
     return feats
 
 
-class QADataset(torch.utils.data.Dataset):
-    """Items ``{"input_ids", "token_type_ids"[, "start_positions", "end_positions"]}`` of :class:`QAFeatures`."""
-
-    def __init__(self, feats: QAFeatures):
-        self.feats = feats
-
-    def __len__(self) -> int:
-        return len(self.feats)
-
-    def __getitem__(self, i: int) -> dict:
-        f = self.feats
-        item = {"input_ids": f.input_ids[i], "token_type_ids": f.token_type_ids[i]}
-        if f.start_positions is not None:
-            item["start_positions"] = f.start_positions[i]
-            item["end_positions"] = f.end_positions[i]
-        return item
-
-
 @dataclass
 class QACollator:
     """Pads items to the longest in the batch: ``input_ids``, ``token_type_ids``, ``attention_mask`` ``int64
@@ -484,29 +424,6 @@ def make_qa_objective(device: torch.device):
         return {"loss": int(batch["start_positions"].numel())}
 
     return objective, count
-
-
-@torch.no_grad()
-def qa_logits(model, feats: QAFeatures, batch_size: int, pad_token_id: int, device: torch.device
-              ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Start and end logits of every feature, ``float32 [S_f]`` each, in feature order (batched by length)."""
-    was_training = model.training
-    model.eval()
-    dataset, collate = QADataset(feats), QACollator(pad_token_id)
-    order = np.argsort(np.asarray(feats.lengths), kind="stable")
-    starts: list[np.ndarray] = [None] * len(feats)  # type: ignore[list-item]
-    ends: list[np.ndarray] = [None] * len(feats)  # type: ignore[list-item]
-    for b in range(0, len(order), batch_size):
-        idx = order[b: b + batch_size]
-        batch = collate([dataset[int(i)] for i in idx])
-        out = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device),
-                    token_type_ids=batch["token_type_ids"].to(device))
-        s, e = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
-        for row, i in enumerate(idx):
-            n = len(feats.input_ids[int(i)])
-            starts[int(i)], ends[int(i)] = s[row, :n], e[row, :n]
-    model.train(was_training)
-    return starts, ends
 
 
 # ------------------------------------------------------------------------------------------------------- decoding
@@ -604,36 +521,16 @@ def decode_predictions(examples: list[QAExample], feats: QAFeatures, start_logit
     return QAPredictions(preds, best_span, nbest, odds if with_null else None)
 
 
-def qa_metrics(metric: str, read: QAReadResult, decoded: QAPredictions) -> tuple[dict[str, float], float | None]:
-    """Metrics of ``decoded`` on ``read``'s references; for ``squad_v2`` the threshold is chosen here
-    (``best_f1_thresh``) and ``decoded.predictions`` re-made with it. Returns ``(metrics, threshold or None)``."""
-    refs = read.references
-    if metric == "squad":
-        return squad_v1_metrics(refs, decoded.predictions), None
-    if metric == "cmrc":
-        return cmrc_metrics(refs, decoded.predictions), None
-    if metric != "squad_v2":
-        raise LitebertError(f"unknown QA metric {metric!r}; expected one of {', '.join(QA_METRIC_NAMES)}")
-    search = squad_v2_metrics(refs, decoded.best_span, decoded.null_odds)
-    thresh = search["best_f1_thresh"]
-    decoded.predictions = {q: ("" if decoded.null_odds[q] > thresh else decoded.best_span[q])
-                           for q in decoded.best_span}
-    out = squad_v2_metrics(refs, decoded.predictions)
-    for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
-        out[k] = search[k]
-    return out, thresh
+QA_METRICS = ("squad", "squad_v2", "cmrc")
+"""Metric families: SQuAD v1.1, SQuAD v2.0 (with the null threshold), the CMRC 2018 scorer (Chinese)."""
 
-
-# ------------------------------------------------------------------------------------------------------ run parts
-def _qa_setup(data) -> tuple[QATask | None, str | None]:
-    """The QA task of the data options (``--task`` preset), or ``(None, None)`` for ``--task-type qa``."""
-    task = get_qa_task(getattr(data, "task", None))
-    return task, (task.metric if task else None)
+QA_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30}
+"""The QA options and their defaults (google-research/albert ``run_squad`` and transformers ``run_qa``)."""
 
 
 def infer_metric(read: QAReadResult) -> str:
-    """Metric for ``--task-type qa`` files without a preset: ``cmrc`` when most context characters are CJK,
-    else ``squad_v2`` when any question is unanswerable, else ``squad``."""
+    """Metric family for ``--task-type qa`` files without a task: ``cmrc`` when most letters of the contexts are
+    CJK, else ``squad_v2`` when any question is unanswerable, else ``squad``."""
     from litebert.tokenization import is_cjk_char
 
     sample = "".join(ex.context for ex in read.examples[:200])
@@ -643,354 +540,174 @@ def infer_metric(read: QAReadResult) -> str:
     return "squad_v2" if any(ex.is_impossible for ex in read.examples) else "squad"
 
 
-def build_qa_model(model_dir: str, *, init: str = "pretrained", seed: int = 0, hidden_dropout: float | None = None,
-                   extra: dict | None = None):
-    """An ``AlbertForQuestionAnswering`` with the encoder of ``model_dir`` (pretraining ``final/``, masked-LM,
-    classifier or QA directory); ``qa_outputs`` is new unless the directory has one. ``init="random"``: the
-    architecture only.
+class QAKind(TaskKind):
+    """Extractive QA as a task kind of :mod:`litebert.finetune.kinds` (``--task squad|squad_v2|cmrc2018|drcd`` or
+    ``--task-type qa``).
 
-    Raises:
-        LitebertError: no ``config.json``; encoder weights missing; tensors whose shape differs from the config.
-    """
-    from litebert.checkpoint import load_config, load_state_dict_file, load_weights
-    from litebert.modeling import AlbertForQuestionAnswering
-
-    directory = Path(model_dir)
-    config = load_config(directory)
-    overrides: dict[str, Any] = dict(num_labels=2, id2label={0: "LABEL_0", 1: "LABEL_1"},
-                                     label2id={"LABEL_0": 0, "LABEL_1": 1}, problem_type=None,
-                                     architectures=["AlbertForQuestionAnswering"])
-    if hidden_dropout is not None:
-        overrides["hidden_dropout_prob"] = hidden_dropout
-        overrides["attention_probs_dropout_prob"] = hidden_dropout
-    config = dataclasses.replace(config, **overrides)
-    config.extra = {**(config.extra or {}), **(extra or {})}
-    torch.manual_seed(seed)
-    model = AlbertForQuestionAnswering(config)
-    if init == "random":
-        return model, {"missing": sorted(model.state_dict()), "unexpected": [], "mismatched": []}
-    state, source = load_state_dict_file(directory)
-    report = load_weights(model, state, source, ignore_mismatched_sizes=True)
-    missing = [k for k in report["missing"] if k.startswith("albert.")]
-    if missing:
-        raise LitebertError(f"{source}: the weights lack {len(missing)} encoder tensors (e.g. {missing[:3]}); is "
-                            "this an ALBERT model directory matching its config.json?")
-    bad = [k for k in report["mismatched"] if not k.startswith("qa_outputs.")]
-    if bad:
-        raise LitebertError(f"{source}: tensors whose shape differs from config.json: {bad[:3]}")
-    return model, report
-
-
-def _load_qa_model(model_dir: str | Path, device: torch.device):
-    from litebert.checkpoint import load_config
-    from litebert.modeling import AlbertForQuestionAnswering
-
-    config = load_config(model_dir)
-    archs = config.architectures or []
-    if archs and "AlbertForQuestionAnswering" not in archs:
-        raise LitebertError(f"{model_dir}/config.json names {archs}, not AlbertForQuestionAnswering: "
-                            "fine-tune a QA model first (litebert finetune --task squad ...)")
-    return AlbertForQuestionAnswering.from_pretrained(Path(model_dir)).to(device).eval()
-
-
-def _subsample_questions(read: QAReadResult, n: int | None, seed: int) -> QAReadResult:
-    if n is None or n >= len(read.examples):
-        return read
-    keep = sorted(random.Random(seed).sample(range(len(read.examples)), n))
-    return dataclasses.replace(read, examples=[read.examples[i] for i in keep])
-
-
-def write_qa_outputs(out: Path, decoded: QAPredictions, prefix: str = "") -> dict[str, Path]:
-    """``{prefix}predictions.json``, ``{prefix}nbest_predictions.json`` (and ``{prefix}null_odds.json``), each
-    written to a temporary name and renamed."""
-    from litebert.finetune.run import _write_json
-
-    files = {"predictions": _write_json(out / f"{prefix}predictions.json", decoded.predictions),
-             "nbest": _write_json(out / f"{prefix}nbest_predictions.json", decoded.nbest)}
-    if decoded.null_odds is not None:
-        files["null_odds"] = _write_json(out / f"{prefix}null_odds.json", decoded.null_odds)
-    return files
-
-
-@dataclass
-class QAOptions:
-    """The QA settings (fields of the fine-tune / evaluate configs, field-standard names).
-
-    Attributes:
-        doc_stride: overlapping tokens between consecutive context windows (transformers' meaning).
-        max_query_length: question tokens kept (the rest is cut and counted).
-        n_best_size: spans kept per question in ``nbest_predictions.json`` (and candidates per window).
-        max_answer_length: longest answer, in tokens.
+    Predictions are dicts ``{"id", "text", "best_span", "null_odds", "nbest"}``, one per question;
+    ``predictions.json`` / ``nbest_predictions.json`` (/ ``null_odds.json``) are written from them. The metric
+    family comes from the task (``qa_metric`` option), else from ``config.json`` (``litebert_qa_metric``), else
+    :func:`infer_metric`. SQuAD v2: while fine-tuning, every dev evaluation sets the null threshold to the official
+    ``best_f1_thresh`` and answers "" above it; ``best/config.json`` keeps it
+    (``litebert_null_score_diff_threshold``) and evaluate/predict apply it (their metrics also report
+    ``best_f1`` / ``best_f1_thresh`` for the file scored).
     """
 
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
+    name = "qa"
+    architecture = "AlbertForQuestionAnswering"
+    head_prefixes = ("qa_outputs.",)
+    predictions_name = "predictions.json"
 
-    @classmethod
-    def of(cls, cfg) -> QAOptions:
-        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
+    def __init__(self, data, *, problem_type: str | None = None, metrics=None):
+        super().__init__(data, problem_type=problem_type, metrics=None)
+        if metrics:
+            raise LitebertError("--metric does not apply to QA tasks: their metrics are the official scorers' "
+                                "(squad: exact_match/f1, squad_v2: exact/f1, cmrc2018/drcd: exact_match/f1)")
+        self.metric: str | None = self.task.option("qa_metric") if self.task else None
+        self.given = {name: getattr(data, name, None) for name in QA_DEFAULTS}
+        self.saved: dict[str, Any] = {}
+        self.null_threshold = 0.0
+        self.choose_threshold = True  # fine-tuning: on dev; evaluate/predict: the saved one
+        self.offsets: dict[str, dict[str, int]] = {}
+        self._set_metrics()
 
+    def _set_metrics(self) -> None:
+        self.metrics = ("f1", "exact" if self.metric == "squad_v2" else "exact_match")
 
-def check_qa_options(opts: QAOptions, where: str) -> None:
-    """Raises LitebertError naming the field when a QA option is out of range."""
-    if opts.doc_stride < 0:
-        raise LitebertError(f"{where}: doc_stride must be >= 0, got {opts.doc_stride}")
-    for name in ("max_query_length", "n_best_size", "max_answer_length"):
-        if getattr(opts, name) < 1:
-            raise LitebertError(f"{where}: {name} must be >= 1, got {getattr(opts, name)}")
+    def option(self, name: str) -> int:
+        """A QA option: the user's, else the one saved with the model, else :data:`QA_DEFAULTS`."""
+        for source in (self.given, self.saved):
+            if source.get(name) is not None:
+                return int(source[name])
+        return QA_DEFAULTS[name]
 
+    # ---- data
+    def read(self, path: str | Path, *, require_labels: bool) -> QAReadResult:
+        res = read_qa_file(path)
+        report_offsets("read", res)
+        self.offsets[str(res.path)] = dict(res.offsets)
+        if require_labels and not res.has_labels:
+            raise LitebertError(f"{res.path}: no question has answers to score (use litebert predict for "
+                                "unlabelled files)")
+        return res
 
-def finetune_qa(cfg):
-    """Fine-tune ``cfg.model`` for extractive QA (``cfg`` is a :class:`litebert.finetune.run.FinetuneConfig`
-    whose data names a QA task or ``task_type="qa"``); keeps the best dev checkpoint (by F1) in ``OUTPUT/best``.
+    def fit(self, train: QAReadResult) -> None:
+        if self.metric is None:
+            self.metric = infer_metric(train)
+            self._set_metrics()
+        if not any(ex.is_impossible or ex.start_char is not None for ex in train.examples):
+            raise LitebertError(f"{train.path}: no question has an answer located in its context")
 
-    The loop, optimizer, schedule, checkpoints and logs are classification's (:func:`litebert.training.train`);
-    the batch → loss is :func:`make_qa_objective`, the dev evaluation decodes and scores every question.
+    def from_config(self, config) -> None:
+        extra = config.extra or {}
+        self.saved = {k: extra.get(k) for k in QA_DEFAULTS}
+        self.metric = self.metric or extra.get("litebert_qa_metric")
+        self.null_threshold = float(extra.get("litebert_null_score_diff_threshold", 0.0))
+        self.choose_threshold = False
+        self._set_metrics()
 
-    Returns:
-        :class:`litebert.finetune.run.FinetuneResult` (``labels`` empty; ``truncated`` counts questions cut to
-        ``max_query_length``).
-    Raises:
-        LitebertError: bad files (:func:`read_qa_file`), bad options, a model directory without weights or
-            tokenizer, a training file where no answer could be located.
-    """
-    from litebert.finetune.run import (
-        FinetuneResult,
-        _check_seq_length,
-        _jsonable,
-        _load_tokenizer,
-        _write_json,
-        untrained_positions_warning,
-    )
-    from litebert.optim import build_optimizer, build_scheduler
-    from litebert.training import TrainingArgs, make_batch_factory, train
-    from litebert.training import distributed as D
-    from litebert.training.distributed import unwrap_model, wrap_model
+    def featurize(self, read: QAReadResult, tokenizer, max_seq_length: int, split: str) -> Features:
+        if self.metric is None:
+            self.metric = infer_metric(read)
+            self._set_metrics()
+        index = list(range(len(read.examples)))
+        if split == "train":  # answers not found in their context are not trained on (counted when read)
+            index = [i for i in index if read.examples[i].is_impossible or read.examples[i].start_char is not None]
+        qf = build_features([read.examples[i] for i in index], tokenizer, max_seq_length, self.option("doc_stride"),
+                            self.option("max_query_length"), labelled=read.has_labels)
+        qf.example_index = np.asarray(index, dtype=np.int64)[qf.example_index]
+        items = []
+        for f in range(len(qf)):
+            item = {"input_ids": qf.input_ids[f], "token_type_ids": qf.token_type_ids[f]}
+            if qf.start_positions is not None:
+                item["start_positions"], item["end_positions"] = qf.start_positions[f], qf.end_positions[f]
+            items.append(item)
+        if qf.truncated_questions:
+            log.warning("%s: %d of %d questions of %s are longer than max_query_length=%d tokens and were cut",
+                        split, qf.truncated_questions, len(index), read.path, self.option("max_query_length"))
+        log.info("%s: %d questions -> %d features (%d in several windows)", split, len(index), len(qf),
+                 qf.split_examples)
+        lengths = qf.lengths
+        return Features(items, lengths, qf.example_index.tolist(), truncated=0, longest=max(lengths, default=0),
+                        extra={"qa": qf, "truncated_questions": qf.truncated_questions})
 
-    t0 = time.time()
-    out = Path(cfg.output_dir)
-    opts = QAOptions.of(cfg)
-    check_qa_options(opts, "finetune")
-    task, metric = _qa_setup(cfg.data)
+    def collator(self, pad_token_id: int) -> QACollator:
+        return QACollator(pad_token_id)
 
-    train_read = read_qa_file(cfg.train_file)
-    dev_read = read_qa_file(cfg.dev_file)
-    report_offsets("train", train_read)
-    report_offsets("dev", dev_read)
-    if not dev_read.has_answers:
-        raise LitebertError(f"{dev_read.path}: the dev file has no answers to score")
-    metric = metric or infer_metric(train_read)
-    train_read = _subsample_questions(train_read, cfg.max_train_examples, cfg.data_seed)
-    dev_read = _subsample_questions(dev_read, cfg.max_eval_examples, cfg.data_seed)
-    trainable = [ex for ex in train_read.examples if ex.is_impossible or ex.start_char is not None]
-    if not trainable:
-        raise LitebertError(f"{train_read.path}: no question has an answer located in its context")
-    skipped = len(train_read.examples) - len(trainable)
+    # ---- model
+    def config_overrides(self) -> dict[str, Any]:
+        return {"num_labels": 2, "id2label": {0: "LABEL_0", 1: "LABEL_1"}, "label2id": {"LABEL_0": 0, "LABEL_1": 1},
+                "problem_type": None}
 
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
-    train_feats = build_features(trainable, tokenizer, cfg.max_seq_length, opts.doc_stride, opts.max_query_length)
-    dev_feats = build_features(dev_read.examples, tokenizer, cfg.max_seq_length, opts.doc_stride,
-                               opts.max_query_length, labelled=False)
-    log.info("finetune qa (%s): %d train questions -> %d features (%d split into windows, %d not trained on: answer "
-             "not found); %d dev questions -> %d features", metric, len(trainable), len(train_feats),
-             train_feats.split_examples, skipped, len(dev_read.examples), len(dev_feats), )
+    def config_extra(self) -> dict[str, Any]:
+        return {**super().config_extra(), "litebert_qa_metric": self.metric,
+                **{name: self.option(name) for name in QA_DEFAULTS}}
 
-    dist = D.init_distributed(cfg.device)
-    extra: dict[str, Any] = {"finetuning_task": task.name if task else None, "litebert_task_type": "qa",
-                             "litebert_qa_metric": metric, **dataclasses.asdict(opts),
-                             "max_seq_length": cfg.max_seq_length}
-    extra = {k: v for k, v in extra.items() if v is not None}
-    model, load_info = build_qa_model(cfg.model, init=cfg.init, seed=cfg.seed, hidden_dropout=cfg.hidden_dropout,
-                                      extra=extra)
-    _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
+    def update_config(self, config) -> None:
+        if self.metric == "squad_v2":
+            config.extra = {**(config.extra or {}), "litebert_null_score_diff_threshold": self.null_threshold}
 
-    class _Lengths:  # untrained_positions_warning reads .lengths
-        def __init__(self, feats):
-            self.lengths = feats.lengths
+    def objective(self, device: torch.device):
+        return make_qa_objective(device)
 
-    warning = (untrained_positions_warning(model.config, cfg.max_seq_length,
-                                           {"train": _Lengths(train_feats), "dev": _Lengths(dev_feats)}, cfg.model)
-               if cfg.init == "pretrained" else None)
-    if warning:
-        log.warning("finetune: %s", warning)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise LitebertError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
-                            f"{model.config.vocab_size}: tokenizer and model do not belong together")
-    log.info("finetune: %s init; newly initialised: %s", cfg.init,
-             ", ".join(load_info["missing"]) if cfg.init == "pretrained" else "all weights")
-    model.to(dist.device)
-    model = wrap_model(model, dist)
+    # ---- inference
+    def forward(self, model, batch: dict[str, torch.Tensor]) -> tuple[list[np.ndarray], float, int]:
+        """→ per feature ``float32 [2, S]`` (start and end logits, padded to the batch), summed loss, features."""
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    token_type_ids=batch["token_type_ids"])
+        s, e = out.start_logits.float(), out.end_logits.float()  # (B, S)
+        rows = list(torch.stack([s, e], dim=1).cpu().numpy())  # B x (2, S)
+        if "start_positions" not in batch:
+            return rows, 0.0, 0
+        loss = (F.cross_entropy(s, batch["start_positions"], reduction="sum")
+                + F.cross_entropy(e, batch["end_positions"], reduction="sum")) / 2
+        return rows, float(loss), len(rows)
 
-    steps_per_epoch = math.ceil(len(train_feats) / (cfg.batch_size * dist.world_size))
-    max_steps = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
-    eval_steps = cfg.eval_steps or steps_per_epoch
-    optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate,
-                                weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup_steps=int(round(cfg.warmup_ratio * max_steps)),
-                                max_steps=max_steps)
-    batches = make_batch_factory(QADataset(train_feats), cfg.batch_size, QACollator(tokenizer.pad_token_id),
-                                 seed=cfg.seed, shuffle=True, drop_last=False, rank=dist.rank,
-                                 world_size=dist.world_size)
-    objective, count = make_qa_objective(dist.device)
-    out.mkdir(parents=True, exist_ok=True)
-    best_dir = out / "best"
-    primary = "f1"
-    last_eval: dict[str, Any] = {}
-    best_eval: dict[str, Any] = {}
+    def postprocess(self, outputs: list[np.ndarray], feats: Features, read: QAReadResult) -> list[dict]:
+        decoded = decode_predictions(read.examples, feats.extra["qa"], [o[0] for o in outputs],
+                                     [o[1] for o in outputs], self.option("n_best_size"),
+                                     self.option("max_answer_length"), with_null=self.metric == "squad_v2",
+                                     null_threshold=self.null_threshold)
+        return [{"id": ex.qid, "text": decoded.predictions[ex.qid], "best_span": decoded.best_span[ex.qid],
+                 "null_odds": None if decoded.null_odds is None else decoded.null_odds[ex.qid],
+                 "nbest": decoded.nbest[ex.qid]} for ex in read.examples]
 
-    def evaluate_dev(m) -> tuple[dict[str, float], QAPredictions, float | None]:
-        s, e = qa_logits(m, dev_feats, cfg.eval_batch_size, tokenizer.pad_token_id, dist.device)
-        decoded = decode_predictions(dev_read.examples, dev_feats, s, e, opts.n_best_size, opts.max_answer_length,
-                                     with_null=metric == "squad_v2")
-        result, thresh = qa_metrics(metric, dev_read, decoded)
-        return result, decoded, thresh
-
-    def eval_fn(m) -> dict[str, float]:
-        result, decoded, thresh = evaluate_dev(unwrap_model(m))
-        last_eval.update(metrics=dict(result), decoded=decoded, thresh=thresh)
-        return result
-
-    def on_best(raw_model, eval_metrics: dict[str, float], step: int) -> None:
-        tmp = out / ".best.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        if last_eval.get("thresh") is not None:  # predict uses the dev-chosen null threshold
-            raw_model.config.extra = {**raw_model.config.extra,
-                                      "litebert_null_score_diff_threshold": last_eval["thresh"]}
-        raw_model.save_pretrained(tmp)
-        tokenizer.save(tmp)
-        _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
-        if best_dir.exists():
-            shutil.rmtree(best_dir)
-        tmp.rename(best_dir)
-        best_eval.clear()
-        best_eval.update(last_eval)
-        log.info("finetune: new best %s=%.4f at step %d -> %s", primary, eval_metrics[primary], step, best_dir)
-
-    run_settings = {
-        "finetune_config": _jsonable(dataclasses.asdict(cfg)), "task_type": "qa", "qa_metric": metric,
-        "num_train_questions": len(trainable), "num_train_features": len(train_feats),
-        "num_dev_questions": len(dev_read.examples), "num_dev_features": len(dev_feats),
-        "not_trained_on": skipped, "offsets": {"train": train_read.offsets, "dev": dev_read.offsets},
-        "truncated_questions": {"train": train_feats.truncated_questions, "dev": dev_feats.truncated_questions},
-        "max_steps": max_steps, "steps_per_epoch": steps_per_epoch, "eval_steps": eval_steps,
-        "untrained_positions_warning": warning,
-    }
-    if dist.is_main:
-        _write_json(out / "finetune_config.json", run_settings)
-    args = TrainingArgs(
-        output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
-        logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
-        save_total_limit=1, precision=cfg.precision, metric_for_best=primary, greater_is_better=True,
-        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar, resume=cfg.resume,
-        log_prefix=f"finetune {task.name if task else Path(cfg.train_file).name}")
-    result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=eval_fn,
-                   on_best=on_best, extra_state={"finetune": run_settings["finetune_config"]}, dist=dist)
-    final = None
-    if dist.is_main:
-        if not cfg.keep_checkpoints and (out / "checkpoints").exists():
-            shutil.rmtree(out / "checkpoints")
-        if not best_dir.exists():
-            last_eval.clear()
-            on_best(unwrap_model(model), result.last_eval or {primary: float("nan")}, result.step)
-        if "decoded" in best_eval:
-            eval_results, decoded = best_eval["metrics"], best_eval["decoded"]
-        else:  # best/ from an earlier process (resume): evaluate it now
-            eval_results, decoded, _ = evaluate_dev(_load_qa_model(best_dir, dist.device))
-        best_info = json.loads((best_dir / "best_eval.json").read_text())
-        _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(dev_read.examples),
-                                                "num_features": len(dev_feats), "best_step": best_info.get("step"),
-                                                "metric": metric})
-        write_qa_outputs(out, decoded)
-        seconds = time.time() - t0
-        log.info("finetune: done in %.0fs; best %s=%.4f at step %s; dev %s", seconds, primary,
-                 eval_results[primary], best_info.get("step"), json.dumps(eval_results))
-        final = FinetuneResult(
-            output_dir=out, best_dir=best_dir, metric=primary, best_metric=result.best_metric,
-            best_step=best_info.get("step"), eval_results=eval_results, test_results=None, steps=result.step,
-            stopped_early=result.stopped_early, num_train=len(trainable), num_dev=len(dev_read.examples),
-            truncated={"train": train_feats.truncated_questions, "dev": dev_feats.truncated_questions}, labels=[],
-            seconds=seconds)
-    if dist.distributed:
-        final = D.broadcast_object(final)
-        D.destroy_distributed()
-    return final
-
-
-def run_qa_eval(cfg, need_answers: bool):
-    """``litebert evaluate`` / ``predict`` for a QA model directory (``cfg``: an
-    :class:`litebert.finetune.run.EvaluateConfig`). Writes ``predictions.json``, ``nbest_predictions.json`` (and
-    ``eval_results.json`` when the file has answers) to ``cfg.output_dir``. SQuAD v2: the null threshold saved
-    at fine-tuning (``litebert_null_score_diff_threshold``) unless evaluating, where it is chosen on the file.
-
-    Returns:
-        :class:`litebert.finetune.run.EvalResult` with ``predictions`` in file order.
-    """
-    from litebert.checkpoint import load_config
-    from litebert.finetune.run import (
-        EvalResult,
-        _check_seq_length,
-        _device,
-        _load_tokenizer,
-        _write_json,
-    )
-
-    directory = Path(cfg.model)
-    config = load_config(directory)
-    saved = config.extra or {}
-    task, metric = _qa_setup(cfg.data) if cfg.data is not None else (None, None)
-    if task is None:
-        task = get_qa_task(saved.get("finetuning_task"))
-    metric = metric or saved.get("litebert_qa_metric") or (task.metric if task else None)
-    opts = QAOptions(**{f.name: (getattr(cfg, f.name) if getattr(cfg, f.name, None) is not None
-                                 else saved.get(f.name, f.default)) for f in dataclasses.fields(QAOptions)})
-    check_qa_options(opts, "evaluate")
-    max_seq_length = cfg.max_seq_length
-    _check_seq_length(config, max_seq_length, directory)
-    read = read_qa_file(cfg.data_file)
-    report_offsets("data", read)
-    if cfg.max_examples is not None:
-        read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
-    if need_answers and not read.has_answers:
-        raise LitebertError(f"{read.path}: no answers to score (use litebert predict for unlabelled files)")
-    metric = metric or infer_metric(read)
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
-    feats = build_features(read.examples, tokenizer, max_seq_length, opts.doc_stride, opts.max_query_length,
-                           labelled=False)
-    device = _device(cfg.device)
-    model = _load_qa_model(directory, device)
-    s, e = qa_logits(model, feats, cfg.batch_size, tokenizer.pad_token_id, device)
-    v2 = metric == "squad_v2"
-    decoded = decode_predictions(read.examples, feats, s, e, opts.n_best_size, opts.max_answer_length, with_null=v2,
-                                 null_threshold=float(saved.get("litebert_null_score_diff_threshold", 0.0)))
-    result: dict[str, float] = {}
-    if read.has_answers:
-        if v2 and not need_answers:  # predict: keep the saved threshold, score with it
-            result = squad_v2_metrics(read.references, decoded.predictions)
+    def score(self, predictions: list[dict], read: QAReadResult, feats: Features) -> dict[str, float]:
+        refs = read.references
+        if self.metric == "squad":
+            out = squad_v1_metrics(refs, {p["id"]: p["text"] for p in predictions})
+        elif self.metric == "cmrc":
+            out = cmrc_metrics(refs, {p["id"]: p["text"] for p in predictions})
+        elif self.metric == "squad_v2":
+            search = squad_v2_metrics(refs, {p["id"]: p["best_span"] for p in predictions},
+                                      {p["id"]: p["null_odds"] for p in predictions})
+            if self.choose_threshold:  # fine-tuning's dev evaluation: the official best_f1_thresh
+                self.null_threshold = search["best_f1_thresh"]
+                for p in predictions:
+                    p["text"] = "" if p["null_odds"] > self.null_threshold else p["best_span"]
+            out = squad_v2_metrics(refs, {p["id"]: p["text"] for p in predictions})
+            out.update({k: search[k] for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")})
+            out["null_score_diff_threshold"] = self.null_threshold
         else:
-            result, _ = qa_metrics(metric, read, decoded)
-    res = EvalResult(metrics=result, predictions=[decoded.predictions[ex.qid] for ex in read.examples],
-                     labels=[" | ".join(ex.answers) for ex in read.examples] if read.has_answers else None,
-                     num_examples=len(read.examples), truncated=feats.truncated_questions)
-    if cfg.output_dir:
-        out = Path(cfg.output_dir)
-        files = write_qa_outputs(out, decoded)
-        res.predictions_file = files["predictions"]
-        if result:
-            res.results_file = _write_json(out / "eval_results.json", {**result, "num_examples": len(read.examples),
-                                                                       "num_features": len(feats), "metric": metric})
-    log.info("%s: %s on %d questions of %s", "evaluate" if need_answers else "predict", json.dumps(result),
-             len(read.examples), read.path)
-    return res
+            raise LitebertError(f"unknown QA metric {self.metric!r}; expected one of {', '.join(QA_METRICS)}")
+        return {"f1": out.pop("f1"), **out}
 
+    def write_predictions(self, path: Path, read: QAReadResult, predictions: list[dict]) -> Path:
+        """``path`` = ``predictions.json`` (``{id: text}``) and beside it ``nbest_predictions.json`` (and, SQuAD
+        v2, ``null_odds.json``), each written atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {p["id"]: p["text"] for p in predictions}, sort_keys=False)
+        atomic_write_json(path.with_name(path.name.replace("predictions", "nbest_predictions")),
+                          {p["id"]: p["nbest"] for p in predictions}, sort_keys=False)
+        if self.metric == "squad_v2":
+            atomic_write_json(path.with_name(path.name.replace("predictions", "null_odds")),
+                              {p["id"]: p["null_odds"] for p in predictions}, sort_keys=False)
+        return path
 
-def is_qa_model_dir(model_dir: str | Path) -> bool:
-    """True when ``config.json`` names ``AlbertForQuestionAnswering`` (litebert's or transformers')."""
-    path = Path(model_dir) / "config.json"
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return False
-    return "AlbertForQuestionAnswering" in (cfg.get("architectures") or [])
+    def decode(self, prediction: dict) -> str:
+        return prediction["text"]
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "qa_metric": self.metric,
+                "qa_options": {name: self.option(name) for name in QA_DEFAULTS}, "answer_offsets": self.offsets}

@@ -102,11 +102,8 @@ def find_best_thresh(predictions: dict[str, str], scores: dict[str, float], na_p
     for qid in sorted(na_probs, key=lambda k: na_probs[k]):
         if qid not in scores:
             continue
-        if has_answer[qid]:
-            diff = scores[qid]
-        else:
-            diff = -1.0 if predictions[qid] else 0.0
-        cur += diff
+        # answering qid gains its score; an unanswerable one answered non-empty loses the point it had
+        cur += scores[qid] if has_answer[qid] else (-1.0 if predictions[qid] else 0.0)
         if cur > best:
             best, thresh = cur, na_probs[qid]
     return 100.0 * best / max(len(scores), 1), thresh
@@ -225,6 +222,3 @@ def cmrc_metrics(references: dict[str, list[str]], predictions: dict[str, str]) 
     em, f1 = 100.0 * em / n, 100.0 * f1 / n
     return {"exact_match": em, "f1": f1, "average": (em + f1) / 2}
 
-
-QA_METRICS = ("squad", "squad_v2", "cmrc")
-"""Metric families: ``squad`` (v1.1), ``squad_v2`` (v2.0, with the no-answer threshold), ``cmrc`` (CMRC 2018)."""
