@@ -427,6 +427,12 @@ def test_cli_finetune_predict(en_models, squad, tmp_path, capsys):
     assert rc == 0
     assert json.loads((tmp_path / "pr/predictions.json").read_text()) == json.loads(
         (out / "predictions.json").read_text())
+    # a QA option alone on evaluate: the task and the other options as saved with the model
+    rc = main(["evaluate", "--model", str(out / "best"), "--data", str(dev), "--output", str(tmp_path / "ev"),
+               "--max-seq-length", str(SEQ), "--n-best-size", "2"])
+    assert rc == 0
+    assert set(json.loads(capsys.readouterr().out)) >= {"exact_match", "f1"}
+    assert all(len(v) <= 2 for v in json.loads((tmp_path / "ev/nbest_predictions.json").read_text()).values())
     # bad input through the CLI: one error line, no traceback
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "1", "question": "q", "answers": []}\n')
