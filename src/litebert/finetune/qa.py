@@ -27,11 +27,11 @@ Outputs of ``litebert finetune --task squad|squad_v2|cmrc2018|drcd`` (or ``--tas
 layer (:class:`QAKind`)::
 
     OUTPUT/best/                  AlbertForQuestionAnswering + tokenizer (loads in AutoModelForQuestionAnswering)
-    OUTPUT/eval_results.json      dev metrics of best/ (+ best_step, num_examples, num_features)
+    OUTPUT/eval_results.json      dev metrics of best/ (+ eval_loss, best_step, num_examples)
     OUTPUT/predictions.json       {question_id: answer_text} on dev
     OUTPUT/nbest_predictions.json {question_id: [{text, probability, start_logit, end_logit}, ...]}
     OUTPUT/null_odds.json         SQuAD v2: {question_id: null score − best span score}
-    OUTPUT/finetune_config.json, metrics.jsonl, tb/, train.log, checkpoints/   as for classification
+    OUTPUT/finetune_config.json (qa_metric, qa_options, answer_offsets), run_settings.json, metrics.jsonl, ...
 """
 
 from __future__ import annotations
