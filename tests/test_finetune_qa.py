@@ -9,6 +9,7 @@ runs are a few dozen steps on a few paragraphs.
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -289,7 +290,7 @@ def test_squad_slice_outputs(squad_run):
     assert results["num_examples"] == len(read.examples) and result.eval_results["f1"] == results["f1"]
 
 
-def test_evaluate_and_predict_reproduce_finetune(squad_run, tmp_path):
+def test_evaluate_and_predict_reproduce_finetune(squad_run, tmp_path, caplog):
     result, out, dev = squad_run
     kw = {"max_seq_length": SEQ}
     ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "ev"), **kw))
@@ -298,6 +299,9 @@ def test_evaluate_and_predict_reproduce_finetune(squad_run, tmp_path):
     assert json.loads((tmp_path / "pr/predictions.json").read_text()) == json.loads(
         (out / "predictions.json").read_text())
     assert pr.num_examples == len(read_qa_file(dev).examples)
+    with caplog.at_level(logging.WARNING, logger="litebert.finetune"):  # other windows than fine-tuned with
+        predict(EvaluateConfig(model=str(out / "best"), data_file=str(dev), max_seq_length=96))
+    assert f"fine-tuned with --max-seq-length {SEQ}; these windows have 96 tokens" in caplog.text
 
 
 def _sentence_rows(paragraphs, limit):

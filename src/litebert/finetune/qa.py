@@ -569,6 +569,7 @@ class QAKind(TaskKind):
         self.null_threshold = 0.0
         self.choose_threshold = True  # fine-tuning: on dev; evaluate/predict: the saved one
         self.offsets: dict[str, dict[str, int]] = {}
+        self.max_seq_length: int | None = None  # of the training features, saved for evaluate/predict's warning
         self._set_metrics()
 
     def _set_metrics(self) -> None:
@@ -601,6 +602,7 @@ class QAKind(TaskKind):
     def from_config(self, config) -> None:
         extra = config.extra or {}
         self.saved = {k: extra.get(k) for k in QA_DEFAULTS}
+        self.saved["max_seq_length"] = extra.get("litebert_max_seq_length")
         self.metric = self.metric or extra.get("litebert_qa_metric")
         self.null_threshold = float(extra.get("litebert_null_score_diff_threshold", 0.0))
         self.choose_threshold = False
@@ -610,6 +612,11 @@ class QAKind(TaskKind):
         if self.metric is None:
             self.metric = infer_metric(read)
             self._set_metrics()
+        if split == "train":
+            self.max_seq_length = max_seq_length
+        elif self.saved.get("max_seq_length") not in (None, max_seq_length):
+            log.warning("%s: the model was fine-tuned with --max-seq-length %s; these windows have %d tokens",
+                        read.path, self.saved["max_seq_length"], max_seq_length)
         index = list(range(len(read.examples)))
         if split == "train":  # answers not found in their context are not trained on (counted when read)
             index = [i for i in index if read.examples[i].is_impossible or read.examples[i].start_char is not None]
@@ -641,6 +648,7 @@ class QAKind(TaskKind):
 
     def config_extra(self) -> dict[str, Any]:
         return {**super().config_extra(), "litebert_qa_metric": self.metric,
+                "litebert_max_seq_length": self.max_seq_length,
                 **{name: self.option(name) for name in QA_DEFAULTS}}
 
     def update_config(self, config) -> None:
