@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from litebert.fileio import atomic_write_json  # noqa: E402
+from litebert.fileio import atomic_write_json
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,8 +72,10 @@ def en_models(squad, tmp_path_factory):
     root = tmp_path_factory.mktemp("qa_en")
     lines = [p["context"] for a in squad["data"][:4] for p in a["paragraphs"]]
     lines += [q["question"] for a in squad["data"][:4] for p in a["paragraphs"] for q in p["qas"]]
-    return {"sentencepiece": _tiny_model(root / "sp", lines, "sentencepiece"),
-            "wordpiece": _tiny_model(root / "wp", lines, "wordpiece")}
+    return {
+        "sentencepiece": _tiny_model(root / "sp", lines, "sentencepiece"),
+        "wordpiece": _tiny_model(root / "wp", lines, "wordpiece"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +88,24 @@ def zh_model(cmrc, tmp_path_factory):
 
 def _cfg(model, train, dev, out, task="squad", qa=None, **kw):
     """A small run: QA options ``qa`` on top of doc_stride=STRIDE, max_query_length=QLEN."""
-    data = kw.pop("data", None) or DataOptions(task=task, **{"doc_stride": STRIDE, "max_query_length": QLEN,
-                                                              **(qa or {})})
-    base = {"model": str(model), "train_file": str(train), "dev_file": str(dev), "output_dir": str(out),
-            "data": data, "batch_size": 16, "max_steps": 12, "learning_rate": 3e-3, "warmup_ratio": 0.1,
-            "max_seq_length": SEQ, "eval_steps": 6, "progress_bar": False, "keep_checkpoints": False}
+    data = kw.pop("data", None) or DataOptions(
+        task=task, **{"doc_stride": STRIDE, "max_query_length": QLEN, **(qa or {})}
+    )
+    base = {
+        "model": str(model),
+        "train_file": str(train),
+        "dev_file": str(dev),
+        "output_dir": str(out),
+        "data": data,
+        "batch_size": 16,
+        "max_steps": 12,
+        "learning_rate": 3e-3,
+        "warmup_ratio": 0.1,
+        "max_seq_length": SEQ,
+        "eval_steps": 6,
+        "progress_bar": False,
+        "keep_checkpoints": False,
+    }
     base.update(kw)
     return FinetuneConfig(**base)
 
@@ -109,30 +124,57 @@ def test_locate_answer_hand_cases():
 
 def test_read_formats_and_v2(tmp_path):
     ctx = "Denver Broncos won Super Bowl 50 in 2016."
-    squad_v2 = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": ctx, "qas": [
-        {"id": "a", "question": "Who won?", "answers": [{"text": "Denver Broncos", "answer_start": 0}],
-         "is_impossible": False},
-        {"id": "b", "question": "Who lost?", "answers": [], "is_impossible": True,
-         "plausible_answers": [{"text": "Denver", "answer_start": 0}]}]}]}]}
+    squad_v2 = {
+        "version": "v2.0",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": ctx,
+                        "qas": [
+                            {
+                                "id": "a",
+                                "question": "Who won?",
+                                "answers": [{"text": "Denver Broncos", "answer_start": 0}],
+                                "is_impossible": False,
+                            },
+                            {
+                                "id": "b",
+                                "question": "Who lost?",
+                                "answers": [],
+                                "is_impossible": True,
+                                "plausible_answers": [{"text": "Denver", "answer_start": 0}],
+                            },
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
     p = tmp_path / "v2.json"
     p.write_text(json.dumps(squad_v2))
     r = read_qa_file(p)
     assert r.layout == "squad" and [e.qid for e in r.examples] == ["a", "b"]
     a, b = r.examples
-    assert ctx[a.start_char:a.end_char] == "Denver Broncos" and not a.is_impossible
+    assert ctx[a.start_char : a.end_char] == "Denver Broncos" and not a.is_impossible
     assert b.is_impossible and b.answers == () and b.start_char is None  # plausible answers are not answers
     assert r.references == {"a": ["Denver Broncos"], "b": []}
 
-    rows = [{"id": "1", "question": "When?", "context": ctx, "answers": {"text": ["2016"], "answer_start": [36]}},
-            {"id": "2", "question": "What?", "context": ctx,
-             "answers": [{"text": "Super Bowl 50", "answer_start": 19}]},
-            {"id": "3", "question": "Score?", "context": ctx, "answers": {"text": ["24-10"], "answer_start": [3]}}]
+    rows = [
+        {"id": "1", "question": "When?", "context": ctx, "answers": {"text": ["2016"], "answer_start": [36]}},
+        {"id": "2", "question": "What?", "context": ctx, "answers": [{"text": "Super Bowl 50", "answer_start": 19}]},
+        {"id": "3", "question": "Score?", "context": ctx, "answers": {"text": ["24-10"], "answer_start": [3]}},
+    ]
     p = tmp_path / "q.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     r = read_qa_file(p)
     assert r.layout == "jsonl"
-    assert [ctx[e.start_char:e.end_char] if e.start_char is not None else None for e in r.examples] == \
-        ["2016", "Super Bowl 50", None]
+    assert [ctx[e.start_char : e.end_char] if e.start_char is not None else None for e in r.examples] == [
+        "2016",
+        "Super Bowl 50",
+        None,
+    ]
     # "24-10" is nowhere in the context: counted, kept as a reference, not trained on; no crash
     assert r.offsets["unlocated"] == 1 and r.offsets["exact"] == 2 and "q.jsonl:3" in r.problems[0]
     assert r.examples[2].answers == ("24-10",)
@@ -144,23 +186,40 @@ def test_bad_input_names_file_and_position(tmp_path):
         p.write_text(obj if isinstance(obj, str) else json.dumps(obj))
         return p
 
-    doc = {"data": [{"paragraphs": [{"context": "c", "qas": [{"id": "x", "question": "q", "answers": []}]},
-                                    {"qas": [{"id": "y", "question": "q", "answers": []}]}]}]}
+    doc = {
+        "data": [
+            {
+                "paragraphs": [
+                    {"context": "c", "qas": [{"id": "x", "question": "q", "answers": []}]},
+                    {"qas": [{"id": "y", "question": "q", "answers": []}]},
+                ]
+            }
+        ]
+    }
     with pytest.raises(LitebertError, match=r"bad\.json:data\[0\]\.paragraphs\[1\]: missing 'context'"):
         read_qa_file(write("bad.json", doc))
     doc = {"data": [{"paragraphs": [{"context": "c", "qas": [{"question": "q", "answers": []}]}]}]}
     with pytest.raises(LitebertError, match=r"noid\.json:data\[0\]\.paragraphs\[0\]\.qas\[0\]: missing 'id'"):
         read_qa_file(write("noid.json", doc))
     with pytest.raises(LitebertError, match=r"rows\.jsonl:2: missing 'context'"):
-        read_qa_file(write("rows.jsonl", '{"id": "1", "question": "q", "context": "c", "answers": []}\n'
-                                         '{"id": "2", "question": "q", "answers": []}\n'))
+        read_qa_file(
+            write(
+                "rows.jsonl",
+                '{"id": "1", "question": "q", "context": "c", "answers": []}\n'
+                '{"id": "2", "question": "q", "answers": []}\n',
+            )
+        )
     with pytest.raises(LitebertError, match=r"broken\.jsonl:1: not valid JSON"):
         read_qa_file(write("broken.jsonl", '{"id": 1,\n'))
     with pytest.raises(LitebertError, match="duplicate question id '1'"):
         read_qa_file(write("dup.jsonl", '{"id": "1", "question": "q", "context": "c", "answers": []}\n' * 2))
     with pytest.raises(LitebertError, match=r"answers\[0\]\.answer_start 'x' is not an integer"):
-        read_qa_file(write("off.jsonl", '{"id": "1", "question": "q", "context": "c", '
-                                        '"answers": [{"text": "c", "answer_start": "x"}]}\n'))
+        read_qa_file(
+            write(
+                "off.jsonl",
+                '{"id": "1", "question": "q", "context": "c", "answers": [{"text": "c", "answer_start": "x"}]}\n',
+            )
+        )
 
 
 def test_cmrc_trial_offsets_drift(shared_data):
@@ -168,7 +227,7 @@ def test_cmrc_trial_offsets_drift(shared_data):
     # SOURCE.md: 997 exact; 5 (TRIAL_210_QUERY_*) one too large, UTF-16 offsets after U+2B6AD
     assert r.offsets == {"exact": 997, "drifted": 5, "far": 0, "no_offset": 0, "unlocated": 0}
     drifted = [e for e in r.examples if e.qid.startswith("TRIAL_210_QUERY_")]
-    assert drifted and all(e.context[e.start_char:e.end_char] == e.answers[0] for e in drifted)
+    assert drifted and all(e.context[e.start_char : e.end_char] == e.answers[0] for e in drifted)
 
 
 # --------------------------------------------------------------------------------- windows + offsets per kind
@@ -190,14 +249,19 @@ def test_windows_and_offsets_match_transformers(kind, en_models, zh_model):
 
     model_dir = zh_model if kind == "chinese" else en_models[kind]
     if kind == "chinese":
-        ctx = ("北京大学创建于1898年，初名京师大学堂，是中国第一所国立综合性大学。" * 3 +
-               "校园位于海淀区，占地面积约274公顷，APEC会议期间对外开放。" + "学校有很多学院和研究所。" * 4)
+        ctx = (
+            "北京大学创建于1898年，初名京师大学堂，是中国第一所国立综合性大学。" * 3
+            + "校园位于海淀区，占地面积约274公顷，APEC会议期间对外开放。"
+            + "学校有很多学院和研究所。" * 4
+        )
         answer = "274公顷"
         question = "北京大学校园占地面积多少？"
     else:
-        ctx = ("The Super Bowl is the annual championship game of the National Football League. " * 3 +
-               "Super Bowl 50 was played on February 7, 2016, at Levi's Stadium in Santa Clara, California. " +
-               "The game was the fiftieth Super Bowl, and the league emphasised the golden anniversary. " * 3)
+        ctx = (
+            "The Super Bowl is the annual championship game of the National Football League. " * 3
+            + "Super Bowl 50 was played on February 7, 2016, at Levi's Stadium in Santa Clara, California. "
+            + "The game was the fiftieth Super Bowl, and the league emphasised the golden anniversary. " * 3
+        )
         answer = "Levi's Stadium"
         question = "Where was Super Bowl 50 played?"
     start = ctx.index(answer)
@@ -208,8 +272,16 @@ def test_windows_and_offsets_match_transformers(kind, en_models, zh_model):
     assert len(feats) >= 3  # the context needs several windows
 
     hf = AutoTokenizer.from_pretrained(str(model_dir))
-    enc = hf(question, ctx, truncation="only_second", max_length=seq, stride=stride, return_overflowing_tokens=True,
-             return_offsets_mapping=True, return_token_type_ids=True)
+    enc = hf(
+        question,
+        ctx,
+        truncation="only_second",
+        max_length=seq,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        return_token_type_ids=True,
+    )
     assert [list(x) for x in enc["input_ids"]] == feats.input_ids
     assert [list(x) for x in enc["token_type_ids"]] == feats.token_type_ids
     labelled = 0
@@ -222,7 +294,7 @@ def test_windows_and_offsets_match_transformers(kind, en_models, zh_model):
             assert e == 0
             continue
         labelled += 1
-        assert ctx[feats.offsets[f][s, 0]:feats.offsets[f][e, 1]] == answer
+        assert ctx[feats.offsets[f][s, 0] : feats.offsets[f][e, 1]] == answer
     assert labelled >= 1
 
 
@@ -273,8 +345,15 @@ def squad_run(en_models, squad, tmp_path_factory):
 
 def test_squad_slice_outputs(squad_run):
     result, out, dev = squad_run
-    for name in ("best/config.json", "best/spiece.model", "eval_results.json", "predictions.json",
-                 "nbest_predictions.json", "finetune_config.json", "metrics.jsonl"):
+    for name in (
+        "best/config.json",
+        "best/spiece.model",
+        "eval_results.json",
+        "predictions.json",
+        "nbest_predictions.json",
+        "finetune_config.json",
+        "metrics.jsonl",
+    ):
         assert (out / name).is_file(), name
     config = json.loads((out / "best/config.json").read_text())
     assert config["architectures"] == ["AlbertForQuestionAnswering"] and config["finetuning_task"] == "squad"
@@ -297,7 +376,8 @@ def test_evaluate_and_predict_reproduce_finetune(squad_run, tmp_path, caplog):
     assert ev.metrics["f1"] == pytest.approx(result.eval_results["f1"])
     pr = predict(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "pr"), **kw))
     assert json.loads((tmp_path / "pr/predictions.json").read_text()) == json.loads(
-        (out / "predictions.json").read_text())
+        (out / "predictions.json").read_text()
+    )
     assert pr.num_examples == len(read_qa_file(dev).examples)
     with caplog.at_level(logging.WARNING, logger="litebert.finetune"):  # other windows than fine-tuned with
         predict(EvaluateConfig(model=str(out / "best"), data_file=str(dev), max_seq_length=96))
@@ -313,10 +393,16 @@ def _sentence_rows(paragraphs, limit):
             cut = ctx.rfind(". ", 0, a["answer_start"])
             s = cut + 2 if cut >= 0 else 0
             e = ctx.find(". ", a["answer_start"] + len(a["text"]))
-            sentence = ctx[s: e + 1 if e >= 0 else len(ctx)]
+            sentence = ctx[s : e + 1 if e >= 0 else len(ctx)]
             if 60 < len(sentence) < 200 and q["question"] not in {r["question"] for r in rows}:
-                rows.append({"id": q["id"], "question": q["question"], "context": sentence,
-                             "answers": {"text": [a["text"]], "answer_start": [a["answer_start"] - s]}})
+                rows.append(
+                    {
+                        "id": q["id"],
+                        "question": q["question"],
+                        "context": sentence,
+                        "answers": {"text": [a["text"]], "answer_start": [a["answer_start"] - s]},
+                    }
+                )
             if len(rows) == limit:
                 return rows
     return rows
@@ -328,21 +414,35 @@ def _pipeline_answers(hf_tok, hf_model, question, context):
     ``question-answering`` task from ``pipeline()`` but keeps this function); ``[(score, answer text)]``."""
     from transformers.pipelines.document_question_answering import select_starts_ends
 
-    enc = hf_tok(question, context, truncation="only_second", max_length=SEQ, stride=STRIDE,
-                 return_overflowing_tokens=True, return_offsets_mapping=True, return_token_type_ids=True,
-                 padding="max_length", return_tensors="pt")
+    enc = hf_tok(
+        question,
+        context,
+        truncation="only_second",
+        max_length=SEQ,
+        stride=STRIDE,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        return_token_type_ids=True,
+        padding="max_length",
+        return_tensors="pt",
+    )
     with torch.no_grad():
-        logits = hf_model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                          token_type_ids=enc["token_type_ids"])
+        logits = hf_model(
+            input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], token_type_ids=enc["token_type_ids"]
+        )
     answers = []
     for w in range(len(enc["input_ids"])):
         p_mask = np.array([0 if s == 1 else 1 for s in enc.sequence_ids(w)])
         p_mask[0] = 0  # the pipeline keeps [CLS] selectable, then zeroes its probability
         starts, ends, scores, _ = select_starts_ends(
-            logits.start_logits[w:w + 1].numpy(), logits.end_logits[w:w + 1].numpy(), p_mask[None],
-            enc["attention_mask"][w:w + 1].numpy(), max_answer_len=30)
+            logits.start_logits[w : w + 1].numpy(),
+            logits.end_logits[w : w + 1].numpy(),
+            p_mask[None],
+            enc["attention_mask"][w : w + 1].numpy(),
+            max_answer_len=30,
+        )
         offs = enc["offset_mapping"][w]
-        answers.append((float(scores[0]), context[int(offs[starts[0]][0]):int(offs[ends[0]][1])]))
+        answers.append((float(scores[0]), context[int(offs[starts[0]][0]) : int(offs[ends[0]][1])]))
     return answers
 
 
@@ -384,10 +484,8 @@ def test_transformers_parity(squad_run, squad, tmp_path):
 
 def test_cmrc_slice(zh_model, cmrc, tmp_path):
     train, dev = tmp_path / "train.json", tmp_path / "dev.json"
-    train.write_text(json.dumps({"version": "v1.0", "data": cmrc["data"][:12]}, ensure_ascii=False),
-                     encoding="utf-8")
-    dev.write_text(json.dumps({"version": "v1.0", "data": cmrc["data"][200:204]}, ensure_ascii=False),
-                   encoding="utf-8")
+    train.write_text(json.dumps({"version": "v1.0", "data": cmrc["data"][:12]}, ensure_ascii=False), encoding="utf-8")
+    dev.write_text(json.dumps({"version": "v1.0", "data": cmrc["data"][200:204]}, ensure_ascii=False), encoding="utf-8")
     result = finetune(_cfg(zh_model, train, dev, tmp_path / "run", task="cmrc2018"))
     preds = json.loads((tmp_path / "run/predictions.json").read_text(encoding="utf-8"))
     read = read_qa_file(dev)
@@ -403,9 +501,21 @@ def test_overfit_recovers_training_answers(en_models, squad, tmp_path):
     rows = _sentence_rows(squad["data"][0]["paragraphs"], 12)
     data = tmp_path / "train.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    result = finetune(_cfg(en_models["wordpiece"], data, data, tmp_path / "run", task=None,
-                           data=DataOptions(task_type="qa", doc_stride=STRIDE, max_query_length=32), batch_size=12,
-                           max_steps=60, eval_steps=30, learning_rate=5e-3, warmup_ratio=0.05))
+    result = finetune(
+        _cfg(
+            en_models["wordpiece"],
+            data,
+            data,
+            tmp_path / "run",
+            task=None,
+            data=DataOptions(task_type="qa", doc_stride=STRIDE, max_query_length=32),
+            batch_size=12,
+            max_steps=60,
+            eval_steps=30,
+            learning_rate=5e-3,
+            warmup_ratio=0.05,
+        )
+    )
     assert result.eval_results["exact_match"] >= 75.0, result.eval_results
     config = json.loads((tmp_path / "run/best/config.json").read_text())
     assert config["litebert_qa_metric"] == "squad" and "finetuning_task" not in config
@@ -416,24 +526,75 @@ def test_cli_finetune_predict(en_models, squad, tmp_path, capsys):
     train.write_text(json.dumps(_squad_doc([{**squad["data"][2], "paragraphs": squad["data"][2]["paragraphs"][:2]}])))
     dev.write_text(json.dumps(_squad_doc([{**squad["data"][3], "paragraphs": squad["data"][3]["paragraphs"][:1]}])))
     out = tmp_path / "run"
-    rc = main(["finetune", "--model", str(en_models["sentencepiece"]), "--train", str(train), "--dev", str(dev),
-               "--output", str(out), "--task", "squad", "--max-steps", "4", "--batch-size", "16",
-               "--max-seq-length", str(SEQ), "--doc-stride", "32", "--max-query-length", "24", "--n-best-size", "5",
-               "--max-answer-length", "10", "--no-progress"])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            str(en_models["sentencepiece"]),
+            "--train",
+            str(train),
+            "--dev",
+            str(dev),
+            "--output",
+            str(out),
+            "--task",
+            "squad",
+            "--max-steps",
+            "4",
+            "--batch-size",
+            "16",
+            "--max-seq-length",
+            str(SEQ),
+            "--doc-stride",
+            "32",
+            "--max-query-length",
+            "24",
+            "--n-best-size",
+            "5",
+            "--max-answer-length",
+            "10",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     captured = capsys.readouterr()
-    summary = json.loads(captured.out[captured.out.index("{"):])
+    summary = json.loads(captured.out[captured.out.index("{") :])
     assert set(summary["eval_results"]) >= {"exact_match", "f1"}
     nbest = json.loads((out / "nbest_predictions.json").read_text())
     assert all(1 <= len(v) <= 5 for v in nbest.values())
-    rc = main(["predict", "--model", str(out / "best"), "--data", str(dev), "--output", str(tmp_path / "pr"),
-               "--max-seq-length", str(SEQ)])
+    rc = main(
+        [
+            "predict",
+            "--model",
+            str(out / "best"),
+            "--data",
+            str(dev),
+            "--output",
+            str(tmp_path / "pr"),
+            "--max-seq-length",
+            str(SEQ),
+        ]
+    )
     assert rc == 0
     assert json.loads((tmp_path / "pr/predictions.json").read_text()) == json.loads(
-        (out / "predictions.json").read_text())
+        (out / "predictions.json").read_text()
+    )
     # a QA option alone on evaluate: the task and the other options as saved with the model
-    rc = main(["evaluate", "--model", str(out / "best"), "--data", str(dev), "--output", str(tmp_path / "ev"),
-               "--max-seq-length", str(SEQ), "--n-best-size", "2"])
+    rc = main(
+        [
+            "evaluate",
+            "--model",
+            str(out / "best"),
+            "--data",
+            str(dev),
+            "--output",
+            str(tmp_path / "ev"),
+            "--max-seq-length",
+            str(SEQ),
+            "--n-best-size",
+            "2",
+        ]
+    )
     assert rc == 0
     assert set(json.loads(capsys.readouterr().out)) >= {"exact_match", "f1"}
     assert all(len(v) <= 2 for v in json.loads((tmp_path / "ev/nbest_predictions.json").read_text()).values())
@@ -449,12 +610,15 @@ def test_cli_finetune_predict(en_models, squad, tmp_path, capsys):
 def test_squad_v2_threshold_chosen_on_dev_and_saved(en_models, squad, tmp_path):
     """A v2 file (each paragraph's questions plus questions borrowed from another article, unanswerable): the
     null threshold is the official best_f1_thresh, saved in best/config.json, and predict applies it."""
+
     def v2_doc(article, other, n_par):
         pars = []
         for k, p in enumerate(article["paragraphs"][:n_par]):
             qas = [{**q, "is_impossible": False} for q in p["qas"][:4]]
-            qas += [{"id": f"neg{k}_{q['id']}", "question": q["question"], "answers": [], "is_impossible": True}
-                    for q in other["paragraphs"][k]["qas"][:2]]
+            qas += [
+                {"id": f"neg{k}_{q['id']}", "question": q["question"], "answers": [], "is_impossible": True}
+                for q in other["paragraphs"][k]["qas"][:2]
+            ]
             pars.append({"context": p["context"], "qas": qas})
         return {"version": "v2.0", "data": [{"title": article["title"], "paragraphs": pars}]}
 
@@ -479,4 +643,3 @@ def test_doc_stride_too_large_is_a_clear_error(en_models, squad, tmp_path):
     train.write_text(json.dumps(_squad_doc([{**squad["data"][0], "paragraphs": squad["data"][0]["paragraphs"][:1]}])))
     with pytest.raises(LitebertError, match="doc_stride 120 must be smaller than the context window"):
         finetune(_cfg(en_models["sentencepiece"], train, train, tmp_path / "run", qa={"doc_stride": 120}))
-

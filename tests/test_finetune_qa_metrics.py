@@ -31,14 +31,17 @@ def test_normalize_answer():
     assert normalize_answer("the") == ""
 
 
-@pytest.mark.parametrize("pred, ref, em, f1", [
-    ("The Denver Broncos!", "Denver Broncos", 1.0, 1.0),
-    ("in the year 1990", "1990", 0.0, 0.5),  # "in year 1990" vs "1990": P 1/3, R 1 -> 2·(1/3)/(4/3)
-    ("another apple", "apple", 0.0, 2 / 3),  # P 1/2, R 1
-    ("b b c", "b c c", 0.0, 2 / 3),  # multiset overlap {b:1, c:1} = 2: P 2/3, R 2/3
-    ("US", "U.S.", 1.0, 1.0),
-    ("Broncos", "Panthers", 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "pred, ref, em, f1",
+    [
+        ("The Denver Broncos!", "Denver Broncos", 1.0, 1.0),
+        ("in the year 1990", "1990", 0.0, 0.5),  # "in year 1990" vs "1990": P 1/3, R 1 -> 2·(1/3)/(4/3)
+        ("another apple", "apple", 0.0, 2 / 3),  # P 1/2, R 1
+        ("b b c", "b c c", 0.0, 2 / 3),  # multiset overlap {b:1, c:1} = 2: P 2/3, R 2/3
+        ("US", "U.S.", 1.0, 1.0),
+        ("Broncos", "Panthers", 0.0, 0.0),
+    ],
+)
 def test_squad_em_f1_single_reference(pred, ref, em, f1):
     assert squad_exact(pred, ref) == em
     assert squad_f1(pred, ref) == pytest.approx(f1)
@@ -76,8 +79,9 @@ def test_squad_v2_unanswerable_and_best_threshold():
     na = {"q1": -1.0, "q2": 2.0, "q3": 0.5}
     # start: all answered "" -> 1 (q2 right); in na order: q1 +1 -> 2 (thresh -1), q3 +2/3 -> 2.67 (thresh 0.5),
     # q2 answered "Denver" -> -1 -> 1.67; best F1 2.67/3 at 0.5; EM: q3 +0 -> best 2/3 at -1
-    f1, thresh = find_best_thresh(best_span, {"q1": 1.0, "q2": 0.0, "q3": 2 / 3}, na,
-                                  {"q1": True, "q2": False, "q3": True})
+    f1, thresh = find_best_thresh(
+        best_span, {"q1": 1.0, "q2": 0.0, "q3": 2 / 3}, na, {"q1": True, "q2": False, "q3": True}
+    )
     assert f1 == pytest.approx(100 * (2 + 2 / 3) / 3) and thresh == 0.5
     full = squad_v2_metrics(refs, best_span, na_probs=na, na_prob_thresh=0.5)
     assert full["best_f1"] == pytest.approx(f1) and full["best_f1_thresh"] == 0.5
@@ -87,20 +91,29 @@ def test_squad_v2_unanswerable_and_best_threshold():
 
 def test_cmrc_mixed_segmentation():
     assert mixed_segmentation("Hello世界 2018年，OK") == ["hello", "世", "界", "2018", "年", "，", "ok"]
-    assert mixed_segmentation("Hello世界 2018年，OK", remove_punctuation=True) == ["hello", "世", "界", "2018", "年",
-                                                                                  "ok"]
+    assert mixed_segmentation("Hello世界 2018年，OK", remove_punctuation=True) == [
+        "hello",
+        "世",
+        "界",
+        "2018",
+        "年",
+        "ok",
+    ]
     assert mixed_segmentation("iPhone 7 Plus") == ["iphone", "7", "plus"]
 
 
-@pytest.mark.parametrize("pred, refs, em, f1", [
-    ("北京大学", ["北京"], 0.0, 2 / 3),  # lcs 2: P 2/4, R 2/2
-    ("北大京", ["北京"], 0.0, 0.4),  # longest common SUBSTRING is 1 (a subsequence would give 2): P 1/3, R 1/2
-    ("《红楼梦》", ["红楼梦"], 1.0, 1.0),  # the scorer's punctuation is removed
-    ("红楼 梦", ["红楼梦"], 0.0, 1.0),  # EM keeps spaces; segmentation drops them
-    ("iPhone 7 Plus", ["iphone 7", "苹果"], 0.0, 0.8),  # max over references: P 2/3, R 1
-    ("好……", ["好"], 0.0, None),  # "……" is two characters: the two-character list entry never matches
-    ("", ["北京"], 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "pred, refs, em, f1",
+    [
+        ("北京大学", ["北京"], 0.0, 2 / 3),  # lcs 2: P 2/4, R 2/2
+        ("北大京", ["北京"], 0.0, 0.4),  # longest common SUBSTRING is 1 (a subsequence would give 2): P 1/3, R 1/2
+        ("《红楼梦》", ["红楼梦"], 1.0, 1.0),  # the scorer's punctuation is removed
+        ("红楼 梦", ["红楼梦"], 0.0, 1.0),  # EM keeps spaces; segmentation drops them
+        ("iPhone 7 Plus", ["iphone 7", "苹果"], 0.0, 0.8),  # max over references: P 2/3, R 1
+        ("好……", ["好"], 0.0, None),  # "……" is two characters: the two-character list entry never matches
+        ("", ["北京"], 0.0, 0.0),
+    ],
+)
 def test_cmrc_em_f1(pred, refs, em, f1):
     assert cmrc_exact(pred, refs) == em
     if f1 is not None:

@@ -104,8 +104,9 @@ class QAReadResult:
     path: Path
     layout: str
     examples: list[QAExample]
-    offsets: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("exact", "drifted", "far", "no_offset", "unlocated"), 0))
+    offsets: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("exact", "drifted", "far", "no_offset", "unlocated"), 0)
+    )
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -156,8 +157,9 @@ def _answers_of(raw, where: str) -> list[tuple[str, int | None]]:
             raise LitebertError(f"{where}: 'answers' must hold lists 'text' and 'answer_start' of equal length")
         raw = [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]
     if not isinstance(raw, list):
-        raise LitebertError(f"{where}: 'answers' must be a list of {{text, answer_start}} or a dict of lists, "
-                            f"got {type(raw).__name__}")
+        raise LitebertError(
+            f"{where}: 'answers' must be a list of {{text, answer_start}} or a dict of lists, got {type(raw).__name__}"
+        )
     out = []
     for k, a in enumerate(raw):
         if isinstance(a, str):
@@ -193,12 +195,22 @@ def _make_example(res: QAReadResult, qid, question, context, raw_answers, imposs
                 break
         res.offsets[status] += 1
         if status != "exact" and len(res.problems) < 10:
-            res.problems.append(f"{where}: answer {text[:40]!r} at offset {offset}: {status}"
-                                + (f" (found at {pos})" if pos is not None else ""))
+            res.problems.append(
+                f"{where}: answer {text[:40]!r} at offset {offset}: {status}"
+                + (f" (found at {pos})" if pos is not None else "")
+            )
         if pos is not None:
             start, end = pos, pos + len(text)
-    return QAExample(str(qid), question, context, tuple(t for t, _ in answers) if not impossible else (),
-                     start, end, impossible, where)
+    return QAExample(
+        str(qid),
+        question,
+        context,
+        tuple(t for t, _ in answers) if not impossible else (),
+        start,
+        end,
+        impossible,
+        where,
+    )
 
 
 def read_qa_file(path: str | Path) -> QAReadResult:
@@ -238,11 +250,21 @@ def read_qa_file(path: str | Path) -> QAReadResult:
                     where = f"{where_p}.qas[{k}]"
                     if not isinstance(qa, dict):
                         raise LitebertError(f"{where}: expected an object")
-                    res.examples.append(_make_example(res, qa.get("id"), qa.get("question"), para["context"],
-                                                      qa.get("answers"), qa.get("is_impossible"), where))
+                    res.examples.append(
+                        _make_example(
+                            res,
+                            qa.get("id"),
+                            qa.get("question"),
+                            para["context"],
+                            qa.get("answers"),
+                            qa.get("is_impossible"),
+                            where,
+                        )
+                    )
     elif isinstance(whole, dict) and not ({"id", "question", "context", "answers"} & set(whole)):
-        raise LitebertError(f"{path}: a JSON object without 'data': expected SQuAD layout "
-                            "(data[].paragraphs[].qas[]) or JSON lines")
+        raise LitebertError(
+            f"{path}: a JSON object without 'data': expected SQuAD layout (data[].paragraphs[].qas[]) or JSON lines"
+        )
     else:
         res = QAReadResult(path, "jsonl", [])
         for n, line in enumerate(text.splitlines(), 1):
@@ -254,8 +276,17 @@ def read_qa_file(path: str | Path) -> QAReadResult:
                 raise LitebertError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
             if not isinstance(row, dict):
                 raise LitebertError(f"{path}:{n}: expected a JSON object with id, question, context, answers")
-            res.examples.append(_make_example(res, row.get("id"), row.get("question"), row.get("context"),
-                                              row.get("answers"), row.get("is_impossible"), f"{path}:{n}"))
+            res.examples.append(
+                _make_example(
+                    res,
+                    row.get("id"),
+                    row.get("question"),
+                    row.get("context"),
+                    row.get("answers"),
+                    row.get("is_impossible"),
+                    f"{path}:{n}",
+                )
+            )
     if not res.examples:
         raise LitebertError(f"{path}: no questions found")
     seen: dict[str, str] = {}
@@ -270,12 +301,24 @@ def report_offsets(name: str, res: QAReadResult) -> None:
     """Log the offset counts; a warning when answers could not be located or sat far from their offset."""
     c = res.offsets
     if c["unlocated"] or c["far"]:
-        log.warning("%s: %s: %d answer(s) not found in their context (not trained on), %d found only more than %d "
-                    "characters from their offset; e.g. %s", name, res.path, c["unlocated"], c["far"],
-                    MAX_OFFSET_DRIFT, "; ".join(res.problems[:3]))
+        log.warning(
+            "%s: %s: %d answer(s) not found in their context (not trained on), %d found only more than %d "
+            "characters from their offset; e.g. %s",
+            name,
+            res.path,
+            c["unlocated"],
+            c["far"],
+            MAX_OFFSET_DRIFT,
+            "; ".join(res.problems[:3]),
+        )
     if c["drifted"] or c["no_offset"]:
-        log.info("%s: %s: %d answer offset(s) corrected (drifted), %d without an offset located by text", name,
-                 res.path, c["drifted"], c["no_offset"])
+        log.info(
+            "%s: %s: %d answer offset(s) corrected (drifted), %d without an offset located by text",
+            name,
+            res.path,
+            c["drifted"],
+            c["no_offset"],
+        )
 
 
 # -------------------------------------------------------------------------------------------------------- features
@@ -322,8 +365,14 @@ def window_starts(n_tokens: int, window: int, doc_stride: int) -> list[int]:
     return starts
 
 
-def build_features(examples: list[QAExample], tokenizer, max_seq_length: int, doc_stride: int,
-                   max_query_length: int, labelled: bool = True) -> QAFeatures:
+def build_features(
+    examples: list[QAExample],
+    tokenizer,
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
+    labelled: bool = True,
+) -> QAFeatures:
     """Tokenize questions and contexts and cut the contexts into windows (see the module docstring).
 
     ``tokenizer`` is a :class:`litebert.tokenization.Tokenizer` (``encode_with_offsets``, ``cls_token_id``,
@@ -338,8 +387,10 @@ def build_features(examples: list[QAExample], tokenizer, max_seq_length: int, do
     ctx_enc = dict(zip(contexts, tokenizer.encode_with_offsets(contexts)))
     q_ids = [ids for ids, _ in tokenizer.encode_with_offsets([ex.question for ex in examples])]
     if max_seq_length - min(max_query_length, max((len(q) for q in q_ids), default=0)) - 3 <= 0:
-        raise LitebertError(f"max_seq_length {max_seq_length} leaves no room for the context after a question of "
-                            f"max_query_length {max_query_length} tokens")
+        raise LitebertError(
+            f"max_seq_length {max_seq_length} leaves no room for the context after a question of "
+            f"max_query_length {max_query_length} tokens"
+        )
     feats = QAFeatures([], [], np.zeros(0, np.int64), [], [] if labelled else None, [] if labelled else None)
     ex_index: list[int] = []
     for e, ex in enumerate(examples):
@@ -350,9 +401,11 @@ def build_features(examples: list[QAExample], tokenizer, max_seq_length: int, do
         ids, offs = ctx_enc[ex.context]
         window = max_seq_length - len(q) - 3
         if doc_stride >= window and len(ids) > window:
-            raise LitebertError(f"doc_stride {doc_stride} must be smaller than the context window "
-                                f"({window} tokens = max_seq_length {max_seq_length} - question {len(q)} - 3); "
-                                f"lower --doc-stride or --max-query-length, or raise --max-seq-length")
+            raise LitebertError(
+                f"doc_stride {doc_stride} must be smaller than the context window "
+                f"({window} tokens = max_seq_length {max_seq_length} - question {len(q)} - 3); "
+                f"lower --doc-stride or --max-query-length, or raise --max-seq-length"
+            )
         tok_s = tok_e = None
         if labelled and ex.start_char is not None:
             # first token whose span ends after start_char / last token that starts before end_char
@@ -368,7 +421,7 @@ def build_features(examples: list[QAExample], tokenizer, max_seq_length: int, do
             feats.input_ids.append([cls, *q, sep, *ids[ws:we], sep])
             feats.token_type_ids.append([0] * prefix + [1] * (we - ws + 1))
             o = np.full((prefix + we - ws + 1, 2), -1, dtype=np.int64)
-            o[prefix: prefix + we - ws] = offs[ws:we]
+            o[prefix : prefix + we - ws] = offs[ws:we]
             feats.offsets.append(o)
             ex_index.append(e)
             if labelled:
@@ -395,8 +448,11 @@ class QACollator:
             input_ids[row, : lengths[row]] = it["input_ids"]
             token_type_ids[row, : lengths[row]] = it["token_type_ids"]
         attention_mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)  # (B, S)
-        out = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
-               "attention_mask": torch.from_numpy(attention_mask)}
+        out = {
+            "input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.from_numpy(token_type_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+        }
         if "start_positions" in items[0]:
             out["start_positions"] = torch.tensor([it["start_positions"] for it in items], dtype=torch.long)
             out["end_positions"] = torch.tensor([it["end_positions"] for it in items], dtype=torch.long)
@@ -412,8 +468,9 @@ def make_qa_objective(device: torch.device):
 
     def objective(model, batch):
         batch = {k: v.to(device) for k, v in batch.items()}
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    token_type_ids=batch["token_type_ids"])
+        out = model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+        )
         s, e = out.start_logits.float(), out.end_logits.float()  # (B, S)
         ys, ye = batch["start_positions"], batch["end_positions"]
         loss = (F.cross_entropy(s, ys, reduction="sum") + F.cross_entropy(e, ye, reduction="sum")) / 2
@@ -444,8 +501,9 @@ class QAPredictions:
     null_odds: dict[str, float] | None = None
 
 
-def _feature_candidates(start: np.ndarray, end: np.ndarray, offsets: np.ndarray, n_best_size: int,
-                        max_answer_length: int) -> list[tuple[float, float, float, int, int]]:
+def _feature_candidates(
+    start: np.ndarray, end: np.ndarray, offsets: np.ndarray, n_best_size: int, max_answer_length: int
+) -> list[tuple[float, float, float, int, int]]:
     """The ``n_best_size`` best valid spans of one window: ``(score, start_logit, end_logit, char_s, char_e)``.
     Valid: both ends in the context, start ≤ end, at most ``max_answer_length`` tokens; all pairs are scored."""
     ctx = np.flatnonzero(offsets[:, 0] >= 0)  # context tokens are contiguous in a window
@@ -464,14 +522,20 @@ def _feature_candidates(start: np.ndarray, end: np.ndarray, offsets: np.ndarray,
         i, j = divmod(int(f), n)
         if not valid[i, j]:
             continue
-        out.append((float(scores[i, j]), float(s[i]), float(e[j]), int(offsets[ctx[i], 0]),
-                    int(offsets[ctx[j], 1])))
+        out.append((float(scores[i, j]), float(s[i]), float(e[j]), int(offsets[ctx[i], 0]), int(offsets[ctx[j], 1])))
     return out
 
 
-def decode_predictions(examples: list[QAExample], feats: QAFeatures, start_logits: list[np.ndarray],
-                       end_logits: list[np.ndarray], n_best_size: int = 20, max_answer_length: int = 30,
-                       with_null: bool = False, null_threshold: float = 0.0) -> QAPredictions:
+def decode_predictions(
+    examples: list[QAExample],
+    feats: QAFeatures,
+    start_logits: list[np.ndarray],
+    end_logits: list[np.ndarray],
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    with_null: bool = False,
+    null_threshold: float = 0.0,
+) -> QAPredictions:
     """n-best decoding over the windows of each question (see the module docstring).
 
     The n-best probabilities are a softmax over the listed scores (the null entry included with ``with_null``), as
@@ -509,8 +573,10 @@ def decode_predictions(examples: list[QAExample], feats: QAFeatures, start_logit
         scores = np.asarray([x["score"] for x in entries], dtype=np.float64)
         probs = np.exp(scores - scores.max())
         probs /= probs.sum()
-        nbest[ex.qid] = [{"text": x["text"], "probability": float(p), "start_logit": x["start_logit"],
-                          "end_logit": x["end_logit"]} for x, p in zip(entries, probs)]
+        nbest[ex.qid] = [
+            {"text": x["text"], "probability": float(p), "start_logit": x["start_logit"], "end_logit": x["end_logit"]}
+            for x, p in zip(entries, probs)
+        ]
         best_span[ex.qid] = best["text"] if best else ""
         if with_null:
             diff = null_score - (best["score"] if best else -1e9)
@@ -561,8 +627,10 @@ class QAKind(TaskKind):
     def __init__(self, data, *, problem_type: str | None = None, metrics=None):
         super().__init__(data, problem_type=problem_type, metrics=None)
         if metrics:
-            raise LitebertError("--metric does not apply to QA tasks: their metrics are the official scorers' "
-                                "(squad: exact_match/f1, squad_v2: exact/f1, cmrc2018/drcd: exact_match/f1)")
+            raise LitebertError(
+                "--metric does not apply to QA tasks: their metrics are the official scorers' "
+                "(squad: exact_match/f1, squad_v2: exact/f1, cmrc2018/drcd: exact_match/f1)"
+            )
         self.metric: str | None = self.task.option("qa_metric") if self.task else None
         self.given = {name: getattr(data, name, None) for name in QA_DEFAULTS}
         self.saved: dict[str, Any] = {}
@@ -588,8 +656,9 @@ class QAKind(TaskKind):
         report_offsets("read", res)
         self.offsets[str(res.path)] = dict(res.offsets)
         if require_labels and not res.has_labels:
-            raise LitebertError(f"{res.path}: no question has answers to score (use litebert predict for "
-                                "unlabelled files)")
+            raise LitebertError(
+                f"{res.path}: no question has answers to score (use litebert predict for unlabelled files)"
+            )
         return res
 
     def fit(self, train: QAReadResult) -> None:
@@ -615,13 +684,23 @@ class QAKind(TaskKind):
         if split == "train":
             self.max_seq_length = max_seq_length
         elif self.saved.get("max_seq_length") not in (None, max_seq_length):
-            log.warning("%s: the model was fine-tuned with --max-seq-length %s; these windows have %d tokens",
-                        read.path, self.saved["max_seq_length"], max_seq_length)
+            log.warning(
+                "%s: the model was fine-tuned with --max-seq-length %s; these windows have %d tokens",
+                read.path,
+                self.saved["max_seq_length"],
+                max_seq_length,
+            )
         index = list(range(len(read.examples)))
         if split == "train":  # answers not found in their context are not trained on (counted when read)
             index = [i for i in index if read.examples[i].is_impossible or read.examples[i].start_char is not None]
-        qf = build_features([read.examples[i] for i in index], tokenizer, max_seq_length, self.option("doc_stride"),
-                            self.option("max_query_length"), labelled=read.has_labels)
+        qf = build_features(
+            [read.examples[i] for i in index],
+            tokenizer,
+            max_seq_length,
+            self.option("doc_stride"),
+            self.option("max_query_length"),
+            labelled=read.has_labels,
+        )
         qf.example_index = np.asarray(index, dtype=np.int64)[qf.example_index]
         items = []
         for f in range(len(qf)):
@@ -630,26 +709,46 @@ class QAKind(TaskKind):
                 item["start_positions"], item["end_positions"] = qf.start_positions[f], qf.end_positions[f]
             items.append(item)
         if qf.truncated_questions:
-            log.warning("%s: %d of %d questions of %s are longer than max_query_length=%d tokens and were cut",
-                        split, qf.truncated_questions, len(index), read.path, self.option("max_query_length"))
-        log.info("%s: %d questions -> %d features (%d in several windows)", split, len(index), len(qf),
-                 qf.split_examples)
+            log.warning(
+                "%s: %d of %d questions of %s are longer than max_query_length=%d tokens and were cut",
+                split,
+                qf.truncated_questions,
+                len(index),
+                read.path,
+                self.option("max_query_length"),
+            )
+        log.info(
+            "%s: %d questions -> %d features (%d in several windows)", split, len(index), len(qf), qf.split_examples
+        )
         lengths = qf.lengths
-        return Features(items, lengths, qf.example_index.tolist(), truncated=0, longest=max(lengths, default=0),
-                        extra={"qa": qf, "truncated_questions": qf.truncated_questions})
+        return Features(
+            items,
+            lengths,
+            qf.example_index.tolist(),
+            truncated=0,
+            longest=max(lengths, default=0),
+            extra={"qa": qf, "truncated_questions": qf.truncated_questions},
+        )
 
     def collator(self, pad_token_id: int) -> QACollator:
         return QACollator(pad_token_id)
 
     # ---- model
     def config_overrides(self) -> dict[str, Any]:
-        return {"num_labels": 2, "id2label": {0: "LABEL_0", 1: "LABEL_1"}, "label2id": {"LABEL_0": 0, "LABEL_1": 1},
-                "problem_type": None}
+        return {
+            "num_labels": 2,
+            "id2label": {0: "LABEL_0", 1: "LABEL_1"},
+            "label2id": {"LABEL_0": 0, "LABEL_1": 1},
+            "problem_type": None,
+        }
 
     def config_extra(self) -> dict[str, Any]:
-        return {**super().config_extra(), "litebert_qa_metric": self.metric,
-                "litebert_max_seq_length": self.max_seq_length,
-                **{name: self.option(name) for name in QA_DEFAULTS}}
+        return {
+            **super().config_extra(),
+            "litebert_qa_metric": self.metric,
+            "litebert_max_seq_length": self.max_seq_length,
+            **{name: self.option(name) for name in QA_DEFAULTS},
+        }
 
     def update_config(self, config) -> None:
         if self.metric == "squad_v2":
@@ -661,24 +760,40 @@ class QAKind(TaskKind):
     # ---- inference
     def forward(self, model, batch: dict[str, torch.Tensor]) -> tuple[list[np.ndarray], float, int]:
         """→ per feature ``float32 [2, S]`` (start and end logits, padded to the batch), summed loss, features."""
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    token_type_ids=batch["token_type_ids"])
+        out = model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+        )
         s, e = out.start_logits.float(), out.end_logits.float()  # (B, S)
         rows = list(torch.stack([s, e], dim=1).cpu().numpy())  # B x (2, S)
         if "start_positions" not in batch:
             return rows, 0.0, 0
-        loss = (F.cross_entropy(s, batch["start_positions"], reduction="sum")
-                + F.cross_entropy(e, batch["end_positions"], reduction="sum")) / 2
+        loss = (
+            F.cross_entropy(s, batch["start_positions"], reduction="sum")
+            + F.cross_entropy(e, batch["end_positions"], reduction="sum")
+        ) / 2
         return rows, float(loss), len(rows)
 
     def postprocess(self, outputs: list[np.ndarray], feats: Features, read: QAReadResult) -> list[dict]:
-        decoded = decode_predictions(read.examples, feats.extra["qa"], [o[0] for o in outputs],
-                                     [o[1] for o in outputs], self.option("n_best_size"),
-                                     self.option("max_answer_length"), with_null=self.metric == "squad_v2",
-                                     null_threshold=self.null_threshold)
-        return [{"id": ex.qid, "text": decoded.predictions[ex.qid], "best_span": decoded.best_span[ex.qid],
-                 "null_odds": None if decoded.null_odds is None else decoded.null_odds[ex.qid],
-                 "nbest": decoded.nbest[ex.qid]} for ex in read.examples]
+        decoded = decode_predictions(
+            read.examples,
+            feats.extra["qa"],
+            [o[0] for o in outputs],
+            [o[1] for o in outputs],
+            self.option("n_best_size"),
+            self.option("max_answer_length"),
+            with_null=self.metric == "squad_v2",
+            null_threshold=self.null_threshold,
+        )
+        return [
+            {
+                "id": ex.qid,
+                "text": decoded.predictions[ex.qid],
+                "best_span": decoded.best_span[ex.qid],
+                "null_odds": None if decoded.null_odds is None else decoded.null_odds[ex.qid],
+                "nbest": decoded.nbest[ex.qid],
+            }
+            for ex in read.examples
+        ]
 
     def score(self, predictions: list[dict], read: QAReadResult, feats: Features) -> dict[str, float]:
         refs = read.references
@@ -687,8 +802,9 @@ class QAKind(TaskKind):
         elif self.metric == "cmrc":
             out = cmrc_metrics(refs, {p["id"]: p["text"] for p in predictions})
         elif self.metric == "squad_v2":
-            search = squad_v2_metrics(refs, {p["id"]: p["best_span"] for p in predictions},
-                                      {p["id"]: p["null_odds"] for p in predictions})
+            search = squad_v2_metrics(
+                refs, {p["id"]: p["best_span"] for p in predictions}, {p["id"]: p["null_odds"] for p in predictions}
+            )
             if self.choose_threshold:  # fine-tuning's dev evaluation: the official best_f1_thresh
                 self.null_threshold = search["best_f1_thresh"]
                 for p in predictions:
@@ -706,16 +822,26 @@ class QAKind(TaskKind):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, {p["id"]: p["text"] for p in predictions}, sort_keys=False)
-        atomic_write_json(path.with_name(path.name.replace("predictions", "nbest_predictions")),
-                          {p["id"]: p["nbest"] for p in predictions}, sort_keys=False)
+        atomic_write_json(
+            path.with_name(path.name.replace("predictions", "nbest_predictions")),
+            {p["id"]: p["nbest"] for p in predictions},
+            sort_keys=False,
+        )
         if self.metric == "squad_v2":
-            atomic_write_json(path.with_name(path.name.replace("predictions", "null_odds")),
-                              {p["id"]: p["null_odds"] for p in predictions}, sort_keys=False)
+            atomic_write_json(
+                path.with_name(path.name.replace("predictions", "null_odds")),
+                {p["id"]: p["null_odds"] for p in predictions},
+                sort_keys=False,
+            )
         return path
 
     def decode(self, prediction: dict) -> str:
         return prediction["text"]
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "qa_metric": self.metric,
-                "qa_options": {name: self.option(name) for name in QA_DEFAULTS}, "answer_offsets": self.offsets}
+        return {
+            **super().settings(),
+            "qa_metric": self.metric,
+            "qa_options": {name: self.option(name) for name in QA_DEFAULTS},
+            "answer_offsets": self.offsets,
+        }

@@ -67,8 +67,9 @@ def _v2_references(references: list[str]) -> list[str]:
     return golds or [""]
 
 
-def squad_scores(references: dict[str, list[str]], predictions: dict[str, str], version: str = "1.1"
-                 ) -> tuple[dict[str, float], dict[str, float]]:
+def squad_scores(
+    references: dict[str, list[str]], predictions: dict[str, str], version: str = "1.1"
+) -> tuple[dict[str, float], dict[str, float]]:
     """Per-question ``(exact, f1)`` in [0, 1], max over the references; missing predictions score 0."""
     if version not in ("1.1", "2.0"):
         raise LitebertError(f"SQuAD metric version must be '1.1' or '2.0', got {version!r}")
@@ -91,8 +92,9 @@ def squad_v1_metrics(references: dict[str, list[str]], predictions: dict[str, st
     return {"exact_match": 100.0 * sum(exact.values()) / n, "f1": 100.0 * sum(f1.values()) / n}
 
 
-def find_best_thresh(predictions: dict[str, str], scores: dict[str, float], na_probs: dict[str, float],
-                     has_answer: dict[str, bool]) -> tuple[float, float]:
+def find_best_thresh(
+    predictions: dict[str, str], scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool]
+) -> tuple[float, float]:
     """The official v2 threshold search: questions in increasing ``na_probs`` order; start from "every question
     answered empty" and add, one question at a time, the score of answering it (its score if answerable, -1 if
     unanswerable and the prediction is non-empty). Returns ``(best score ×100, threshold)``; a question counts as
@@ -109,8 +111,12 @@ def find_best_thresh(predictions: dict[str, str], scores: dict[str, float], na_p
     return 100.0 * best / max(len(scores), 1), thresh
 
 
-def squad_v2_metrics(references: dict[str, list[str]], predictions: dict[str, str],
-                     na_probs: dict[str, float] | None = None, na_prob_thresh: float = 1.0) -> dict[str, float]:
+def squad_v2_metrics(
+    references: dict[str, list[str]],
+    predictions: dict[str, str],
+    na_probs: dict[str, float] | None = None,
+    na_prob_thresh: float = 1.0,
+) -> dict[str, float]:
     """``evaluate-v2.0.py``: ``exact``, ``f1``, ``total``, ``HasAns_*``, ``NoAns_*``; with ``na_probs``, the scores
     after ``na_prob > na_prob_thresh`` turns a prediction into "no answer", and ``best_exact``, ``best_exact_thresh``,
     ``best_f1``, ``best_f1_thresh``. ``references[qid] == []`` marks an unanswerable question."""
@@ -123,8 +129,11 @@ def squad_v2_metrics(references: dict[str, list[str]], predictions: dict[str, st
         return {q: (float(not has_answer[q]) if na_probs[q] > na_prob_thresh else s) for q, s in scores.items()}
 
     exact, f1 = apply(exact_raw), apply(f1_raw)
-    out: dict[str, float] = {"exact": 100.0 * sum(exact.values()) / max(len(exact), 1),
-                             "f1": 100.0 * sum(f1.values()) / max(len(f1), 1), "total": float(len(exact))}
+    out: dict[str, float] = {
+        "exact": 100.0 * sum(exact.values()) / max(len(exact), 1),
+        "f1": 100.0 * sum(f1.values()) / max(len(f1), 1),
+        "total": float(len(exact)),
+    }
     for name, flag in (("HasAns", True), ("NoAns", False)):
         ids = [q for q in exact if has_answer[q] == flag]
         if ids:
@@ -139,9 +148,43 @@ def squad_v2_metrics(references: dict[str, list[str]], predictions: dict[str, st
 
 # ------------------------------------------------------------------------------------------------------ CMRC
 # the scorer's list, in its order; "……" (two characters) can never equal one character and so never applies
-CMRC_PUNCTUATION = frozenset(["-", ":", "_", "*", "^", "/", "\\", "~", "`", "+", "=", "，", "。", "：", "？", "！",
-                              "“", "”", "；", "’", "《", "》", "……", "·", "、", "「", "」", "（", "）", "－", "～",
-                              "『", "』"])
+CMRC_PUNCTUATION = frozenset(
+    [
+        "-",
+        ":",
+        "_",
+        "*",
+        "^",
+        "/",
+        "\\",
+        "~",
+        "`",
+        "+",
+        "=",
+        "，",
+        "。",
+        "：",
+        "？",
+        "！",
+        "“",
+        "”",
+        "；",
+        "’",
+        "《",
+        "》",
+        "……",
+        "·",
+        "、",
+        "「",
+        "」",
+        "（",
+        "）",
+        "－",
+        "～",
+        "『",
+        "』",
+    ]
+)
 
 
 def _word_tokenize(text: str) -> list[str]:
@@ -221,4 +264,3 @@ def cmrc_metrics(references: dict[str, list[str]], predictions: dict[str, str]) 
     n = max(len(references), 1)
     em, f1 = 100.0 * em / n, 100.0 * f1 / n
     return {"exact_match": em, "f1": f1, "average": (em + f1) / 2}
-

@@ -107,7 +107,7 @@ class DataOptions:
         self.label_column = parse_column(self.label_column)
         if self.task is not None:
             try:
-                get_task(self.task)  # the preset names' spellings (sst-2, squad_v2, weibo_ner ...)
+                get_task(self.task)  # fail early on an unknown name (get_task also takes sst-2, STS-B ...)
             except LitebertError:
                 fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
         if self.task is None and self.text_column is None and self.task_type in (None, "classification"):
