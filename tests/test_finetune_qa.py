@@ -230,6 +230,20 @@ def test_cmrc_trial_offsets_drift(shared_data):
     assert drifted and all(e.context[e.start_char : e.end_char] == e.answers[0] for e in drifted)
 
 
+def test_drcd_and_squad_files_read_as_published(shared_data):
+    """SOURCE.md counts: DRCD dev 3,524 questions with 2 answers each, SQuAD v1.1 dev 10,570 questions and 34,726
+    answers; every offset exact; the drcd task scores with the CMRC 2018 scorer."""
+    from litebert.finetune.qa import QAKind
+
+    drcd = read_qa_file(shared_data / "drcd/DRCD_dev.json")
+    assert len(drcd.examples) == 3524 and all(len(e.answers) == 2 for e in drcd.examples)
+    assert drcd.offsets["exact"] == 3524 and drcd.layout == "squad"
+    squad = read_qa_file(shared_data / "squad/v1.1/dev-v1.1.json")
+    assert len(squad.examples) == 10570 and sum(len(e.answers) for e in squad.examples) == 34726
+    assert squad.offsets["exact"] == 10570
+    assert QAKind(DataOptions(task="drcd")).metric == "cmrc" and QAKind(DataOptions(task="squad")).metric == "squad"
+
+
 # --------------------------------------------------------------------------------- windows + offsets per kind
 def test_window_starts():
     assert window_starts(10, 10, 3) == [0]
