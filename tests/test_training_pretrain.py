@@ -209,11 +209,10 @@ def test_eval_data_longer_than_the_position_table_is_refused_before_the_first_st
     died at the final evaluation with a traceback (no final/, no checkpoint). Now: one error line, no step run."""
     from litebert.data import PrepareConfig, prepare
 
-    root = tiny_data.parent
-    corpus = tmp_path / "eval.txt"
-    corpus.write_text((root / "corpus.txt").read_text(encoding="utf-8")[:40_000], encoding="utf-8")
+    corpus = tmp_path / "eval.txt"  # a slice of tiny_data's corpus, prepared with its tokenizer at 256 tokens
+    corpus.write_text((tiny_data.parent / "corpus.txt").read_text(encoding="utf-8")[:40_000], encoding="utf-8")
     long_eval = tmp_path / "eval256"
-    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(root / "tok"), output=str(long_eval),
+    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(tiny_data.parent / "tok"), output=str(long_eval),
                           max_seq_length=256, seed=1, progress=False))
     out = tmp_path / "run"
     assert main(_args(tiny_data, out, "--eval-data", long_eval, "--max-steps", 2, "--batch-size", 4)) == 2
