@@ -75,7 +75,7 @@ def test_records_and_files(tmp_path):
     records = read_metrics(tmp_path)
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     assert set(records[0]) == {"step", "split", "loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy",
-                               "learning_rate", "grad_norm", "tokens_per_second"}
+                               "learning_rate", "grad_norm", "tokens_per_second", "skipped_steps"}
     assert records[0]["split"] == "train" and records[0]["learning_rate"] == 0.0
     assert math.isclose(records[0]["loss"], records[0]["mlm_loss"] + records[0]["sop_loss"])
     assert any((tmp_path / "tb").iterdir())
