@@ -52,7 +52,10 @@ def register(subparsers) -> None:
                    help="autocast dtype (fp16 adds loss scaling)")
     p.add_argument("--num-workers", type=non_negative_int, default=0, help="DataLoader workers per process")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")
+    p.add_argument("--fsdp", action="store_true",
+                   help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more processes)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="deterministic kernels (needed for a bit-identical resume on a GPU; slower)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
     p.add_argument("--no-progress-bar", "--no-progress", dest="no_progress_bar", action="store_true",
                    help="log lines only, no tqdm bar")
@@ -87,7 +90,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
         max_eval_batches=args.max_eval_batches, save_steps=args.save_steps, save_total_limit=args.save_total_limit,
         seed=args.seed, resume=args.resume, init_from=args.init_from, precision=args.precision,
         num_workers=args.num_workers,
-        compile=args.compile, fsdp=args.fsdp, device=args.device, progress_bar=not args.no_progress_bar)
+        compile=args.compile, fsdp=args.fsdp, deterministic=args.deterministic, device=args.device,
+        progress_bar=not args.no_progress_bar)
     pretrain(cfg)
     return 0
 
