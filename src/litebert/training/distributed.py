@@ -170,11 +170,11 @@ def shard_model(model: nn.Module, dist: DistInfo, precision: str = "fp32") -> nn
     return model
 
 
-def compile_model(model: nn.Module) -> nn.Module:
-    """``torch.compile(model)`` with the masked-position gather (``nonzero``, a data-dependent size) captured in the
+def compile_model(model: nn.Module, **compile_kwargs) -> nn.Module:
+    """``torch.compile(model, **compile_kwargs)`` with the masked-position gather (``nonzero``, a data-dependent size) captured in the
     graph as a dynamic size, instead of a graph break and a recompile for each new number of masked positions."""
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
-    return torch.compile(model)
+    return torch.compile(model, **compile_kwargs)
 
 
 def set_deterministic(device: torch.device) -> None:
