@@ -9,14 +9,20 @@ import shutil
 from pathlib import Path
 
 import torch
-
 from _training_helpers import SyntheticPretrainingData, collate
+
 from litebert import AlbertConfig
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import TrainingArgs, make_batch_factory, train
 from litebert.training import distributed as D
-from litebert.training.pretrain import (make_pretraining_eval, mlm_only_count, mlm_only_objective, pretraining_count,
-                                        pretraining_model, pretraining_objective)
+from litebert.training.pretrain import (
+    make_pretraining_eval,
+    mlm_only_count,
+    mlm_only_objective,
+    pretraining_count,
+    pretraining_model,
+    pretraining_objective,
+)
 
 GLOBAL_BATCH = 8
 STEPS = 4

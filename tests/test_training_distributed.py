@@ -6,13 +6,12 @@ every distributed job (tests/_distributed_helpers.py); each test checks one find
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
+import _distributed_helpers as H
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-import _distributed_helpers as H
 from litebert.training import distributed as D
 
 pytestmark = pytest.mark.usefixtures("one_thread")

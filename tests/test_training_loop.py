@@ -287,7 +287,7 @@ def test_no_progress_bar_frames_when_stderr_is_not_a_terminal(tmp_path, capsys):
 
 def test_checkpoint_with_positional_optimizer_state_still_resumes(tmp_path, monkeypatch):
     full, _ = _run(tmp_path / "full", steps=6, save_steps=3)
-    import litebert.training.loop as loop
+    from litebert.training import loop
 
     monkeypatch.setattr(loop, "_optim_state", lambda model, optimizer: optimizer.state_dict())  # the old layout
     _run(tmp_path / "old", steps=3, save_steps=3)
