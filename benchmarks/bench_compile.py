@@ -65,7 +65,8 @@ def main() -> None:
     eager = pretraining_model(config)
     compiled_raw = copy.deepcopy(eager)
     models = {"eager": eager, "compile": D.compile_model(compiled_raw)}
-    optims = {"eager": build_optimizer(eager, "lamb", lr=1e-4), "compile": build_optimizer(compiled_raw, "lamb", lr=1e-4)}
+    optims = {"eager": build_optimizer(eager, "lamb", lr=1e-4),
+              "compile": build_optimizer(compiled_raw, "lamb", lr=1e-4)}
     g = torch.Generator().manual_seed(1)
     batches = [make_batch(g, a.batch_size, a.seq_len, config.vocab_size) for _ in range(a.steps)]
     t = time.perf_counter()

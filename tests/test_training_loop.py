@@ -17,11 +17,11 @@ from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.errors import LitebertError
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import LossOutput, TrainingArgs, make_batch_factory, train
+from litebert.training import distributed as D
+from litebert.training import state as S
 from litebert.training.metrics import read_metrics
 from litebert.training.plot import plot_metrics
 from litebert.training.pretrain import pretraining_count, pretraining_objective
-from litebert.training import distributed as D
-from litebert.training import state as S
 from litebert.training.state import COMPLETE_MARKER, list_checkpoints
 
 GOLDEN = Path(__file__).parent / "golden" / "albert_debug_pretrain_loss.json"
@@ -253,7 +253,8 @@ def _strict_json_records(path: Path) -> list[dict]:
 
 
 def test_fp16_overflowing_steps_are_counted_logged_and_stop_the_run(tmp_path, capsys):
-    model, result = _run(tmp_path / "a", steps=5, precision="fp16", save_steps=5, objective=_overflowing_objective({2, 3}))
+    model, result = _run(tmp_path / "a", steps=5, precision="fp16", save_steps=5,
+                         objective=_overflowing_objective({2, 3}))
     assert result.skipped_steps == 2 and result.step == 5
     assert all(torch.isfinite(p).all() for p in model.parameters())
     records = _strict_json_records(tmp_path / "a")

@@ -256,12 +256,13 @@ def test_two_nodes_on_localhost_train_to_the_weights_of_one_process(tiny_data, t
     assert one.returncode == 0, one.stderr[-3000:]
     port = _free_port()
     nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-                               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "rehearsal",
+                               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                               "--rdzv-id", "rehearsal",
                                "-m", "litebert", *_args(tiny_data, tmp_path / "two", "--batch-size", 4, *common)],
                               env=SUB_ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [n.communicate(timeout=600) for n in nodes]
-    for node, (stdout, stderr) in zip(nodes, outs):
+    for node, (_, stderr) in zip(nodes, outs):
         assert node.returncode == 0, stderr[-3000:]
     assert any("2 process(es) x batch 4" in stdout for stdout, _ in outs)
     w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "two")

@@ -171,8 +171,9 @@ def shard_model(model: nn.Module, dist: DistInfo, precision: str = "fp32") -> nn
 
 
 def compile_model(model: nn.Module, **compile_kwargs) -> nn.Module:
-    """``torch.compile(model, **compile_kwargs)`` with the masked-position gather (``nonzero``, a data-dependent size) captured in the
-    graph as a dynamic size, instead of a graph break and a recompile for each new number of masked positions."""
+    """``torch.compile(model, **compile_kwargs)`` with the masked-position gather (``nonzero``, a data-dependent
+    size) captured in the graph as a dynamic size, instead of a graph break and a recompile for each new number of
+    masked positions."""
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
     return torch.compile(model, **compile_kwargs)
 
