@@ -37,8 +37,13 @@ def make_batch(g: torch.Generator, batch: int, seq: int, vocab: int) -> dict[str
     labels = torch.where(predicted, ids, -100)
     ids = torch.where(predicted, torch.full_like(ids, 4), ids)
     token_type = (torch.arange(seq) >= seq // 2).long().expand(batch, seq)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": token_type,
-            "labels": labels, "sentence_order_label": torch.randint(0, 2, (batch,), generator=g)}
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": token_type,
+        "labels": labels,
+        "sentence_order_label": torch.randint(0, 2, (batch,), generator=g),
+    }
 
 
 def step(model, optimizer, batch) -> None:
@@ -65,8 +70,10 @@ def main() -> None:
     eager = pretraining_model(config)
     compiled_raw = copy.deepcopy(eager)
     models = {"eager": eager, "compile": D.compile_model(compiled_raw)}
-    optims = {"eager": build_optimizer(eager, "lamb", lr=1e-4),
-              "compile": build_optimizer(compiled_raw, "lamb", lr=1e-4)}
+    optims = {
+        "eager": build_optimizer(eager, "lamb", lr=1e-4),
+        "compile": build_optimizer(compiled_raw, "lamb", lr=1e-4),
+    }
     g = torch.Generator().manual_seed(1)
     batches = [make_batch(g, a.batch_size, a.seq_len, config.vocab_size) for _ in range(a.steps)]
     t = time.perf_counter()
@@ -83,8 +90,10 @@ def main() -> None:
                 step(model, optims[name], b)
             rates[name].append(a.steps / (time.perf_counter() - t))
     med = {name: statistics.median(r) for name, r in rates.items()}
-    print(f"{config.num_hidden_layers} layers H{config.hidden_size}, batch {a.batch_size} x {a.seq_len}, "
-          f"{a.threads} threads, torch {torch.__version__}")
+    print(
+        f"{config.num_hidden_layers} layers H{config.hidden_size}, batch {a.batch_size} x {a.seq_len}, "
+        f"{a.threads} threads, torch {torch.__version__}"
+    )
     for name, r in rates.items():
         print(f"{name:8s} {med[name]:.2f} steps/s (rounds: {', '.join(f'{x:.2f}' for x in r)})")
     print(f"compile / eager = {med['compile'] / med['eager']:.3f}")

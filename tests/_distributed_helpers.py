@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import torch
-from _training_helpers import SyntheticPretrainingData, collate
+from _training_helpers import SyntheticPretrainingData
 
 from litebert import AlbertConfig
+from litebert.data import PretrainingCollator
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import TrainingArgs, make_batch_factory, train
 from litebert.training import distributed as D
@@ -25,6 +26,7 @@ from litebert.training.pretrain import (
 )
 
 GLOBAL_BATCH = 8
+collate = PretrainingCollator(pad_token_id=0)
 STEPS = 4
 
 
@@ -33,8 +35,19 @@ def tiny_config(layers: int = 4, groups: int = 2) -> AlbertConfig:
     return AlbertConfig.from_preset("albert-debug").replace(num_hidden_layers=layers, num_hidden_groups=groups)
 
 
-def run_training(out, dist: D.DistInfo, *, fsdp: bool = False, sop: bool = True, steps: int = STEPS,
-                 save_steps: int = 2, resume=None, accum: int = 2, precision: str = "fp32", config=None):
+def run_training(
+    out,
+    dist: D.DistInfo,
+    *,
+    fsdp: bool = False,
+    sop: bool = True,
+    steps: int = STEPS,
+    save_steps: int = 2,
+    resume=None,
+    accum: int = 2,
+    precision: str = "fp32",
+    config=None,
+):
     """Train a fresh (seed 0) model on synthetic data with global batch 8 = world × batch × accum; returns the final
     full state dict (on every rank)."""
     torch.manual_seed(0)
@@ -43,14 +56,23 @@ def run_training(out, dist: D.DistInfo, *, fsdp: bool = False, sop: bool = True,
     opt = build_optimizer(wrapped, "lamb", lr=1e-2, weight_decay=0.01)
     sched = build_scheduler(opt, 2, steps)
     batch = GLOBAL_BATCH // (dist.world_size * accum)
-    batches = make_batch_factory(SyntheticPretrainingData(n=48), batch, collate, seed=1, rank=dist.rank,
-                                 world_size=dist.world_size)
+    batches = make_batch_factory(
+        SyntheticPretrainingData(n=48), batch, collate, seed=1, rank=dist.rank, world_size=dist.world_size
+    )
     objective, count = (pretraining_objective, pretraining_count) if sop else (mlm_only_objective, mlm_only_count)
-    args = TrainingArgs(output_dir=out, max_steps=steps, gradient_accumulation_steps=accum, logging_steps=1,
-                        save_steps=save_steps, resume=str(resume) if resume else None, progress_bar=False,
-                        precision=precision)
-    train(wrapped, opt, sched, batches, objective, count, args, dist=dist,
-          extra_state={"global_batch_size": GLOBAL_BATCH})
+    args = TrainingArgs(
+        output_dir=out,
+        max_steps=steps,
+        gradient_accumulation_steps=accum,
+        logging_steps=1,
+        save_steps=save_steps,
+        resume=str(resume) if resume else None,
+        progress_bar=False,
+        precision=precision,
+    )
+    train(
+        wrapped, opt, sched, batches, objective, count, args, dist=dist, extra_state={"global_batch_size": GLOBAL_BATCH}
+    )
     from litebert.training.loop import _model_state
 
     return {k: v.detach().clone().cpu() for k, v in _model_state(wrapped).items()}
@@ -79,6 +101,7 @@ def count_collectives(dist: D.DistInfo, layers: int) -> dict[str, int]:
         def wrapper(*a, **k):
             counts[name] += 1
             return fn(*a, **k)
+
         return wrapper
 
     dist_mod.all_gather_single = counted("all_gather", originals[0])
@@ -94,8 +117,17 @@ def eval_sums(dist: D.DistInfo, fsdp: bool) -> dict[str, float]:
     """The pretraining evaluation over 7 batches of 3 (odd: ranks hold 4 and 3) of a fresh model."""
     torch.manual_seed(0)
     model = D.wrap_model(pretraining_model(tiny_config()), dist, fsdp=fsdp)
-    batches = make_batch_factory(SyntheticPretrainingData(n=20), 3, collate, seed=1, shuffle=False, drop_last=False,
-                                 rank=dist.rank, world_size=dist.world_size, equal_per_rank=False)
+    batches = make_batch_factory(
+        SyntheticPretrainingData(n=20),
+        3,
+        collate,
+        seed=1,
+        shuffle=False,
+        drop_last=False,
+        rank=dist.rank,
+        world_size=dist.world_size,
+        equal_per_rank=False,
+    )
     model.eval()
     with torch.no_grad():
         return make_pretraining_eval(batches, dist.device)(model)
@@ -109,6 +141,7 @@ def worker(rank: int, world: int, store: str, tmp: str) -> None:
     tmp = Path(tmp)
     res: dict = {}
     import time
+
     t0 = [time.perf_counter()]
 
     def lap(name):
@@ -122,14 +155,17 @@ def worker(rank: int, world: int, store: str, tmp: str) -> None:
         lap("ddp")
         res["fsdp"] = run_training(tmp / "fsdp", dist, fsdp=True)
         lap("fsdp")
-        res["fsdp_resumed"] = run_training(tmp / "fsdp_r", dist, fsdp=True,
-                                           resume=checkpoint_copy(tmp / "fsdp", 2, tmp / "fsdp_r"))
+        res["fsdp_resumed"] = run_training(
+            tmp / "fsdp_r", dist, fsdp=True, resume=checkpoint_copy(tmp / "fsdp", 2, tmp / "fsdp_r")
+        )
         lap("fsdp_resumed")
-        res["fsdp_from_ddp"] = run_training(tmp / "fsdp_d", dist, fsdp=True,
-                                            resume=checkpoint_copy(tmp / "ddp", 2, tmp / "fsdp_d"))
+        res["fsdp_from_ddp"] = run_training(
+            tmp / "fsdp_d", dist, fsdp=True, resume=checkpoint_copy(tmp / "ddp", 2, tmp / "fsdp_d")
+        )
         lap("fsdp_from_ddp")
-        res["fsdp_from_one"] = run_training(tmp / "fsdp_1", dist, fsdp=True,
-                                            resume=checkpoint_copy(tmp / "one", 2, tmp / "fsdp_1"))
+        res["fsdp_from_one"] = run_training(
+            tmp / "fsdp_1", dist, fsdp=True, resume=checkpoint_copy(tmp / "one", 2, tmp / "fsdp_1")
+        )
         lap("fsdp_from_one")
         # MLM-only data: the model has no SOP head, so DDP gets every gradient
         res["ddp_mlm"] = run_training(tmp / "ddp_mlm", dist, sop=False, steps=2, save_steps=0)
@@ -144,11 +180,13 @@ def worker(rank: int, world: int, store: str, tmp: str) -> None:
         lap("eval_ddp")
         # bf16 policy: bf16 parameters in the forward, fp32 gradient reduction; fp32 weights kept
         policy_model = D.wrap_model(pretraining_model(tiny_config()), dist, fsdp=True, precision="bf16")
-        res["bf16_policy"] = [(m._get_fsdp_state()._mp_policy.param_dtype, m._get_fsdp_state()._mp_policy.reduce_dtype)
-                              for m in policy_model.modules() if hasattr(m, "_get_fsdp_state")]
+        res["bf16_policy"] = [
+            (m._get_fsdp_state()._mp_policy.param_dtype, m._get_fsdp_state()._mp_policy.reduce_dtype)
+            for m in policy_model.modules()
+            if hasattr(m, "_get_fsdp_state")
+        ]
         lap("bf16_policy")
-        res["bf16_weights"] = run_training(tmp / "fsdp_bf16", dist, fsdp=True, steps=2, save_steps=0,
-                                           precision="bf16")
+        res["bf16_weights"] = run_training(tmp / "fsdp_bf16", dist, fsdp=True, steps=2, save_steps=0, precision="bf16")
         lap("bf16_weights")
         # --fsdp --device cpu on a host with a GPU: the mesh is the CPU one (faked GPU)
         real = torch.cuda.is_available

@@ -27,9 +27,11 @@ def runs(tmp_path_factory):
     """1-process reference runs (in this process), then the 2-process jobs; {name: result}."""
     tmp = tmp_path_factory.mktemp("dist")
     one = D.DistInfo()
-    ref = {"one": H.run_training(tmp / "one", one, accum=2),
-           "one_mlm": H.run_training(tmp / "one_mlm", one, sop=False, steps=2, save_steps=0),
-           "eval_one": H.eval_sums(one, fsdp=False)}
+    ref = {
+        "one": H.run_training(tmp / "one", one, accum=2),
+        "one_mlm": H.run_training(tmp / "one_mlm", one, sop=False, steps=2, save_steps=0),
+        "eval_one": H.eval_sums(one, fsdp=False),
+    }
     store = tempfile.mktemp(prefix="litebert_store_")
     mp.spawn(H.worker, args=(2, store, str(tmp)), nprocs=2, join=True)
     ranks = [torch.load(tmp / f"results.rank{r}.pt", weights_only=False) for r in range(2)]

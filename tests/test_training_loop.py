@@ -338,7 +338,7 @@ def test_compiled_training_forward_has_no_graph_break_and_matches_eager():
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug")).train()
     data = SyntheticPretrainingData(n=4)
-    batch = collate([data[i] for i in range(4)])  # lengths differ: padded, so the attention mask is used
+    batch = PretrainingCollator(pad_token_id=0)([data[i] for i in range(4)])  # lengths differ: padded, so the attention mask is used
     assert not batch["attention_mask"].bool().all()
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
