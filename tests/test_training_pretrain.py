@@ -208,8 +208,9 @@ def test_eval_data_longer_than_the_position_table_is_refused_before_the_first_st
     """Defect 1: --eval-data prepared at 256 tokens for albert-debug (128 positions) trained every step and then
     died at the final evaluation with a traceback (no final/, no checkpoint). Now: one error line, no step run."""
     corpus = tmp_path / "eval.txt"  # a slice of the corpus of tiny_data, with its tokenizer
-    corpus.write_text((tiny.root / "wiki_valid_300k.txt").read_text(encoding="utf-8")[:40_000], encoding="utf-8")
-    long_eval = tiny.prepared("eval256", (str(corpus),), str(tiny.root / "tok_pretrain"), max_seq_length=256, seed=1)
+    root = tiny_data.parent  # corpus.txt, tok/, data/ (tests/conftest.py TinyData.pretraining_data)
+    corpus.write_text((root / "corpus.txt").read_text(encoding="utf-8")[:40_000], encoding="utf-8")
+    long_eval = tiny.prepared("eval256", (str(corpus),), str(root / "tok"), max_seq_length=256, seed=1)
     out = tmp_path / "run"
     assert main(_args(tiny_data, out, "--eval-data", long_eval, "--max-steps", 2, "--batch-size", 4)) == 2
     err = capsys.readouterr().err
