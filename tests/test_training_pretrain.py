@@ -92,8 +92,9 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
     capsys.readouterr()
     assert main(["export", str(out / "checkpoints" / "step-6"), "--output", str(tmp_path / "exported")]) == 2
     assert "exists" in capsys.readouterr().err
-    assert main(["export", str(out / "final"), "--output", str(tmp_path / "x")]) == 2
-    assert "incomplete" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["export", str(tmp_path / "empty"), "--output", str(tmp_path / "x")]) == 2
+    assert "not a model directory" in capsys.readouterr().err and not (tmp_path / "x").exists()
     assert main(["info", str(out / "checkpoints" / "step-6")]) == 2  # points the user to `litebert export`
     assert "litebert export" in capsys.readouterr().err
 

@@ -83,7 +83,8 @@ def _eval_config(args: argparse.Namespace):
                           data=_data_options(args, required=False),
                           metrics=tuple(args.metric) if getattr(args, "metric", None) else None,
                           batch_size=args.batch_size, max_seq_length=args.max_seq_length, tokenizer=args.tokenizer,
-                          device=args.device, max_examples=args.max_examples)
+                          device=args.device, max_examples=args.max_examples, backend=args.backend,
+                          precision=args.precision, quantize=args.quantize, threads=args.threads)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -174,5 +175,11 @@ def register(subparsers) -> None:
             q.add_argument("--metric", nargs="+", choices=METRICS)
         q.add_argument("--batch-size", type=int, default=64)
         q.add_argument("--max-examples", type=positive_int, metavar="N", help="only the first N rows")
+        q.add_argument("--backend", choices=("torch", "onnxruntime"),
+                       help="default: onnxruntime when --model holds model.onnx, else torch")
+        q.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                       help="torch backend: bf16 weights (fast where the CPU has native bf16)")
+        q.add_argument("--quantize", choices=("int8",), help="torch backend: dynamic int8 Linear layers (CPU)")
+        q.add_argument("--threads", type=positive_int, metavar="N", help="CPU threads (torch and onnxruntime)")
         q.set_defaults(func=func)
 

@@ -231,6 +231,10 @@ class EvaluateConfig:
         metrics: metric names (default: the task's or by problem type).
         batch_size, max_seq_length, tokenizer, device: as in :class:`FinetuneConfig`.
         max_examples: evaluate only the first N rows.
+        backend: ``torch`` or ``onnxruntime``; None = onnxruntime when the directory holds ``model.onnx``.
+        precision: ``fp32`` or ``bf16`` (torch backend; bf16 is fast where the processor has native bf16).
+        quantize: ``int8``: dynamic int8 Linear layers (torch backend, CPU).
+        threads: intra-op CPU threads (torch and onnxruntime); None = the library default.
     """
 
     model: str
@@ -243,10 +247,22 @@ class EvaluateConfig:
     tokenizer: str | None = None
     device: str | None = None
     max_examples: int | None = None
+    backend: str | None = None
+    precision: str = "fp32"
+    quantize: str | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
+        from litebert.inference import BACKENDS, PRECISIONS, QUANTIZE
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
+        for name, allowed in (("backend", BACKENDS), ("quantize", QUANTIZE)):
+            if getattr(self, name) is not None and getattr(self, name) not in allowed:
+                raise LitebertError(f"evaluate: {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.precision not in PRECISIONS:
+            raise LitebertError(f"evaluate: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.threads is not None and self.threads < 1:
+            raise LitebertError(f"evaluate: threads must be >= 1, got {self.threads}")
         if self.batch_size < 1:
             raise LitebertError(f"evaluate: batch_size must be >= 1, got {self.batch_size}")
         if self.max_seq_length < 4:
@@ -409,34 +425,29 @@ def make_objective(problem_type: str, device: torch.device):
     return objective, count
 
 
-@torch.no_grad()
 def run_inference(model, encoded, space: LabelSpace, batch_size: int, pad_token_id: int,
-                  device: torch.device) -> tuple[np.ndarray, np.ndarray, float | None]:
-    """Predict every row of ``encoded``.
+                  device: torch.device, bucket: bool = True) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """Predict every row of ``encoded`` with a torch model or a :mod:`litebert.inference` runner.
 
     Returns:
         ``(predictions, raw, loss)``: class ids ``int64 [N]`` / values ``float [N]`` / 0-1 ``int64 [N, L]``;
         the raw outputs ``float32 [N, C]`` (logits); the mean loss per unit when labels are known, else ``None``.
-    Rows are batched by length (less padding on CPU) and returned in file order.
+    With ``bucket`` rows are batched by length (:func:`litebert.inference.bucketed_outputs`: little padding);
+    results are in file order either way.
     """
-    was_training = model.training
-    model.eval()
+    from litebert.inference import OrtRunner, TorchRunner, bucketed_outputs
+
+    runner = model if isinstance(model, (TorchRunner, OrtRunner)) else TorchRunner(model, device)
     dataset = EncodedDataset(encoded)
     collate = PadCollator(pad_token_id, space.problem_type)
-    order = np.argsort(np.asarray(encoded.lengths), kind="stable")
-    logits_out: list[np.ndarray] = [None] * len(dataset)  # type: ignore[list-item]
+    raw = np.zeros((len(dataset), space.num_labels), np.float32)  # (N, C)
     loss_sum, units = 0.0, 0
-    for start in range(0, len(order), batch_size):
-        idx = order[start: start + batch_size]
-        batch = {k: v.to(device) for k, v in collate([dataset[int(i)] for i in idx]).items()}
-        logits = _forward_logits(model, batch).float()
+    for idx, batch, outputs in bucketed_outputs(runner, dataset, encoded.lengths, batch_size, collate, bucket):
+        logits = outputs["logits"].float()
         if "labels" in batch:
-            loss_sum += float(_loss_sum(logits, batch["labels"], space.problem_type))
+            loss_sum += float(_loss_sum(logits, batch["labels"].to(logits.device), space.problem_type))
             units += batch["labels"].numel()
-        for row, i in enumerate(idx):
-            logits_out[int(i)] = logits[row].cpu().numpy()
-    model.train(was_training)
-    raw = np.stack(logits_out) if logits_out else np.zeros((0, space.num_labels), np.float32)  # (N, C)
+        raw[idx] = logits.cpu().numpy()
     if space.problem_type == "regression":
         preds = raw[:, 0].astype(np.float64)
     elif space.problem_type == "multi_label":
@@ -775,7 +786,10 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     # under torchrun each rank predicts every W-th row (sharded_inference) and rank 0 alone writes
     dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
             else D.DistInfo(device=_device(cfg.device)))
-    model = _load_finetuned(directory, dist.device)
+    from litebert.inference import load_runner
+
+    model = load_runner(directory, "AlbertForSequenceClassification", backend=cfg.backend, precision=cfg.precision,
+                        quantize=cfg.quantize, threads=cfg.threads, device=dist.device)
     return read, space, metrics, tokenizer, encoded, model, dist
 
 
