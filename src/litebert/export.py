@@ -314,15 +314,25 @@ def dedupe_initializers(proto) -> int:
             continue
         final.append(init)
     removed = len(graph.initializer) - len(final)
-    if removed:
-        del graph.initializer[:]
-        graph.initializer.extend(final)
-        for node in graph.node:
-            for i, name in enumerate(node.input):
-                if name in rename:
-                    node.input[i] = rename[name]
-        for node in reversed(new_nodes):
-            graph.node.insert(0, node)
+    del graph.initializer[:]
+    graph.initializer.extend(final)
+    # the TorchScript exporter marks a parameter's later uses with Identity(initializer); the uses must read the
+    # initializer itself, or onnxruntime's quantizer (which quantizes MatMuls whose weight is an initializer) would
+    # leave every application of a shared layer but the first in fp32
+    names = {init.name for init in graph.initializer} | {n.output[0] for n in new_nodes}
+    outputs = {o.name for o in graph.output}
+    for node in graph.node:
+        if node.op_type == "Identity" and rename.get(node.input[0], node.input[0]) in names \
+                and node.output[0] not in outputs:
+            rename[node.output[0]] = rename.get(node.input[0], node.input[0])
+    kept_nodes = [n for n in graph.node if not (n.op_type == "Identity" and n.output[0] in rename)]
+    for node in kept_nodes:
+        for i, name in enumerate(node.input):
+            while name in rename:
+                name = rename[name]
+            node.input[i] = name
+    del graph.node[:]
+    graph.node.extend(new_nodes + kept_nodes)
     return removed
 
 
