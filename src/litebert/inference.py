@@ -125,7 +125,10 @@ class TorchRunner:
                             self.device)
             model = model.to(torch.bfloat16)
         if quantize == "int8":
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            import warnings
+            with warnings.catch_warnings():  # torch.ao's deprecation notes (the torchao successor is not a dependency)
+                warnings.simplefilter("ignore")
+                model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
         self.model = model
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
