@@ -53,19 +53,24 @@ def _status_mb(field: str) -> float:
 
 
 def _read(task: str, data_dir: Path, max_rows: int | None):
-    from litebert.finetune.run import DataOptions
+    """The task's dev file as a ``ReadResult`` (first ``max_rows`` rows)."""
+    import dataclasses
+
+    from litebert.finetune import DataOptions
     read = DataOptions(task=task).read(data_dir / TASK_FILES[task], require_label=True)
-    return read.examples[:max_rows] if max_rows else read.examples
+    return dataclasses.replace(read, examples=read.examples[:max_rows]) if max_rows else read
 
 
 # ------------------------------------------------------------------------------------------------ backends
 def load_backend(backend: str, spec: dict):
-    """``predict(examples, batch_size) -> list[int]`` for one backend; texts in, class ids out."""
+    """``predict(task, read, batch_size) -> list[int]`` for one backend; texts in, class ids out."""
+    import dataclasses
+
     import torch
 
     from litebert.checkpoint import load_config
-    from litebert.finetune.data import encode_examples, label_space_from_config
-    from litebert.finetune.run import run_inference
+    from litebert.finetune import DataOptions
+    from litebert.finetune.kinds import make_kind, run_features
     from litebert.tokenization import load_tokenizer
 
     L = spec["max_seq_length"]
@@ -76,9 +81,9 @@ def load_backend(backend: str, spec: dict):
         pipe = pipeline("text-classification", model=model, tokenizer=tok, device="cpu")
         label2id = model.config.label2id
 
-        def predict(examples, bs):
+        def predict(task, read, bs):
             inputs = [ex.text if ex.text_pair is None else {"text": ex.text, "text_pair": ex.text_pair}
-                      for ex in examples]
+                      for ex in read.examples]
             with torch.inference_mode():
                 out = pipe(inputs, batch_size=bs, truncation=True, max_length=L)
             return [int(label2id[o["label"]]) for o in out]
@@ -91,11 +96,19 @@ def load_backend(backend: str, spec: dict):
                          precision="bf16" if variant == "bf16" else "fp32",
                          quantize="int8" if (kind, variant) == ("torch", "int8") else None, threads=spec["threads"])
     tokenizer = load_tokenizer(spec["model"])
-    space = label_space_from_config(load_config(spec["model"]))
+    config = load_config(spec["model"])
+    kinds = {}
+    for task in spec["tasks"]:  # the `litebert predict` path: the task's kind reads, featurizes and decodes
+        kinds[task] = make_kind(DataOptions(task=task))
+        kinds[task].from_config(config)
 
-    def predict(examples, bs):
-        enc = encode_examples(examples, tokenizer, L)
-        return run_inference(runner, enc, space, bs, tokenizer.pad_token_id, torch.device("cpu"))[0].tolist()
+    def predict(task, read, bs):
+        kind = kinds[task]
+        unlabelled = dataclasses.replace(read, has_labels=False)  # timing covers prediction, not label encoding
+        feats = kind.featurize(unlabelled, tokenizer, L, "data")
+        outputs, _, _ = run_features(kind, runner, feats, range(len(feats)), bs, tokenizer.pad_token_id,
+                                     torch.device("cpu"))
+        return [int(p) for p in kind.postprocess(outputs, feats, unlabelled)]
     return predict
 
 
@@ -107,9 +120,9 @@ def memory_worker(spec: dict) -> dict:
     data = {task: _read(task, Path(spec["data_dir"]), spec["rows"]) for task in spec["tasks"]}
     base = _status_mb("VmRSS")
     predict = load_backend(spec["backend"], spec)
-    for examples in data.values():
+    for task, read in data.items():
         for bs in spec["batch_sizes"]:
-            predict(examples, bs)
+            predict(task, read, bs)
     peak = _status_mb("VmHWM")
     return {"base_mb": base, "peak_mb": peak, "delta_mb": peak - base}
 
@@ -148,6 +161,7 @@ def make_base_model(tokenizer_dir: Path, out: Path, task: str = "sst2") -> Path:
 def run_model(name: str, model_dir: Path, tasks: list[str], args, work: Path) -> list[dict]:
     """Time every backend on every (task, batch size), interleaved round by round in this process so that load
     from other processes falls on all of them alike (best of ``args.rounds``); memory in one subprocess each."""
+    import dataclasses
     import statistics
 
     import torch
@@ -168,15 +182,16 @@ def run_model(name: str, model_dir: Path, tasks: list[str], args, work: Path) ->
     predictors = {b: load_backend(b, spec) for b in backends}
     data = {task: _read(task, args.data_dir, args.max_rows) for task in tasks}
     rows = {b: {"model": name, "backend": b, "results": {}} for b in backends}
-    for task, examples in data.items():
+    for task, read in data.items():
+        warm = dataclasses.replace(read, examples=read.examples[:8])
         for bs in args.batch_sizes:
             times: dict[str, list[float]] = {b: [] for b in backends}
             for b in backends:  # warm-up
-                predictors[b](examples[:8], bs)
+                predictors[b](task, warm, bs)
             for _ in range(args.rounds):
                 for b in backends:
                     t = time.perf_counter()
-                    preds = predictors[b](examples, bs)
+                    preds = predictors[b](task, read, bs)
                     times[b].append(time.perf_counter() - t)
                     rows[b]["results"][f"{task}:{bs}"] = {"preds": preds}
             for b in backends:
@@ -248,9 +263,7 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
     labels = {}
     for task in TASK_FILES:
-        from litebert.finetune.data import label_space_from_config  # noqa: F401 - checks the package imports
-        exs = _read(task, args.data_dir, args.max_rows)
-        labels[task] = [int(ex.label) for ex in exs]
+        labels[task] = [int(ex.label) for ex in _read(task, args.data_dir, args.max_rows).examples]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)

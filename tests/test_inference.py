@@ -12,8 +12,10 @@ import torch
 from litebert.cli import main
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
-from litebert.finetune.data import Encoded, LabelSpace
-from litebert.finetune.run import run_inference
+from litebert.finetune import DataOptions
+from litebert.finetune.classification import ClassificationKind, features_of
+from litebert.finetune.data import Encoded
+from litebert.finetune.kinds import run_features
 from litebert.inference import TorchRunner, length_batches, load_runner
 from litebert.modeling import AlbertForSequenceClassification
 
@@ -39,6 +41,16 @@ def _encoded(n=23, seed=0, vocab=500) -> Encoded:
     return Encoded(ids, types, None, lengths=lengths)
 
 
+def _logits(model, enc, batch_size=4, bucket=True) -> np.ndarray:
+    """Classification logits (N, C) in row order, through the task kinds' inference loop."""
+    kind = ClassificationKind(DataOptions(task="sst2"))
+    config = model.model.config if isinstance(model, TorchRunner) else model.config
+    kind.from_config(config)
+    outputs, _, _ = run_features(kind, model, features_of(enc), range(len(enc.input_ids)), batch_size, 0,
+                                 torch.device("cpu"), bucket=bucket)
+    return np.stack(outputs)
+
+
 def test_length_batches_hand_computed():
     assert [b.tolist() for b in length_batches([5, 2, 9, 2, 7], 2)] == [[1, 3], [0, 4], [2]]
     assert [b.tolist() for b in length_batches([5, 2, 9, 2, 7], 2, bucket=False)] == [[0, 1], [2, 3], [4]]
@@ -46,34 +58,30 @@ def test_length_batches_hand_computed():
 
 def test_bucketing_keeps_file_order_and_values():
     model, enc = _classifier(), _encoded()
-    space = LabelSpace("single_label", ("a", "b", "c"))
-    preds_b, raw_b, _ = run_inference(model, enc, space, 4, 0, torch.device("cpu"), bucket=True)
-    preds_f, raw_f, _ = run_inference(model, enc, space, 4, 0, torch.device("cpu"), bucket=False)
+    raw_b, raw_f = _logits(model, enc, bucket=True), _logits(model, enc, bucket=False)
     # oracle: every row alone, unpadded
     with torch.no_grad():
         alone = np.stack([model(input_ids=torch.tensor([i]), token_type_ids=torch.tensor([t])).logits[0].numpy()
                           for i, t in zip(enc.input_ids, enc.token_type_ids, strict=True)])
     np.testing.assert_allclose(raw_b, alone, atol=1e-5, rtol=0)
     np.testing.assert_allclose(raw_f, alone, atol=1e-5, rtol=0)
-    assert preds_b.tolist() == preds_f.tolist() == alone.argmax(-1).tolist()
-    assert model.training is False  # the runner restores the mode
+    assert raw_b.argmax(-1).tolist() == raw_f.argmax(-1).tolist() == alone.argmax(-1).tolist()
 
 
-def test_runner_restores_training_mode():
+def test_inference_restores_training_mode():
     model = _classifier().train()
-    space = LabelSpace("single_label", ("a", "b", "c"))
-    run_inference(model, _encoded(5), space, 4, 0, torch.device("cpu"))
+    _logits(model, _encoded(5))
     assert model.training
 
 
 @pytest.mark.parametrize("kind", ["int8", "bf16"])
 def test_torch_int8_and_bf16_give_labels(kind):
     enc = _encoded(40, seed=3)
-    space = LabelSpace("single_label", ("a", "b", "c"))
-    ref_preds, ref_raw, _ = run_inference(_classifier(margin=30), enc, space, 8, 0, torch.device("cpu"))
+    ref_raw = _logits(_classifier(margin=30), enc, 8)
     runner = TorchRunner(_classifier(margin=30), quantize="int8" if kind == "int8" else None,
                          precision="bf16" if kind == "bf16" else "fp32")
-    preds, raw, _ = run_inference(runner, enc, space, 8, 0, torch.device("cpu"))
+    raw = _logits(runner, enc, 8)
+    preds, ref_preds = raw.argmax(-1), ref_raw.argmax(-1)
     assert np.isfinite(raw).all() and raw.dtype == np.float32 and set(preds.tolist()) <= {0, 1, 2}
     assert (preds == ref_preds).mean() >= 0.9
     assert np.abs(raw - ref_raw).max() < 0.1 * np.abs(ref_raw).max()  # rounding noise, not garbage

@@ -1,10 +1,11 @@
 """Fast inference: length-bucketed batches, torch (fp32 / bf16 / dynamic int8) and onnxruntime backends.
 
-A *runner* turns a padded batch ``{"input_ids", "attention_mask", "token_type_ids"}`` (int64 (B, S), or (B, C, S) for
-multiple choice) into the head's named outputs (float32 tensors on the CPU, as :data:`litebert.export.ONNX_OUTPUTS`
-names them). Every task head's predict code drives one through :func:`bucketed_outputs`, which feeds it batches of
-rows of similar length (sorted by length, so little padding is computed) and hands the outputs back with the row
-indices, so callers write results in file order.
+A *runner* is called like a litebert model, ``runner(input_ids=, attention_mask=, token_type_ids=)`` (int64 (B, S),
+or (B, C, S) for multiple choice), and returns the head's outputs by name (float32 tensors, as
+:data:`litebert.export.ONNX_OUTPUTS` names them), so every task kind's inference code
+(:func:`litebert.finetune.kinds.run_features`) drives a torch model, a bf16 / int8 torch model or an onnxruntime
+session alike. Batches come from :func:`length_batches`: rows sorted by length, so little padding is computed, and
+the results are put back in file order.
 
 Where the speed comes from (docs/deploy.md has the measurements):
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -73,26 +73,38 @@ def length_batches(lengths, batch_size: int, bucket: bool = True) -> list[np.nda
     return [order[i: i + batch_size] for i in range(0, n, batch_size)]
 
 
-def bucketed_outputs(runner, items: list[dict], lengths, batch_size: int, collate: Callable[[list[dict]], dict],
-                     bucket: bool = True) -> Iterator[tuple[np.ndarray, dict, dict[str, torch.Tensor]]]:
-    """Run ``runner`` over ``items`` in length-sorted batches.
-
-    ``collate`` pads a list of items into tensors; the yielded ``(indices, batch, outputs)`` give the rows' positions
-    in ``items``, the collated batch (labels included when the items have them) and the runner's float32 outputs, so
-    the caller puts each row's result back at ``indices[row]``.
-    """
-    for idx in length_batches(lengths, batch_size, bucket):
-        batch = collate([items[int(i)] for i in idx])
-        yield idx, batch, runner(batch)
-
-
 # ------------------------------------------------------------------------------------------------ runners
 def _output_names(model) -> tuple[str, ...]:
     from litebert.export import ONNX_OUTPUTS
     return ONNX_OUTPUTS[type(model).__name__]
 
 
-class TorchRunner:
+class InferenceOutput(dict):
+    """Named outputs, by key or attribute (``out["logits"]``, ``out.logits``); ``out[0]`` is the first."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key):
+        return list(self.values())[key] if isinstance(key, int) else super().__getitem__(key)
+
+
+class _Runner:
+    """Model-like surface shared by the runners: always in eval mode; ``eval()``/``train()`` are accepted."""
+
+    training = False
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+
+class TorchRunner(_Runner):
     """A litebert model in eval mode under ``torch.inference_mode``; outputs float32 on the CPU.
 
     ``precision="bf16"`` casts the weights to bfloat16 (activations follow); ``quantize="int8"`` applies
@@ -118,7 +130,7 @@ class TorchRunner:
             for module in model.modules():
                 if isinstance(module, AlbertAttention):
                     module.fuse_qkv()
-        model = model.to(self.device)  # the mode is set per call (a training model passed in stays in training)
+        model = model.to(self.device).eval()
         if precision == "bf16":
             if not native_bf16(self.device):
                 log.warning("predict: %s has no native bf16 matmuls; bf16 runs emulated (slower than fp32)",
@@ -131,20 +143,15 @@ class TorchRunner:
                 model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
         self.model = model
 
-    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """batch: int64 (B, S) tensors → ``{output name: float32 tensor}`` (see :data:`litebert.export.ONNX_OUTPUTS`)."""
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with torch.inference_mode():
-                out = self.model(**{k: batch[k].to(self.device) for k in ("input_ids", "attention_mask",
-                                                                          "token_type_ids") if k in batch})
-                return {n: out[n].float() for n in self.names}
-        finally:
-            self.model.train(was_training)
+    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **_) -> InferenceOutput:
+        """int64 (B, S) tensors → :class:`InferenceOutput` of float32 tensors (:data:`litebert.export.ONNX_OUTPUTS`)."""
+        with torch.inference_mode():
+            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
+                             token_type_ids=None if token_type_ids is None else token_type_ids.to(self.device))
+            return InferenceOutput((n, out[n].float()) for n in self.names)
 
 
-class OrtRunner:
+class OrtRunner(_Runner):
     """An ONNX directory (``model.onnx`` from ``litebert export --format onnx``) in an onnxruntime CPU session with
     every graph optimisation on; ``threads`` sets the intra-op thread count (default: onnxruntime's)."""
 
@@ -169,9 +176,14 @@ class OrtRunner:
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.names = tuple(o.name for o in self.session.get_outputs())
 
-    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        feed = {k: np.ascontiguousarray(batch[k].cpu().numpy(), dtype=np.int64) for k in self.inputs}
-        return {n: torch.from_numpy(v) for n, v in zip(self.names, self.session.run(None, feed), strict=True)}
+    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **_) -> InferenceOutput:
+        """As :meth:`TorchRunner.__call__` (``token_type_ids`` None = zeros)."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        feed = {k: np.ascontiguousarray(given[k].cpu().numpy(), dtype=np.int64) for k in self.inputs}
+        return InferenceOutput((n, torch.from_numpy(v))
+                               for n, v in zip(self.names, self.session.run(None, feed), strict=True))
 
 
 def onnx_dir(directory: str | os.PathLike) -> bool:
@@ -216,5 +228,5 @@ def load_runner(directory: str | os.PathLike, head: str, *, backend: str | None 
     return TorchRunner(model, device, precision=precision, quantize=quantize, fuse=True)
 
 
-__all__ = ["BACKENDS", "OrtRunner", "PRECISIONS", "QUANTIZE", "TorchRunner", "bucketed_outputs",
+__all__ = ["BACKENDS", "InferenceOutput", "OrtRunner", "PRECISIONS", "QUANTIZE", "TorchRunner",
            "cpu_capabilities", "length_batches", "load_runner", "native_bf16", "onnx_dir"]

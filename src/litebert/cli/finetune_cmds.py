@@ -13,6 +13,7 @@ from litebert.cli._types import positive_int
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
+    from litebert.finetune.kinds import TASK_TYPES
     from litebert.finetune.tasks import TASKS
 
     g = p.add_argument_group("data layout")
@@ -25,6 +26,12 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--delimiter", metavar="D", help="field separator: \\t (default for .tsv), ',' (.csv), ';' ...")
     g.add_argument("--label-separator", default=",", metavar="S",
                    help="separator between the labels of a multi-label field (default ',')")
+    g.add_argument("--task-type", choices=TASK_TYPES,
+                   help="kind of task for files of one's own (default: the --task preset's, else classification)")
+    g.add_argument("--word-column", type=int, metavar="I",
+                   help="token classification: 0-based word column of a CoNLL-style file (default 0)")
+    g.add_argument("--tag-column", type=int, metavar="I",
+                   help="token classification: 0-based tag column of a CoNLL-style file (default: the last)")
     g.add_argument("--max-seq-length", type=int, default=128, help="tokens per example; longer rows are truncated")
     g.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model directory)")
     g.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
@@ -33,12 +40,13 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
 def _data_options(args: argparse.Namespace, required: bool = True):
     from litebert.finetune.run import DataOptions
 
-    given = args.task or args.text_column is not None or args.label_column is not None
+    given = args.task or args.text_column is not None or args.label_column is not None or args.task_type
     if not given and not required:
         return None
     return DataOptions(task=args.task, text_column=args.text_column, text_pair_column=args.text_pair_column,
                        label_column=args.label_column, header=False if args.no_header else None,
-                       delimiter=args.delimiter, label_separator=args.label_separator)
+                       delimiter=args.delimiter, label_separator=args.label_separator, task_type=args.task_type,
+                       word_column=args.word_column, tag_column=args.tag_column)
 
 
 def _setup_logging() -> None:
@@ -107,7 +115,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     if result.predictions_file is None:  # no --output: predictions to stdout
         for i, pred in enumerate(result.predictions):
-            print(f"{i}\t{pred}")
+            print(f"{i}\t{' '.join(pred) if isinstance(pred, list) else pred}")  # NER: the tags of a sentence
     else:
         print(f"wrote {result.num_examples} predictions to {result.predictions_file}", file=sys.stderr)
     return 0
@@ -119,7 +127,8 @@ def register(subparsers) -> None:
     from litebert.finetune.tasks import PROBLEM_TYPES
 
     p = subparsers.add_parser(
-        "finetune", help="fine-tune a model directory on labelled text files (classification / regression)",
+        "finetune", help="fine-tune a model directory on labelled files (classification, regression, NER, "
+                         "multiple choice, QA)",
         description="Fine-tune ALBERT on TSV/CSV/JSONL files with the pretraining loop; keeps OUTPUT/best (HF dir + "
                     "tokenizer), OUTPUT/eval_results.json, OUTPUT/predictions.tsv, metrics.jsonl, tb/.")
     p.add_argument("--model", required=True, metavar="DIR", help="model directory (HF format, e.g. pretraining final/)")
@@ -128,7 +137,9 @@ def register(subparsers) -> None:
     p.add_argument("--test", metavar="FILE", help="also predict this file (OUTPUT/test_predictions.tsv)")
     p.add_argument("--output", required=True, metavar="DIR")
     _add_data_options(p)
-    p.add_argument("--metric", nargs="+", choices=METRICS, help="metrics; the first picks the best checkpoint")
+    p.add_argument("--metric", nargs="+", metavar="NAME",
+                   help=f"metrics; the first picks the best checkpoint (classification: {', '.join(METRICS)}; "
+                        "NER: f1, precision, recall, accuracy; multiple choice: accuracy)")
     p.add_argument("--problem-type", choices=PROBLEM_TYPES)
     p.add_argument("--epochs", type=float, default=3.0)
     p.add_argument("--max-steps", type=positive_int, help="optimizer steps (overrides --epochs)")
@@ -172,7 +183,7 @@ def register(subparsers) -> None:
                             (" (default: print predictions)" if name == "predict" else ""))
         _add_data_options(q)
         if name == "evaluate":
-            q.add_argument("--metric", nargs="+", choices=METRICS)
+            q.add_argument("--metric", nargs="+", metavar="NAME")
         q.add_argument("--batch-size", type=int, default=64)
         q.add_argument("--max-examples", type=positive_int, metavar="N", help="only the first N rows")
         q.add_argument("--backend", choices=("torch", "onnxruntime"),
