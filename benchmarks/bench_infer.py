@@ -31,6 +31,7 @@ accuracy within 1 point of fp32 and ≥ 98 % of labels agreeing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -57,6 +58,7 @@ def _read(task: str, data_dir: Path, max_rows: int | None):
     import dataclasses
 
     from litebert.finetune import DataOptions
+
     read = DataOptions(task=task).read(data_dir / TASK_FILES[task], require_label=True)
     return dataclasses.replace(read, examples=read.examples[:max_rows]) if max_rows else read
 
@@ -76,25 +78,34 @@ def load_backend(backend: str, spec: dict):
     L = spec["max_seq_length"]
     if backend == "transformers":
         from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
         tok = AutoTokenizer.from_pretrained(spec["model"])
         model = AutoModelForSequenceClassification.from_pretrained(spec["model"], attn_implementation="sdpa").eval()
         pipe = pipeline("text-classification", model=model, tokenizer=tok, device="cpu")
         label2id = model.config.label2id
 
         def predict(task, read, bs):
-            inputs = [ex.text if ex.text_pair is None else {"text": ex.text, "text_pair": ex.text_pair}
-                      for ex in read.examples]
+            inputs = [
+                ex.text if ex.text_pair is None else {"text": ex.text, "text_pair": ex.text_pair}
+                for ex in read.examples
+            ]
             with torch.inference_mode():
                 out = pipe(inputs, batch_size=bs, truncation=True, max_length=L)
             return [int(label2id[o["label"]]) for o in out]
+
         return predict
 
     from litebert.inference import load_runner
+
     kind, variant = backend.split("-")
-    runner = load_runner(spec["model"] if kind == "torch" else spec["onnx"][variant],
-                         "AlbertForSequenceClassification", backend="torch" if kind == "torch" else "onnxruntime",
-                         precision="bf16" if variant == "bf16" else "fp32",
-                         quantize="int8" if (kind, variant) == ("torch", "int8") else None, threads=spec["threads"])
+    runner = load_runner(
+        spec["model"] if kind == "torch" else spec["onnx"][variant],
+        "AlbertForSequenceClassification",
+        backend="torch" if kind == "torch" else "onnxruntime",
+        precision="bf16" if variant == "bf16" else "fp32",
+        quantize="int8" if (kind, variant) == ("torch", "int8") else None,
+        threads=spec["threads"],
+    )
     tokenizer = load_tokenizer(spec["model"])
     config = load_config(spec["model"])
     kinds = {}
@@ -106,9 +117,11 @@ def load_backend(backend: str, spec: dict):
         kind = kinds[task]
         unlabelled = dataclasses.replace(read, has_labels=False)  # timing covers prediction, not label encoding
         feats = kind.featurize(unlabelled, tokenizer, L, "data")
-        outputs, _, _ = run_features(kind, runner, feats, range(len(feats)), bs, tokenizer.pad_token_id,
-                                     torch.device("cpu"))
+        outputs, _, _ = run_features(
+            kind, runner, feats, range(len(feats)), bs, tokenizer.pad_token_id, torch.device("cpu")
+        )
         return [int(p) for p in kind.postprocess(outputs, feats, unlabelled)]
+
     return predict
 
 
@@ -116,6 +129,7 @@ def memory_worker(spec: dict) -> dict:
     """In a fresh process: RSS before loading ``spec["backend"]``, then the peak over loading it and predicting
     ``spec["rows"]`` rows at each batch size."""
     import torch
+
     torch.set_num_threads(spec["threads"])
     data = {task: _read(task, Path(spec["data_dir"]), spec["rows"]) for task in spec["tasks"]}
     base = _status_mb("VmRSS")
@@ -130,13 +144,15 @@ def memory_worker(spec: dict) -> dict:
 # ------------------------------------------------------------------------------------------------ parent
 def cpu_line() -> str:
     from litebert.inference import cpu_capabilities, native_bf16
+
     caps = cpu_capabilities()
     model = ""
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    with contextlib.suppress(OSError, StopIteration):
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in caps.items())
     return f"CPU: {model} ({os.cpu_count()} logical cores); {flags}; native bf16: {native_bf16()}"
 
@@ -150,15 +166,16 @@ def make_base_model(tokenizer_dir: Path, out: Path, task: str = "sst2") -> Path:
     from litebert.tokenization import load_tokenizer
 
     torch.manual_seed(0)
-    cfg = AlbertConfig.from_preset("albert-base", id2label={0: "0", 1: "1"}, label2id={"0": 0, "1": 1},
-                                   problem_type="single_label_classification")
+    cfg = AlbertConfig.from_preset(
+        "albert-base", id2label={0: "0", 1: "1"}, label2id={"0": 0, "1": 1}, problem_type="single_label_classification"
+    )
     cfg.extra = {**cfg.extra, "finetuning_task": task}
     AlbertForSequenceClassification(cfg).save_pretrained(out)
     load_tokenizer(tokenizer_dir).save(out)
     return out
 
 
-def run_model(name: str, model_dir: Path, tasks: list[str], args, work: Path) -> list[dict]:
+def run_model(name: str, model_dir: Path, tasks: list[str], args, work: Path, max_rows: int | None) -> list[dict]:
     """Time every backend on every (task, batch size), interleaved round by round in this process so that load
     from other processes falls on all of them alike (best of ``args.rounds``); memory in one subprocess each."""
     import dataclasses
@@ -176,11 +193,18 @@ def run_model(name: str, model_dir: Path, tasks: list[str], args, work: Path) ->
         if not d.exists():
             export_model(model_dir, d, format="onnx", quantize=q)
         onnx[variant] = str(d)
-    spec = {"model": str(model_dir), "onnx": onnx, "tasks": tasks, "batch_sizes": args.batch_sizes,
-            "threads": args.threads, "data_dir": str(args.data_dir), "max_seq_length": args.max_seq_length}
+    spec = {
+        "model": str(model_dir),
+        "onnx": onnx,
+        "tasks": tasks,
+        "batch_sizes": args.batch_sizes,
+        "threads": args.threads,
+        "data_dir": str(args.data_dir),
+        "max_seq_length": args.max_seq_length,
+    }
     backends = [b for b in args.backends if b != "torch-bf16" or native_bf16()]
     predictors = {b: load_backend(b, spec) for b in backends}
-    data = {task: _read(task, args.data_dir, args.max_rows) for task in tasks}
+    data = {task: _read(task, args.data_dir, max_rows) for task in tasks}
     rows = {b: {"model": name, "backend": b, "results": {}} for b in backends}
     for task, read in data.items():
         warm = dataclasses.replace(read, examples=read.examples[:8])
@@ -199,9 +223,12 @@ def run_model(name: str, model_dir: Path, tasks: list[str], args, work: Path) ->
             print(f"  {task} batch {bs}: " + ", ".join(f"{b} {min(times[b]):.2f}s" for b in backends), flush=True)
     for b in backends:
         mspec = {**spec, "backend": b, "rows": args.memory_rows}
-        proc = subprocess.run([sys.executable, __file__, "--memory-worker", json.dumps(mspec)], capture_output=True,
-                              text=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads),
-                                              "TOKENIZERS_PARALLELISM": "false"})
+        proc = subprocess.run(
+            [sys.executable, __file__, "--memory-worker", json.dumps(mspec)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"},
+        )
         if proc.returncode != 0:
             print(f"  memory {b}: FAILED\n{proc.stderr[-2000:]}", flush=True)
             rows[b]["peak_mb"] = float("nan")
@@ -211,13 +238,14 @@ def run_model(name: str, model_dir: Path, tasks: list[str], args, work: Path) ->
 
 
 def table(rows: list[dict], labels: dict[str, list[int]], args) -> str:
-    lines = ["| model | data | batch | backend | sentences/s | × transformers | accuracy | agree w/ fp32 | peak MB |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| model | data | batch | backend | sentences/s | × transformers | accuracy | agree w/ fp32 | peak MB |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
     by = {(r["model"], r["backend"]): r for r in rows}
     for model in dict.fromkeys(r["model"] for r in rows):
         for key in dict.fromkeys(k for r in rows if r["model"] == model for k in r["results"]):
             task, bs = key.split(":")
-            gold = labels[task]
             ref = by.get((model, "transformers"))
             fp32 = by.get((model, "torch-fp32"))
             for backend in args.backends:
@@ -228,12 +256,19 @@ def table(rows: list[dict], labels: dict[str, list[int]], args) -> str:
                 n = len(res["preds"])
                 speed = n / res["seconds"]
                 ratio = speed / (len(ref["results"][key]["preds"]) / ref["results"][key]["seconds"]) if ref else None
-                acc = sum(p == g for p, g in zip(res["preds"], gold, strict=True)) / n
-                agree = (sum(p == q for p, q in zip(res["preds"], fp32["results"][key]["preds"], strict=True)) / n
-                         if fp32 else None)
-                lines.append(f"| {model} | {task} | {bs} | {backend} | {speed:.1f} | "
-                             + (f"{ratio:.2f}" if ratio else "-") + f" | {100 * acc:.2f} | "
-                             + (f"{100 * agree:.1f} %" if agree is not None else "-") + f" | {r['peak_mb']:.0f} |")
+                acc = sum(p == g for p, g in zip(res["preds"], labels[task][:n], strict=True)) / n
+                agree = (
+                    sum(p == q for p, q in zip(res["preds"], fp32["results"][key]["preds"], strict=True)) / n
+                    if fp32
+                    else None
+                )
+                lines.append(
+                    f"| {model} | {task} | {bs} | {backend} | {speed:.1f} | "
+                    + (f"{ratio:.2f}" if ratio else "-")
+                    + f" | {100 * acc:.2f} | "
+                    + (f"{100 * agree:.1f} %" if agree is not None else "-")
+                    + f" | {r['peak_mb']:.0f} |"
+                )
     return "\n".join(lines)
 
 
@@ -246,6 +281,7 @@ def main() -> None:
     p.add_argument("--mrpc-model", type=Path, help="fine-tuned MRPC classifier (default: MRPC dev is skipped)")
     p.add_argument("--base", action="store_true", help="also an albert-base-sized random-weight classifier")
     p.add_argument("--base-tasks", nargs="+", default=["sst2", "mrpc"], choices=sorted(TASK_FILES))
+    p.add_argument("--base-max-rows", type=int, help="rows for the albert-base-sized model (default: --max-rows)")
     p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared/data")
     p.add_argument("--max-rows", type=int, help="only the first N rows of each dev set")
     p.add_argument("--threads", type=int, default=2)
@@ -259,18 +295,21 @@ def main() -> None:
         print(json.dumps(memory_worker(json.loads(args.memory_worker))))
         return
     print(cpu_line())
-    print(f"threads {args.threads}; batch sizes {args.batch_sizes}; max rows {args.max_rows or 'all'}; "
-          f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    print(
+        f"threads {args.threads}; batch sizes {args.batch_sizes}; max rows {args.max_rows or 'all'}; "
+        f"load average {os.getloadavg()[0]:.1f} at start",
+        flush=True,
+    )
     labels = {}
     for task in TASK_FILES:
-        labels[task] = [int(ex.label) for ex in _read(task, args.data_dir, args.max_rows).examples]
+        labels[task] = [int(ex.label) for ex in _read(task, args.data_dir, None).examples]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         rows = []
         models = []
         if args.sst2_model:
-            models.append(("quickstart-sst2", args.sst2_model, ["sst2"] + ([] if args.mrpc_model else [])))
+            models.append(("quickstart-sst2", args.sst2_model, ["sst2"]))
         if args.mrpc_model:
             models.append(("quickstart-mrpc", args.mrpc_model, ["mrpc"]))
         if args.base:
@@ -280,8 +319,9 @@ def main() -> None:
                 make_base_model(tok, base)
             models.append(("albert-base (random)", base, args.base_tasks))
         for name, directory, tasks in models:
-            print(f"{name}: {directory} on {', '.join(tasks)}", flush=True)
-            rows += run_model(name.split()[0], directory, tasks, args, work)
+            max_rows = args.base_max_rows or args.max_rows if name.startswith("albert-base") else args.max_rows
+            print(f"{name}: {directory} on {', '.join(tasks)}, {max_rows or 'all'} rows", flush=True)
+            rows += run_model(name.split()[0], directory, tasks, args, work, max_rows)
             print(table(rows, labels, args), flush=True)
         print(f"load average {os.getloadavg()[0]:.1f} at end")
         print(table(rows, labels, args))

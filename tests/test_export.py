@@ -24,8 +24,17 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _config(groups: int, **kw) -> AlbertConfig:
-    base = dict(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=12, num_hidden_groups=groups,
-                num_attention_heads=4, intermediate_size=37, max_position_embeddings=40, hidden_act="gelu_new")
+    base = dict(
+        vocab_size=120,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=12,
+        num_hidden_groups=groups,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        hidden_act="gelu_new",
+    )
     base.update(kw)
     return AlbertConfig(**base)
 
@@ -68,8 +77,7 @@ def _save_model(directory, model):
 def test_shared_layer_stored_once_cli(tmp_path):
     # weights big enough that the graph's own bytes (~25 kB per layer application) are small beside them: a layer
     # written once per use would make the file ~9x model.safetensors
-    cfg = _config(1, vocab_size=2000, embedding_size=64, hidden_size=256, num_attention_heads=4,
-                  intermediate_size=1024)
+    cfg = _config(1, vocab_size=2000, embedding_size=64, hidden_size=256, num_attention_heads=4, intermediate_size=1024)
     torch.manual_seed(0)
     src = _save_model(tmp_path / "model", AlbertForPreTraining(cfg))
     assert main(["export", str(src), "--output", str(tmp_path / "onnx"), "--format", "onnx"]) == 0
@@ -150,5 +158,6 @@ def test_head_override_and_hf_format_from_model_dir(tmp_path):
     assert [o.name for o in sess.get_outputs()] == ["logits"]
     hf = export_model(src, tmp_path / "hf")  # a model directory in, the same weights out
     from safetensors.torch import load_file
+
     a, b = load_file(str(src / "model.safetensors")), load_file(str(hf.output_dir / "model.safetensors"))
     assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)

@@ -23,8 +23,17 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _classifier(seed=0, margin=1.0, **kw) -> AlbertForSequenceClassification:
-    base = dict(vocab_size=500, embedding_size=16, hidden_size=32, num_hidden_layers=3, num_hidden_groups=1,
-                num_attention_heads=4, intermediate_size=48, max_position_embeddings=128, num_labels=3)
+    base = dict(
+        vocab_size=500,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_hidden_groups=1,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=128,
+        num_labels=3,
+    )
     base.update(kw)
     torch.manual_seed(seed)
     model = AlbertForSequenceClassification(AlbertConfig(**base)).eval()
@@ -46,8 +55,9 @@ def _logits(model, enc, batch_size=4, bucket=True) -> np.ndarray:
     kind = ClassificationKind(DataOptions(task="sst2"))
     config = model.model.config if isinstance(model, TorchRunner) else model.config
     kind.from_config(config)
-    outputs, _, _ = run_features(kind, model, features_of(enc), range(len(enc.input_ids)), batch_size, 0,
-                                 torch.device("cpu"), bucket=bucket)
+    outputs, _, _ = run_features(
+        kind, model, features_of(enc), range(len(enc.input_ids)), batch_size, 0, torch.device("cpu"), bucket=bucket
+    )
     return np.stack(outputs)
 
 
@@ -61,8 +71,12 @@ def test_bucketing_keeps_file_order_and_values():
     raw_b, raw_f = _logits(model, enc, bucket=True), _logits(model, enc, bucket=False)
     # oracle: every row alone, unpadded
     with torch.no_grad():
-        alone = np.stack([model(input_ids=torch.tensor([i]), token_type_ids=torch.tensor([t])).logits[0].numpy()
-                          for i, t in zip(enc.input_ids, enc.token_type_ids, strict=True)])
+        alone = np.stack(
+            [
+                model(input_ids=torch.tensor([i]), token_type_ids=torch.tensor([t])).logits[0].numpy()
+                for i, t in zip(enc.input_ids, enc.token_type_ids, strict=True)
+            ]
+        )
     np.testing.assert_allclose(raw_b, alone, atol=1e-5, rtol=0)
     np.testing.assert_allclose(raw_f, alone, atol=1e-5, rtol=0)
     assert raw_b.argmax(-1).tolist() == raw_f.argmax(-1).tolist() == alone.argmax(-1).tolist()
@@ -78,8 +92,11 @@ def test_inference_restores_training_mode():
 def test_torch_int8_and_bf16_give_labels(kind):
     enc = _encoded(40, seed=3)
     ref_raw = _logits(_classifier(margin=30), enc, 8)
-    runner = TorchRunner(_classifier(margin=30), quantize="int8" if kind == "int8" else None,
-                         precision="bf16" if kind == "bf16" else "fp32")
+    runner = TorchRunner(
+        _classifier(margin=30),
+        quantize="int8" if kind == "int8" else None,
+        precision="bf16" if kind == "bf16" else "fp32",
+    )
     raw = _logits(runner, enc, 8)
     preds, ref_preds = raw.argmax(-1), ref_raw.argmax(-1)
     assert np.isfinite(raw).all() and raw.dtype == np.float32 and set(preds.tolist()) <= {0, 1, 2}
@@ -105,8 +122,10 @@ def sst2_classifier(shared_data, tmp_path_factory):
     model.config.extra = {**model.config.extra, "finetuning_task": "sst2"}
     model.save_pretrained(model_dir)
     dev = root / "dev.tsv"
-    dev.write_text("\n".join((shared_data / "glue/SST-2/dev.tsv").read_text(encoding="utf-8").splitlines()[:81])
-                   + "\n", encoding="utf-8")
+    dev.write_text(
+        "\n".join((shared_data / "glue/SST-2/dev.tsv").read_text(encoding="utf-8").splitlines()[:81]) + "\n",
+        encoding="utf-8",
+    )
     return model_dir, dev
 
 
@@ -120,24 +139,68 @@ def test_onnx_dir_through_predict_and_evaluate(sst2_classifier, tmp_path, capsys
     assert main(["export", str(model_dir), "--output", str(onnx_dir), "--format", "onnx"]) == 0
     assert (onnx_dir / "tokenizer.json").is_file() and (onnx_dir / "config.json").is_file()
     for name, model in (("torch", model_dir), ("ort", onnx_dir)):
-        assert main(["predict", "--model", str(model), "--data", str(dev), "--output", str(tmp_path / name),
-                     "--batch-size", "16", "--threads", "1"]) == 0
-        assert main(["evaluate", "--model", str(model), "--data", str(dev), "--output", str(tmp_path / f"ev_{name}"),
-                     "--batch-size", "7"]) == 0
+        assert (
+            main(
+                [
+                    "predict",
+                    "--model",
+                    str(model),
+                    "--data",
+                    str(dev),
+                    "--output",
+                    str(tmp_path / name),
+                    "--batch-size",
+                    "16",
+                    "--threads",
+                    "1",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--model",
+                    str(model),
+                    "--data",
+                    str(dev),
+                    "--output",
+                    str(tmp_path / f"ev_{name}"),
+                    "--batch-size",
+                    "7",
+                ]
+            )
+            == 0
+        )
     assert _predictions(tmp_path / "ort/predictions.tsv") == _predictions(tmp_path / "torch/predictions.tsv")
     assert len(_predictions(tmp_path / "ort/predictions.tsv")) == 81  # header + 80 rows, in file order
     ev_t, ev_o = (json.loads((tmp_path / f"ev_{n}/eval_results.json").read_text()) for n in ("torch", "ort"))
     assert ev_t["accuracy"] == ev_o["accuracy"] and ev_t["eval_loss"] == pytest.approx(ev_o["eval_loss"], abs=1e-4)
     # torch int8 on the fly through the CLI
-    assert main(["predict", "--model", str(model_dir), "--data", str(dev), "--output", str(tmp_path / "q"),
-                 "--quantize", "int8"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(model_dir),
+                "--data",
+                str(dev),
+                "--output",
+                str(tmp_path / "q"),
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     q = [r[1] for r in _predictions(tmp_path / "q/predictions.tsv")[1:]]
     assert set(q) <= {"0", "1"} and len(q) == 80
     capsys.readouterr()
     # an ONNX directory has no torch weights; a torch directory has no model.onnx
     assert main(["predict", "--model", str(onnx_dir), "--data", str(dev), "--backend", "torch"]) == 2
     assert "--backend onnxruntime" in capsys.readouterr().err
-    with pytest.raises(LitebertError, match="model.onnx not found"):
+    with pytest.raises(LitebertError, match=r"model\.onnx not found"):
         load_runner(model_dir, "AlbertForSequenceClassification", backend="onnxruntime")
     with pytest.raises(LitebertError, match="quantize at export"):
         load_runner(onnx_dir, "AlbertForSequenceClassification", quantize="int8")

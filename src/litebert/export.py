@@ -51,10 +51,15 @@ ONNX_OUTPUTS = {
     "AlbertForMultipleChoice": ("logits",),
 }
 #: Short head names accepted by ``--head`` besides the class names.
-HEAD_ALIASES = {"base": "AlbertModel", "pretraining": "AlbertForPreTraining", "masked-lm": "AlbertForMaskedLM",
-                "sequence-classification": "AlbertForSequenceClassification",
-                "token-classification": "AlbertForTokenClassification",
-                "question-answering": "AlbertForQuestionAnswering", "multiple-choice": "AlbertForMultipleChoice"}
+HEAD_ALIASES = {
+    "base": "AlbertModel",
+    "pretraining": "AlbertForPreTraining",
+    "masked-lm": "AlbertForMaskedLM",
+    "sequence-classification": "AlbertForSequenceClassification",
+    "token-classification": "AlbertForTokenClassification",
+    "question-answering": "AlbertForQuestionAnswering",
+    "multiple-choice": "AlbertForMultipleChoice",
+}
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 ONNX_INSTALL_HINT = "pip install 'litebert[onnx]'"
 
@@ -91,18 +96,27 @@ def resolve_head(name: str | None, config) -> str:
         where = "--head"
     cls = HEAD_ALIASES.get(name, name)
     if cls not in ONNX_OUTPUTS:
-        raise LitebertError(f"unknown head {name!r} ({where}); expected one of "
-                            f"{', '.join(list(HEAD_ALIASES) + list(ONNX_OUTPUTS))}")
+        raise LitebertError(
+            f"unknown head {name!r} ({where}); expected one of {', '.join(list(HEAD_ALIASES) + list(ONNX_OUTPUTS))}"
+        )
     return cls
 
 
 def _is_checkpoint(path: Path) -> bool:
     from litebert.training.state import COMPLETE_MARKER
+
     return (path / COMPLETE_MARKER).is_file() or (path / "model.pt").is_file()
 
 
-def export_model(source: str | os.PathLike, output: str | os.PathLike, *, format: str = "hf",
-                 quantize: str | None = None, head: str | None = None, opset: int = OPSET) -> ExportResult:
+def export_model(
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    format: str = "hf",
+    quantize: str | None = None,
+    head: str | None = None,
+    opset: int = OPSET,
+) -> ExportResult:
     """Export ``source`` (a model directory, or a ``RUN/checkpoints/step-N`` training checkpoint) to ``output``.
 
     ``format="hf"``: an HF model directory with the tokenizer (for a checkpoint: what ``RUN/final/`` would have been
@@ -129,14 +143,16 @@ def export_model(source: str | os.PathLike, output: str | os.PathLike, *, format
         raise LitebertError(f"{src}: not a directory (expected a model directory or RUN/checkpoints/step-N)")
     checkpoint = _is_checkpoint(src)
     if not checkpoint and not (src / CONFIG_NAME).is_file():
-        raise LitebertError(f"{src}: not a model directory (no {CONFIG_NAME}) nor a training checkpoint "
-                            f"(no COMPLETE marker)")
+        raise LitebertError(
+            f"{src}: not a model directory (no {CONFIG_NAME}) nor a training checkpoint (no COMPLETE marker)"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_root = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         model_dir = src
         if checkpoint:
             from litebert.training.pretrain import export_checkpoint
+
             model_dir = export_checkpoint(src, tmp_root / "hf")
         config = load_config(model_dir)
         cls_name = resolve_head(head, config)
@@ -160,12 +176,15 @@ def export_model(source: str | os.PathLike, output: str | os.PathLike, *, format
                 quantize_onnx(onnx_path)
             config = model.config
             config.architectures = [cls_name]
-            config.extra = {**(config.extra or {}), "litebert_onnx": {"opset": opset, "quantize": quantize,
-                                                                        "outputs": list(ONNX_OUTPUTS[cls_name])}}
+            config.extra = {
+                **(config.extra or {}),
+                "litebert_onnx": {"opset": opset, "quantize": quantize, "outputs": list(ONNX_OUTPUTS[cls_name])},
+            }
             (staged / CONFIG_NAME).write_text(config.to_json_string(), encoding="utf-8")
             _copy_tokenizer(model_dir, staged)
-            result = ExportResult(out, "onnx", cls_name, onnx_bytes=onnx_path.stat().st_size,
-                                  weights_bytes=weights_bytes)
+            result = ExportResult(
+                out, "onnx", cls_name, onnx_bytes=onnx_path.stat().st_size, weights_bytes=weights_bytes
+            )
         staged.rename(out)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
@@ -180,20 +199,32 @@ def _load_head(model_dir: Path, cls_name: str):
     model = MODEL_CLASSES[cls_name](config)
     state, source = load_state_dict_file(model_dir)
     report = load_weights(model, state, source)
-    encoder_missing = [k for k in report["missing"] if not k.startswith(("albert.pooler.", "pooler.", "classifier.",
-                                                                         "qa_outputs.", "predictions.",
-                                                                         "sop_classifier."))]
+    encoder_missing = [
+        k
+        for k in report["missing"]
+        if not k.startswith(
+            ("albert.pooler.", "pooler.", "classifier.", "qa_outputs.", "predictions.", "sop_classifier.")
+        )
+    ]
     if encoder_missing:
-        raise LitebertError(f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
-                            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory?")
+        raise LitebertError(
+            f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
+            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory?"
+        )
     if report["missing"]:
-        log.warning("export: %s: %d tensors of %s are not in the directory and keep a fresh init: %s", model_dir,
-                    len(report["missing"]), cls_name, ", ".join(report["missing"][:5]))
+        log.warning(
+            "export: %s: %d tensors of %s are not in the directory and keep a fresh init: %s",
+            model_dir,
+            len(report["missing"]),
+            cls_name,
+            ", ".join(report["missing"][:5]),
+        )
     return model.eval()
 
 
 def _copy_tokenizer(model_dir: Path, out: Path) -> None:
     from litebert.tokenization import load_tokenizer
+
     try:
         tokenizer = load_tokenizer(model_dir)
     except LitebertError:
@@ -241,12 +272,20 @@ def export_onnx(model, path: str | os.PathLike, opset: int = OPSET) -> Path:
     mc = name == "AlbertForMultipleChoice"
     axes = {0: "batch", 1: "choice", 2: "sequence"} if mc else {0: "batch", 1: "sequence"}
     outputs = ONNX_OUTPUTS[name]
-    out_axes = {"last_hidden_state": {0: "batch", 1: "sequence"}, "pooler_output": {0: "batch"},
-                "prediction_logits": {0: "batch", 1: "sequence"}, "sop_logits": {0: "batch"},
-                "start_logits": {0: "batch", 1: "sequence"}, "end_logits": {0: "batch", 1: "sequence"}}
-    logits_axes = {"AlbertForMaskedLM": {0: "batch", 1: "sequence"}, "AlbertForTokenClassification":
-                   {0: "batch", 1: "sequence"}, "AlbertForSequenceClassification": {0: "batch"},
-                   "AlbertForMultipleChoice": {0: "batch"}}
+    out_axes = {
+        "last_hidden_state": {0: "batch", 1: "sequence"},
+        "pooler_output": {0: "batch"},
+        "prediction_logits": {0: "batch", 1: "sequence"},
+        "sop_logits": {0: "batch"},
+        "start_logits": {0: "batch", 1: "sequence"},
+        "end_logits": {0: "batch", 1: "sequence"},
+    }
+    logits_axes = {
+        "AlbertForMaskedLM": {0: "batch", 1: "sequence"},
+        "AlbertForTokenClassification": {0: "batch", 1: "sequence"},
+        "AlbertForSequenceClassification": {0: "batch"},
+        "AlbertForMultipleChoice": {0: "batch"},
+    }
     dynamic = {n: axes for n in INPUT_NAMES}
     for o in outputs:
         dynamic[o] = logits_axes[name] if o == "logits" else out_axes[o]
@@ -254,9 +293,17 @@ def export_onnx(model, path: str | os.PathLike, opset: int = OPSET) -> Path:
     model.eval()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about Python ints from shapes: the axes are declared dynamic
-        torch.onnx.export(_OnnxWrapper(model), example_inputs(model.config, mc), str(path),
-                          input_names=list(INPUT_NAMES), output_names=list(outputs), dynamic_axes=dynamic,
-                          opset_version=opset, do_constant_folding=True, dynamo=False)
+        torch.onnx.export(
+            _OnnxWrapper(model),
+            example_inputs(model.config, mc),
+            str(path),
+            input_names=list(INPUT_NAMES),
+            output_names=list(outputs),
+            dynamic_axes=dynamic,
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
+        )
     model.train(was_training)
     proto = onnx.load(str(path))
     dedupe_initializers(proto)
@@ -266,6 +313,7 @@ def export_onnx(model, path: str | os.PathLike, opset: int = OPSET) -> Path:
 
 def _save_onnx(proto, path: Path) -> None:
     import onnx
+
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     onnx.save(proto, str(tmp))
     os.replace(tmp, path)
@@ -309,8 +357,9 @@ def dedupe_initializers(proto) -> int:
         src = transposed.get((arr.dtype.str, arr.shape, arr.tobytes())) if arr.ndim == 2 else None
         if src is not None and src != init.name and src not in replaced:  # keep one of a pair (no cycle)
             replaced.add(init.name)
-            new_nodes.append(helper.make_node("Transpose", [src], [init.name], perm=[1, 0],
-                                              name=f"{init.name}_transpose"))
+            new_nodes.append(
+                helper.make_node("Transpose", [src], [init.name], perm=[1, 0], name=f"{init.name}_transpose")
+            )
             continue
         final.append(init)
     removed = len(graph.initializer) - len(final)
@@ -322,8 +371,11 @@ def dedupe_initializers(proto) -> int:
     names = {init.name for init in graph.initializer} | {n.output[0] for n in new_nodes}
     outputs = {o.name for o in graph.output}
     for node in graph.node:
-        if node.op_type == "Identity" and rename.get(node.input[0], node.input[0]) in names \
-                and node.output[0] not in outputs:
+        if (
+            node.op_type == "Identity"
+            and rename.get(node.input[0], node.input[0]) in names
+            and node.output[0] not in outputs
+        ):
             rename[node.output[0]] = rename.get(node.input[0], node.input[0])
     kept_nodes = [n for n in graph.node if not (n.op_type == "Identity" and n.output[0] in rename)]
     for node in kept_nodes:
@@ -364,5 +416,17 @@ def read_onnx_meta(directory: str | os.PathLike) -> dict:
         return {}
 
 
-__all__ = ["ExportResult", "FORMATS", "HEAD_ALIASES", "ONNX_NAME", "ONNX_OUTPUTS", "OPSET", "dedupe_initializers",
-           "export_model", "export_onnx", "quantize_onnx", "require_onnx", "resolve_head"]
+__all__ = [
+    "FORMATS",
+    "HEAD_ALIASES",
+    "ONNX_NAME",
+    "ONNX_OUTPUTS",
+    "OPSET",
+    "ExportResult",
+    "dedupe_initializers",
+    "export_model",
+    "export_onnx",
+    "quantize_onnx",
+    "require_onnx",
+    "resolve_head",
+]

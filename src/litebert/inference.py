@@ -11,7 +11,8 @@ Where the speed comes from (docs/deploy.md has the measurements):
 
 - no padding computed: rows sorted by length, each batch padded to its own longest row;
 - no autograd bookkeeping: ``torch.inference_mode``;
-- fused attention: ``F.scaled_dot_product_attention`` (modeling.py) and one QKV matmul (:meth:`AlbertAttention.fuse_qkv`);
+- fused attention: ``F.scaled_dot_product_attention`` (modeling.py) and one QKV matmul
+  (:meth:`~litebert.modeling.AlbertAttention.fuse_qkv`);
 - bf16 weights and activations where the processor has bf16 dot products (AVX512-BF16 / AMX), int8 weights with
   ``torch.ao.quantization.quantize_dynamic`` (Linear layers) or onnxruntime's quantized MatMuls (VNNI);
 - onnxruntime: a graph optimised for inference (fused LayerNorm / GELU / attention kernels, no Python per op).
@@ -47,8 +48,14 @@ def cpu_capabilities() -> dict[str, bool]:
                 break
     except OSError:
         pass
-    names = {"avx2": "avx2", "avx512": "avx512f", "avx512_bf16": "avx512_bf16", "avx512_vnni": "avx512_vnni",
-             "amx_bf16": "amx_bf16", "amx_int8": "amx_int8"}
+    names = {
+        "avx2": "avx2",
+        "avx512": "avx512f",
+        "avx512_bf16": "avx512_bf16",
+        "avx512_vnni": "avx512_vnni",
+        "amx_bf16": "amx_bf16",
+        "amx_int8": "amx_int8",
+    }
     return {k: v in flags for k, v in names.items()}
 
 
@@ -70,12 +77,13 @@ def length_batches(lengths, batch_size: int, bucket: bool = True) -> list[np.nda
         raise LitebertError(f"batch_size must be >= 1, got {batch_size}")
     n = len(lengths)
     order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable") if bucket else np.arange(n)
-    return [order[i: i + batch_size] for i in range(0, n, batch_size)]
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
 # ------------------------------------------------------------------------------------------------ runners
 def _output_names(model) -> tuple[str, ...]:
     from litebert.export import ONNX_OUTPUTS
+
     return ONNX_OUTPUTS[type(model).__name__]
 
 
@@ -112,8 +120,14 @@ class TorchRunner(_Runner):
     CPU only). Both, and ``fuse=True``, change the model in place: pass a model that is only used for inference.
     """
 
-    def __init__(self, model, device: torch.device | str = "cpu", precision: str = "fp32",
-                 quantize: str | None = None, fuse: bool = False):
+    def __init__(
+        self,
+        model,
+        device: torch.device | str = "cpu",
+        precision: str = "fp32",
+        quantize: str | None = None,
+        fuse: bool = False,
+    ):
         if precision not in PRECISIONS:
             raise LitebertError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if quantize is not None and quantize not in QUANTIZE:
@@ -127,17 +141,20 @@ class TorchRunner(_Runner):
             raise LitebertError("--quantize int8 and --precision bf16 exclude each other")
         if fuse or quantize:
             from litebert.modeling import AlbertAttention
+
             for module in model.modules():
                 if isinstance(module, AlbertAttention):
                     module.fuse_qkv()
         model = model.to(self.device).eval()
         if precision == "bf16":
             if not native_bf16(self.device):
-                log.warning("predict: %s has no native bf16 matmuls; bf16 runs emulated (slower than fp32)",
-                            self.device)
+                log.warning(
+                    "predict: %s has no native bf16 matmuls; bf16 runs emulated (slower than fp32)", self.device
+                )
             model = model.to(torch.bfloat16)
         if quantize == "int8":
             import warnings
+
             with warnings.catch_warnings():  # torch.ao's deprecation notes (the torchao successor is not a dependency)
                 warnings.simplefilter("ignore")
                 model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
@@ -146,8 +163,11 @@ class TorchRunner(_Runner):
     def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **_) -> InferenceOutput:
         """int64 (B, S) tensors → :class:`InferenceOutput` of float32 tensors (:data:`litebert.export.ONNX_OUTPUTS`)."""
         with torch.inference_mode():
-            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                             token_type_ids=None if token_type_ids is None else token_type_ids.to(self.device))
+            out = self.model(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
+                token_type_ids=None if token_type_ids is None else token_type_ids.to(self.device),
+            )
             return InferenceOutput((n, out[n].float()) for n in self.names)
 
 
@@ -157,13 +177,15 @@ class OrtRunner(_Runner):
 
     def __init__(self, directory: str | os.PathLike, threads: int | None = None):
         from litebert.export import ONNX_NAME, require_onnx
+
         require_onnx()
         import onnxruntime as ort
 
         path = Path(directory) / ONNX_NAME
         if not path.is_file():
-            raise LitebertError(f"{path} not found: export one with `litebert export {directory} --output DIR "
-                                f"--format onnx`")
+            raise LitebertError(
+                f"{path} not found: export one with `litebert export {directory} --output DIR --format onnx`"
+            )
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.inter_op_num_threads = 1
@@ -182,19 +204,28 @@ class OrtRunner(_Runner):
             token_type_ids = torch.zeros_like(input_ids)
         given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
         feed = {k: np.ascontiguousarray(given[k].cpu().numpy(), dtype=np.int64) for k in self.inputs}
-        return InferenceOutput((n, torch.from_numpy(v))
-                               for n, v in zip(self.names, self.session.run(None, feed), strict=True))
+        return InferenceOutput(
+            (n, torch.from_numpy(v)) for n, v in zip(self.names, self.session.run(None, feed), strict=True)
+        )
 
 
 def onnx_dir(directory: str | os.PathLike) -> bool:
     """Whether ``directory`` holds an exported ``model.onnx``."""
     from litebert.export import ONNX_NAME
+
     return (Path(directory) / ONNX_NAME).is_file()
 
 
-def load_runner(directory: str | os.PathLike, head: str, *, backend: str | None = None, precision: str = "fp32",
-                quantize: str | None = None, threads: int | None = None,
-                device: torch.device | str = "cpu"):
+def load_runner(
+    directory: str | os.PathLike,
+    head: str,
+    *,
+    backend: str | None = None,
+    precision: str = "fp32",
+    quantize: str | None = None,
+    threads: int | None = None,
+    device: torch.device | str = "cpu",
+):
     """A runner for a model directory: onnxruntime when it holds ``model.onnx`` (or ``backend="onnxruntime"``),
     else torch with ``head`` (a :data:`litebert.modeling.MODEL_CLASSES` name). ``threads`` also sets torch's
     intra-op threads.
@@ -216,17 +247,31 @@ def load_runner(directory: str | os.PathLike, head: str, *, backend: str | None 
     backend = backend or ("onnxruntime" if has_onnx else "torch")
     if backend == "onnxruntime":
         if quantize:
-            raise LitebertError("--quantize with the onnxruntime backend: quantize at export instead "
-                                "(`litebert export SOURCE --output DIR --format onnx --quantize int8`)")
+            raise LitebertError(
+                "--quantize with the onnxruntime backend: quantize at export instead "
+                "(`litebert export SOURCE --output DIR --format onnx --quantize int8`)"
+            )
         if precision != "fp32":
             raise LitebertError(f"--precision {precision} needs the torch backend (the ONNX file is fp32 or int8)")
         return OrtRunner(directory, threads)
     if find_weight_files(directory)[1] is None and has_onnx:
         raise LitebertError(f"{directory} holds model.onnx but no torch weights: use --backend onnxruntime")
     from litebert.modeling import MODEL_CLASSES
+
     model = MODEL_CLASSES[head].from_pretrained(Path(directory))
     return TorchRunner(model, device, precision=precision, quantize=quantize, fuse=True)
 
 
-__all__ = ["BACKENDS", "InferenceOutput", "OrtRunner", "PRECISIONS", "QUANTIZE", "TorchRunner",
-           "cpu_capabilities", "length_batches", "load_runner", "native_bf16", "onnx_dir"]
+__all__ = [
+    "BACKENDS",
+    "PRECISIONS",
+    "QUANTIZE",
+    "InferenceOutput",
+    "OrtRunner",
+    "TorchRunner",
+    "cpu_capabilities",
+    "length_batches",
+    "load_runner",
+    "native_bf16",
+    "onnx_dir",
+]

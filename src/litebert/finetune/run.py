@@ -274,7 +274,8 @@ class EvaluateConfig:
         from litebert.inference import BACKENDS, PRECISIONS, QUANTIZE
         for name, allowed in (("backend", BACKENDS), ("quantize", QUANTIZE)):
             if getattr(self, name) is not None and getattr(self, name) not in allowed:
-                raise LitebertError(f"evaluate: {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+                raise LitebertError(f"evaluate: {name} must be one of {', '.join(allowed)}, "
+                                    f"got {getattr(self, name)!r}")
         if self.precision not in PRECISIONS:
             raise LitebertError(f"evaluate: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.threads is not None and self.threads < 1:
