@@ -18,7 +18,8 @@ from litebert.modeling import MODEL_CLASSES, AlbertForPreTraining, AlbertForSequ
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-from litebert.export import ONNX_OUTPUTS, export_model, export_onnx  # noqa: E402
+from litebert.export import export_model, export_onnx  # noqa: E402
+from litebert.inference import ONNX_OUTPUTS  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

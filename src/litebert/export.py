@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from litebert.errors import LitebertError
+from litebert.inference import ONNX_NAME, ONNX_OUTPUTS, require_onnx
 
 log = logging.getLogger("litebert.export")
 
@@ -39,17 +40,6 @@ FORMATS = ("hf", "onnx")
 QUANTIZE = ("int8",)
 #: The opset written; onnxruntime ≥ 1.14 runs it on CPU (no einsum or newer attention ops are emitted).
 OPSET = 17
-ONNX_NAME = "model.onnx"
-#: Output names of each head class, in the order of its output dataclass.
-ONNX_OUTPUTS = {
-    "AlbertModel": ("last_hidden_state", "pooler_output"),
-    "AlbertForPreTraining": ("prediction_logits", "sop_logits"),
-    "AlbertForMaskedLM": ("logits",),
-    "AlbertForSequenceClassification": ("logits",),
-    "AlbertForTokenClassification": ("logits",),
-    "AlbertForQuestionAnswering": ("start_logits", "end_logits"),
-    "AlbertForMultipleChoice": ("logits",),
-}
 #: Short head names accepted by ``--head`` besides the class names.
 HEAD_ALIASES = {
     "base": "AlbertModel",
@@ -61,7 +51,6 @@ HEAD_ALIASES = {
     "multiple-choice": "AlbertForMultipleChoice",
 }
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-ONNX_INSTALL_HINT = "pip install 'litebert[onnx]'"
 
 
 @dataclass
@@ -74,15 +63,6 @@ class ExportResult:
     head: str
     onnx_bytes: int | None = None
     weights_bytes: int | None = None
-
-
-def require_onnx() -> None:
-    """Raise LitebertError naming the extra to install when ``onnx`` or ``onnxruntime`` cannot be imported."""
-    for name in ("onnx", "onnxruntime"):
-        try:
-            __import__(name)
-        except ImportError:
-            raise LitebertError(f"the ONNX backend needs the '{name}' package: {ONNX_INSTALL_HINT}") from None
 
 
 def resolve_head(name: str | None, config) -> str:

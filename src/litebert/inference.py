@@ -2,7 +2,7 @@
 
 A *runner* is called like a litebert model, ``runner(input_ids=, attention_mask=, token_type_ids=)`` (int64 (B, S),
 or (B, C, S) for multiple choice), and returns the head's outputs by name (float32 tensors, as
-:data:`litebert.export.ONNX_OUTPUTS` names them), so every task kind's inference code
+:data:`ONNX_OUTPUTS` names them), so every task kind's inference code
 (:func:`litebert.finetune.kinds.run_features`) drives a torch model, a bf16 / int8 torch model or an onnxruntime
 session alike. Batches come from :func:`length_batches`: rows sorted by length, so little padding is computed, and
 the results are put back in file order.
@@ -34,6 +34,27 @@ log = logging.getLogger("litebert.inference")
 BACKENDS = ("torch", "onnxruntime")
 PRECISIONS = ("fp32", "bf16")
 QUANTIZE = ("int8",)
+ONNX_NAME = "model.onnx"
+#: Output names of each head class (the ONNX file's outputs too), in the order of its output dataclass.
+ONNX_OUTPUTS = {
+    "AlbertModel": ("last_hidden_state", "pooler_output"),
+    "AlbertForPreTraining": ("prediction_logits", "sop_logits"),
+    "AlbertForMaskedLM": ("logits",),
+    "AlbertForSequenceClassification": ("logits",),
+    "AlbertForTokenClassification": ("logits",),
+    "AlbertForQuestionAnswering": ("start_logits", "end_logits"),
+    "AlbertForMultipleChoice": ("logits",),
+}
+ONNX_INSTALL_HINT = "pip install 'litebert[onnx]'"
+
+
+def require_onnx() -> None:
+    """Raise LitebertError naming the extra to install when ``onnx`` or ``onnxruntime`` cannot be imported."""
+    for name in ("onnx", "onnxruntime"):
+        try:
+            __import__(name)
+        except ImportError:
+            raise LitebertError(f"the ONNX backend needs the '{name}' package: {ONNX_INSTALL_HINT}") from None
 
 
 # ------------------------------------------------------------------------------------------------ processor
@@ -82,8 +103,6 @@ def length_batches(lengths, batch_size: int, bucket: bool = True) -> list[np.nda
 
 # ------------------------------------------------------------------------------------------------ runners
 def _output_names(model) -> tuple[str, ...]:
-    from litebert.export import ONNX_OUTPUTS
-
     return ONNX_OUTPUTS[type(model).__name__]
 
 
@@ -113,7 +132,7 @@ class _Runner:
 
 
 class TorchRunner(_Runner):
-    """A litebert model in eval mode under ``torch.inference_mode``; outputs float32 on the CPU.
+    """A litebert model in eval mode under ``torch.inference_mode``; outputs float32 (on ``device``).
 
     ``precision="bf16"`` casts the weights to bfloat16 (activations follow); ``quantize="int8"`` applies
     ``torch.ao.quantization.quantize_dynamic`` to the Linear layers (int8 weights, activations quantized per batch;
@@ -161,7 +180,7 @@ class TorchRunner(_Runner):
         self.model = model
 
     def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **_) -> InferenceOutput:
-        """int64 (B, S) tensors → :class:`InferenceOutput` of float32 tensors (:data:`litebert.export.ONNX_OUTPUTS`)."""
+        """int64 (B, S) tensors → :class:`InferenceOutput` of float32 tensors (:data:`ONNX_OUTPUTS`)."""
         with torch.inference_mode():
             out = self.model(
                 input_ids=input_ids.to(self.device),
@@ -176,8 +195,6 @@ class OrtRunner(_Runner):
     every graph optimisation on; ``threads`` sets the intra-op thread count (default: onnxruntime's)."""
 
     def __init__(self, directory: str | os.PathLike, threads: int | None = None):
-        from litebert.export import ONNX_NAME, require_onnx
-
         require_onnx()
         import onnxruntime as ort
 
@@ -211,8 +228,6 @@ class OrtRunner(_Runner):
 
 def onnx_dir(directory: str | os.PathLike) -> bool:
     """Whether ``directory`` holds an exported ``model.onnx``."""
-    from litebert.export import ONNX_NAME
-
     return (Path(directory) / ONNX_NAME).is_file()
 
 
