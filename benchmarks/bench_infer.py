@@ -80,6 +80,9 @@ def load_backend(backend: str, spec: dict):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
         tok = AutoTokenizer.from_pretrained(spec["model"])
+        # transformers 5's AlbertTokenizer leaves token_type_ids out of its outputs, so sentence pairs would reach
+        # the model with segment 0 throughout; give it the inputs litebert gives (same ids, checked on MRPC dev)
+        tok.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
         model = AutoModelForSequenceClassification.from_pretrained(spec["model"], attn_implementation="sdpa").eval()
         pipe = pipeline("text-classification", model=model, tokenizer=tok, device="cpu")
         label2id = model.config.label2id
