@@ -1,8 +1,8 @@
 """``litebert prepare``: corpus → tokenized documents → SOP instances → (static masks) → shards + manifest.
 
-Pipeline (STYLE.md principle 6: pure, seeded stages with inspectable artifacts):
+Pipeline (pure, seeded stages with inspectable artifacts):
 
-1. :func:`litebert.data.corpus.read_documents` streams documents (lists of sentences) from the files.
+1. :func:`litebert.corpus.read_documents` streams documents (lists of sentences) from the files.
 2. Documents are grouped into *units* (64 documents or 512 KiB of text, whichever first; the grouping depends only
    on the corpus). Each unit is tokenized and turned into instances (:mod:`litebert.data.instances`) by a worker;
    each document uses a generator seeded by ``(seed, pass, doc_index)``, so results do not depend on ``--workers``.
@@ -28,13 +28,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from litebert.data.corpus import CorpusStats, expand_document, read_documents, resolve_corpus_files
+from litebert.corpus import FORMATS, CorpusStats, expand_document, read_documents, resolve_corpus_files
 from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
 from litebert.data.masking import mask_batch, mask_keys
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_shard
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json
+from litebert.settings import check, fail, setting
+from litebert.tokenization import is_cjk_char, load_tokenizer
 
 UNIT_DOCS = 64
 UNIT_BYTES = 512 * 1024
@@ -42,84 +45,52 @@ UNIT_BYTES = 512 * 1024
 
 @dataclass
 class PrepareConfig:
-    """Settings of ``litebert prepare`` (SPEC.md §2, §3). Validated on construction.
+    """Settings of ``litebert prepare`` (docs/algorithms.md §2, §3): the command's options, one field each (derived
+    from here).
 
-    Attributes:
-        corpus: corpus files or directories.
-        tokenizer: tokenizer directory (see :func:`litebert.tokenization.load_tokenizer`).
-        output: output directory (created; must not exist or be empty unless ``overwrite``).
-        max_seq_length: tokens per instance including ``[CLS]`` and two ``[SEP]``; ≤ ``max_position_embeddings``.
-        max_predictions_per_seq: P, the most masked tokens per instance.
-        masked_lm_prob: fraction of tokens to predict.
-        max_ngram: longest n-gram (in words); 1 gives plain whole-word masking.
-        short_seq_prob: probability that a document's target length is drawn from [2, max_seq_length − 3].
-        inter_sentence_task: ``sop`` (default), ``nsp`` (B from another nearby document with p 0.5) or ``none``
-            (A and B always in order, label 0; the trainer should not use the sentence loss).
-        seed: seed of every random choice.
-        workers: processes that tokenize and build instances (output is identical for any value).
-        static_masking: write masks into the shards (``dupe_factor`` passes) instead of masking per epoch.
-        dupe_factor: passes over the corpus with static masking (must be 1 without it).
-        whole_word_mask_zh: group Chinese characters into words with ``jieba`` for whole-word masking.
-        format: corpus format (``auto`` detects per file).
-        max_position_embeddings: the model's position table size; ``max_seq_length`` may not exceed it.
-        shard_size: instances per shard (about; shards end at unit boundaries).
-        on_invalid: ``skip`` (count) or ``error`` for lines that are not valid UTF-8.
-        overwrite: replace an existing non-empty output directory.
-        progress: show a tqdm progress bar (stderr).
+    Raises :class:`~litebert.errors.LitebertError` ``"--option value: why"`` on construction for a bad value.
     """
 
-    corpus: list[str]
-    tokenizer: str
-    output: str
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    max_ngram: int = 3
-    short_seq_prob: float = 0.1
-    inter_sentence_task: str = "sop"
-    seed: int = 12345
-    workers: int = 1
-    static_masking: bool = False
-    dupe_factor: int = 1
-    whole_word_mask_zh: bool = False
-    format: str = "auto"
-    max_position_embeddings: int = 512
-    shard_size: int = 100_000
-    on_invalid: str = "skip"
-    overwrite: bool = False
-    progress: bool = True
+    corpus: list[str] = setting(metavar="FILE", help="corpus files or directories")
+    tokenizer: str = setting(metavar="DIR", help="tokenizer directory (see litebert.tokenization.load_tokenizer)")
+    output: str = setting(metavar="DIR", help="output directory (created; must not exist or be empty unless "
+                                              "--overwrite)")
+    max_seq_length: int = setting(128, ge=5, help="tokens per instance including [CLS] and two [SEP] "
+                                                  "(at least 5: [CLS] A [SEP] B [SEP]; at most the position table)")
+    max_predictions_per_seq: int = setting(20, ge=1, help="P, the most masked tokens per instance")
+    masked_lm_prob: float = setting(0.15, ge=0, le=1, help="fraction of tokens to predict")
+    max_ngram: int = setting(3, ge=1, help="longest masked n-gram in words (1: plain whole-word masking)")
+    short_seq_prob: float = setting(0.1, ge=0, le=1, help="probability that a document's target length is drawn "
+                                                          "from [2, max_seq_length - 3]")
+    inter_sentence_task: str = setting("sop", choices=("sop", "nsp", "none"),
+                                       help="sop; nsp (B from another nearby document with p 0.5); none (A and B "
+                                            "always in order, label 0: the trainer uses MLM only)")
+    seed: int = setting(12345, help="seed of every random choice")
+    workers: int = setting(1, ge=1, help="processes that tokenize and build instances (output identical for any)")
+    static_masking: bool = setting(False, help="write masks into the shards (--dupe-factor passes) instead of "
+                                               "masking per epoch")
+    dupe_factor: int | None = setting(None, ge=1, help="passes over the corpus with --static-masking (default 10 "
+                                                       "with it, as BERT's create_pretraining_data.py; 1 without)")
+    whole_word_mask_zh: bool = setting(False, help="Chinese whole words from jieba")
+    format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
+    max_position_embeddings: int = setting(512, ge=1, help="the model's position table size: --max-seq-length "
+                                                           "may not exceed it")
+    shard_size: int = setting(100_000, ge=1, help="instances per shard (about; shards end at unit boundaries)")
+    on_invalid: str = setting("skip", option="--on-invalid-utf8", choices=("skip", "error"),
+                              help="lines that are not valid UTF-8: skip (and count) or error")
+    overwrite: bool = setting(False, help="replace an existing non-empty output directory")
+    progress: bool = setting(True, option="--no-progress", aliases=("--no-progress-bar",), negate=True,
+                             help="no progress bar")
 
     def __post_init__(self) -> None:
-        if isinstance(self.corpus, (str, os.PathLike)):
-            self.corpus = [self.corpus]
-        self.corpus = [str(c) for c in self.corpus]
-        self.tokenizer, self.output = str(self.tokenizer), str(self.output)
+        check(self)
         if self.max_seq_length > self.max_position_embeddings:
-            raise LitebertError(f"--max-seq-length {self.max_seq_length} is above max_position_embeddings "
-                                f"{self.max_position_embeddings}: the model has no positions beyond that")
-        if self.max_seq_length < 5:
-            raise LitebertError("--max-seq-length must be at least 5 ([CLS] A [SEP] B [SEP]), "
-                                f"got {self.max_seq_length}")
-        if not 0.0 <= self.masked_lm_prob <= 1.0:
-            raise LitebertError(f"--masked-lm-prob must be in [0, 1], got {self.masked_lm_prob}")
-        if self.max_predictions_per_seq < 1:
-            raise LitebertError(f"--max-predictions-per-seq must be ≥ 1, got {self.max_predictions_per_seq}")
-        if self.max_ngram < 1:
-            raise LitebertError(f"--max-ngram must be ≥ 1, got {self.max_ngram}")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise LitebertError(f"--short-seq-prob must be in [0, 1], got {self.short_seq_prob}")
-        if self.inter_sentence_task not in ("sop", "nsp", "none"):
-            raise LitebertError(f"--inter-sentence-task must be sop, nsp or none, got {self.inter_sentence_task!r}")
-        if self.workers < 1:
-            raise LitebertError(f"--workers must be ≥ 1, got {self.workers}")
-        if self.dupe_factor < 1:
-            raise LitebertError(f"--dupe-factor must be ≥ 1, got {self.dupe_factor}")
+            fail(self, "max_seq_length", f"is above max_position_embeddings {self.max_position_embeddings}: "
+                                         "the model has no positions beyond that")
+        if self.dupe_factor is None:
+            self.dupe_factor = 10 if self.static_masking else 1
         if self.dupe_factor > 1 and not self.static_masking:
-            raise LitebertError("--dupe-factor > 1 needs --static-masking (dynamic masking draws new masks each epoch)")
-        if self.shard_size < 1:
-            raise LitebertError(f"shard_size must be ≥ 1, got {self.shard_size}")
-        if self.on_invalid not in ("skip", "error"):
-            raise LitebertError(f"on_invalid must be skip or error, got {self.on_invalid!r}")
+            fail(self, "dupe_factor", "> 1 needs --static-masking (dynamic masking draws new masks each epoch)")
 
     def settings(self) -> dict:
         """The settings recorded in the manifest (what determines the bytes; not workers/progress/paths)."""
@@ -160,8 +131,6 @@ _STATE: dict = {}
 
 
 def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
-    from litebert.tokenization import load_tokenizer
-
     tok = load_tokenizer(tokenizer_dir)
     _STATE.clear()
     _STATE.update(tok=tok, cfg=cfg, table=tok.word_start_table(),
@@ -170,13 +139,11 @@ def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
                                            tok.mask_token_id}), np.int64),
                   random_ids=tok.random_replacement_ids())
     if cfg.whole_word_mask_zh:
-        import jieba
+        import jieba  # only for Chinese whole-word masking: its import builds a dictionary (~1 s)
 
         jieba.setLogLevel(logging.ERROR)
         jieba.initialize()
         vocab = tok.get_vocab()
-        from litebert.tokenization import is_cjk_char
-
         cjk = np.zeros(len(_STATE["table"]), dtype=bool)
         for t, i in vocab.items():
             core = t[2:] if t.startswith("##") else t
@@ -283,12 +250,10 @@ def _units(cfg: PrepareConfig, stats: list[CorpusStats]):
         stats.append(st)
         docs: list[list[str]] = []
         size, first = 0, 0
-        index = 0
-        for doc in read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid,
-                                  defer_split=True):
+        docs_read = read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid, defer_split=True)
+        for index, doc in enumerate(docs_read, 1):
             docs.append(doc)
             size += sum(len(s) for s in doc)
-            index += 1
             if len(docs) >= UNIT_DOCS or size >= UNIT_BYTES:
                 yield p, first, docs
                 docs, size, first = [], 0, index
@@ -371,8 +336,6 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
         LitebertError: bad corpus files, tokenizer directory, settings (see :class:`PrepareConfig`), an existing
             non-empty output without ``overwrite``, or a corpus that yields no instance at all.
     """
-    from litebert.tokenization import load_tokenizer
-
     t0 = time.perf_counter()
     files = resolve_corpus_files(cfg.corpus)
     tok = load_tokenizer(cfg.tokenizer)
@@ -389,8 +352,6 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
 
 
 def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: float) -> PrepareResult:
-    from tqdm import tqdm
-
     id_dtype = np.uint16 if tok.vocab_size <= 65535 else np.int32
     writer = _ShardWriter(tmp, cfg.shard_size, cfg.static_masking, id_dtype)
     stats: list[CorpusStats] = []

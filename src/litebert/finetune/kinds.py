@@ -223,7 +223,7 @@ def run_features(kind: TaskKind, model, feats: Features, rows: Sequence[int], ba
     model.eval()
     collate = kind.collator(pad_token_id)
     rows = list(rows)
-    outputs: list[np.ndarray] = [None] * len(rows)  # type: ignore[list-item]
+    outputs: list[np.ndarray | None] = [None] * len(rows)
     loss_sum, units = 0.0, 0
     with torch.inference_mode():
         for idx in length_batches([feats.lengths[i] for i in rows], batch_size, bucket):
@@ -250,7 +250,7 @@ def infer(kind: TaskKind, model, feats: Features, batch_size: int, pad_token_id:
 
     rows = list(range(dist.rank, len(feats), dist.world_size))
     part = run_features(kind, model, feats, rows, batch_size, pad_token_id, dist.device) if rows else ([], 0.0, 0)
-    outputs: list[np.ndarray] = [None] * len(feats)  # type: ignore[list-item]
+    outputs: list[np.ndarray | None] = [None] * len(feats)
     loss_sum, units = 0.0, 0
     for idx, (outs, lsum, n) in all_gather_object((rows, part)):
         for i, o in zip(idx, outs):

@@ -1,4 +1,4 @@
-"""The one training loop (STYLE.md §5): pretraining and fine-tuning differ only in the objective they pass.
+"""The one training loop: pretraining and fine-tuning differ only in the objective they pass.
 
 Read :func:`train` top to bottom: resume → for each optimizer step: micro-batches with accumulation (``no_sync``
 on all but the last), global loss normalisation, clip, finite check, step, schedule → log → evaluate → checkpoint.
@@ -24,6 +24,9 @@ from litebert.training import state as S
 from litebert.training.metrics import MetricsLogger
 
 Batch = dict[str, torch.Tensor]
+
+#: autocast settings of the loop (the choices of every command's ``--precision``)
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 @dataclass
@@ -73,7 +76,7 @@ class TrainingArgs:
         need(self.eval_steps >= 0, "eval_steps", "must be >= 0")
         need(self.save_steps >= 0, "save_steps", "must be >= 0")
         need(self.save_total_limit is None or self.save_total_limit >= 1, "save_total_limit", "must be >= 1")
-        need(self.precision in ("fp32", "bf16", "fp16"), "precision", "expected fp32, bf16 or fp16")
+        need(self.precision in PRECISIONS, "precision", f"expected {', '.join(PRECISIONS)}")
         need(self.max_bad_steps >= 1, "max_bad_steps", "must be >= 1")
         need(self.early_stopping_patience is None or self.metric_for_best is not None, "early_stopping_patience",
              "needs metric_for_best")
@@ -225,21 +228,9 @@ def _load_scheduler(scheduler, optimizer, state: dict) -> None:
 
 
 def _resolve_resume(args: TrainingArgs, dist: D.DistInfo) -> Path | None:
-    out = Path(args.output_dir)
-    if args.resume is None:
-        existing = S.list_checkpoints(out, warn=False)
-        if existing:
-            raise LitebertError(f"{out} already holds checkpoints (newest {existing[-1][1].name}); pass "
-                                "--resume auto to continue, or choose another --output (nothing was overwritten)")
-        return None
-    if args.resume == "auto":
-        # every rank must pick the same directory: rank 0 decides
-        path = D.broadcast_object(S.find_latest_checkpoint(out) if dist.is_main else None)
-        return path
-    path = Path(args.resume)
-    if not path.is_dir():
-        raise LitebertError(f"--resume {path}: no such checkpoint directory")
-    return path
+    from litebert.training.run import resolve_resume  # the run layer's policy (run.py imports no loop code)
+
+    return resolve_resume(args.output_dir, args.resume, dist)
 
 
 def _sync_context(model: nn.Module, sync: bool):
