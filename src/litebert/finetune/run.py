@@ -233,6 +233,13 @@ class EvaluateConfig:
     device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
                                  help="default: cuda when available")
     max_examples: int | None = setting(None, gt=0, metavar="N", help="only the first N rows")
+    #: issue 14 (litebert.inference): how the model runs; docs/deploy.md
+    backend: str | None = setting(None, choices=("torch", "onnxruntime"),
+                                  help="default: onnxruntime when --model holds model.onnx, else torch")
+    precision: str = setting("fp32", choices=("fp32", "bf16"),
+                             help="torch backend: bf16 weights (fast where the CPU has native bf16)")
+    quantize: str | None = setting(None, choices=("int8",), help="torch backend: dynamic int8 Linear layers (CPU)")
+    threads: int | None = setting(None, gt=0, metavar="N", help="CPU threads (torch and onnxruntime)")
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
@@ -697,7 +704,10 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
             else D.DistInfo(device=_device(cfg.device)))
-    model = _load_finetuned(directory, dist.device, kind.architecture)
+    from litebert.inference import load_runner
+
+    model = load_runner(directory, kind.architecture, backend=cfg.backend, precision=cfg.precision,
+                        quantize=cfg.quantize, threads=cfg.threads, device=dist.device)
     return kind, _Split(read, feats), tokenizer, model, dist
 
 
