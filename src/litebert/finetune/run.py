@@ -687,6 +687,9 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     heads = {"AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForQuestionAnswering",
              "AlbertForMultipleChoice"}
     saved_heads = [a for a in (config.architectures or []) if a in heads]
+    if config.architectures and not saved_heads:  # e.g. a pretraining final/: the head would be random weights
+        raise LitebertError(f"{directory} holds an {config.architectures[0]}, not a fine-tuned model: its task head "
+                            "would be random; give a `litebert finetune` output (OUTPUT/best)")
     if saved_heads and kind.architecture not in saved_heads:
         raise LitebertError(f"{directory} holds an {saved_heads[0]} but the data options ask for a {kind.name} task "
                             f"({kind.architecture}); drop --task/--task-type to use the task saved with the model")
