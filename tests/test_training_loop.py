@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from litebert.data import PretrainingCollator
 from litebert.errors import LitebertError
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import LossOutput, TrainingArgs, make_batch_factory, train
+from litebert.training import distributed as D
+from litebert.training import state as S
 from litebert.training.metrics import read_metrics
 from litebert.training.plot import plot_metrics
 from litebert.training.pretrain import pretraining_count, pretraining_objective
@@ -40,8 +43,8 @@ def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
 def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, **kw):
     setup_kw = {k: kw.pop(k) for k in ("n", "lr") if k in kw}
     model, opt, sched, batches = _setup(batch_size, steps, **setup_kw)
-    args = TrainingArgs(output_dir=out, max_steps=steps, gradient_accumulation_steps=accum, logging_steps=1,
-                        progress_bar=False, **kw)
+    kw.setdefault("progress_bar", False)
+    args = TrainingArgs(output_dir=out, max_steps=steps, gradient_accumulation_steps=accum, logging_steps=1, **kw)
     result = train(model, opt, sched, batches, objective, pretraining_count, args)
     return model, result
 
@@ -76,7 +79,7 @@ def test_records_and_files(tmp_path):
     records = read_metrics(tmp_path)
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     assert set(records[0]) == {"step", "split", "loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy",
-                               "learning_rate", "grad_norm", "tokens_per_second"}
+                               "learning_rate", "grad_norm", "tokens_per_second", "skipped_steps"}
     assert records[0]["split"] == "train" and records[0]["learning_rate"] == 0.0
     assert math.isclose(records[0]["loss"], records[0]["mlm_loss"] + records[0]["sop_loss"])
     assert any((tmp_path / "tb").iterdir())
@@ -226,6 +229,139 @@ def test_resume_with_more_steps_follows_the_new_schedule(tmp_path):
     lrs = {r["step"]: r["learning_rate"] for r in read_metrics(tmp_path)}
     for step in (5, 6, 7, 8):  # the lr used by step k is the schedule at k - 1 scheduler steps
         assert lrs[step] == pytest.approx(1e-2 * (8 - (step - 1)) / (8 - 2)), step
+
+
+def _overflowing_objective(bad_steps: set[int] | None = None):
+    """A finite loss whose gradients are infinite on the given (1-based) steps, or on every step: the steps an fp16
+    loss scaler has to skip."""
+    calls = {"n": 0}
+
+    def objective(model, batch):
+        calls["n"] += 1
+        out = pretraining_objective(model, batch)
+        if bad_steps is None or calls["n"] in bad_steps:
+            out.sums["mlm_loss"].register_hook(lambda g: g * float("inf"))
+        return out
+
+    return objective
+
+
+def _strict_json_records(path: Path) -> list[dict]:
+    def refuse(token):
+        raise AssertionError(f"metrics.jsonl holds {token}: not valid JSON")
+
+    return [json.loads(line, parse_constant=refuse) for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_fp16_overflowing_steps_are_counted_logged_and_stop_the_run(tmp_path, capsys):
+    model, result = _run(tmp_path / "a", steps=5, precision="fp16", save_steps=5,
+                         objective=_overflowing_objective({2, 3}))
+    assert result.skipped_steps == 2 and result.step == 5
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    records = _strict_json_records(tmp_path / "a")
+    assert [r["skipped_steps"] for r in records] == [0, 1, 1, 0, 0]
+    assert records[1]["loss"] is None and records[1]["grad_norm"] is None  # null, not Infinity
+    assert "step 3: non-finite" in capsys.readouterr().out
+    # the loss scaler backed off once per skipped step (from 2^16)
+    assert torch.load(tmp_path / "a" / "checkpoints" / "step-5" / "scaler.pt")["scale"] == 2.0 ** 14
+    # gradients that always overflow: the N-bad-steps stop fires (it used to end "successfully" with no update)
+    with pytest.raises(LitebertError, match=r"stopped at step 3: 3 non-finite steps in a row"):
+        _run(tmp_path / "b", steps=10, precision="fp16", max_bad_steps=3, objective=_overflowing_objective())
+
+
+def test_non_finite_metrics_are_written_as_null_with_a_flag(tmp_path):
+    from litebert.training.metrics import MetricsLogger
+
+    logger = MetricsLogger(tmp_path, tensorboard=False)
+    logger.record({"step": 1, "split": "eval", "mlm_perplexity": float("inf"), "loss": float("nan"), "acc": 0.5})
+    logger.close()
+    (rec,) = _strict_json_records(tmp_path)
+    assert rec == {"step": 1, "split": "eval", "mlm_perplexity": None, "loss": None, "acc": 0.5,
+                   "non_finite": ["mlm_perplexity", "loss"]}
+
+
+def test_no_progress_bar_frames_when_stderr_is_not_a_terminal(tmp_path, capsys):
+    _run(tmp_path, steps=3, progress_bar=True)
+    captured = capsys.readouterr()
+    assert "\r" not in captured.err and "it/s" not in captured.err, captured.err[:200]
+    assert "train step 3/3" in captured.out  # the periodic log line is still there
+
+
+def test_checkpoint_with_positional_optimizer_state_still_resumes(tmp_path, monkeypatch):
+    full, _ = _run(tmp_path / "full", steps=6, save_steps=3)
+    from litebert.training import loop
+
+    monkeypatch.setattr(loop, "_optim_state", lambda model, optimizer: optimizer.state_dict())  # the old layout
+    _run(tmp_path / "old", steps=3, save_steps=3)
+    monkeypatch.undo()
+    old = torch.load(tmp_path / "old" / "checkpoints" / "step-3" / "optimizer.pt", weights_only=False)
+    assert all(isinstance(k, int) for k in old["state"])
+    new = torch.load(tmp_path / "full" / "checkpoints" / "step-3" / "optimizer.pt", weights_only=False)
+    assert "albert.embeddings.word_embeddings.weight" in new["state"]  # the layout every mode writes now
+    resumed, _ = _run(tmp_path / "old", steps=6, resume="auto")
+    assert _max_diff(full, resumed) == 0
+
+
+def test_cuda_rng_state_of_the_own_device_only(tmp_path, monkeypatch):
+    """Faked GPUs: a rank saves its own device's CUDA RNG state, and a resume with fewer GPUs per process works
+    (it used to save every visible GPU's state and fail with IndexError). Unverified on a real GPU."""
+    restored = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: pytest.fail("saved every GPU's RNG state"))
+    monkeypatch.setattr(torch.cuda, "get_rng_state",
+                        lambda device="cuda": torch.tensor([torch.device(device).index], dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "set_rng_state",
+                        lambda state, device="cuda": restored.append((int(state[0]), torch.device(device).index)))
+    path = S.save_checkpoint(tmp_path, 1, rank=0, world_size=1, model_state={}, optimizer_state={},
+                             scheduler_state={}, trainer_state={}, device=torch.device("cuda", 7))
+    rng = S.load_checkpoint(path, rank=0, world_size=1)["rng"]
+    S.set_rng_state(rng, torch.device("cuda", 0))  # the resuming process sees one GPU
+    eight = [torch.tensor([i], dtype=torch.uint8) for i in range(8)]  # an older checkpoint: every GPU's state
+    S.set_rng_state({**rng, "cuda": eight}, torch.device("cuda", 1))
+    with pytest.warns(UserWarning, match="none for cuda:1"):
+        S.set_rng_state({**rng, "cuda": eight[:1]}, torch.device("cuda", 1))
+    assert restored == [(7, 0), (1, 1)]
+
+
+def test_deterministic_switches_on_deterministic_kernels(monkeypatch):
+    """Faked GPU device: --deterministic sets CUBLAS_WORKSPACE_CONFIG and deterministic algorithms."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        D.set_deterministic(torch.device("cuda", 0))
+        assert torch.are_deterministic_algorithms_enabled()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        torch.use_deterministic_algorithms(False)
+        os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+
+
+def test_compiled_training_forward_has_no_graph_break_and_matches_eager():
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug")).train()
+    data = SyntheticPretrainingData(n=4)
+    batch = PretrainingCollator(pad_token_id=0)([data[i] for i in range(4)])  # lengths differ: padded, so the attention mask is used
+    assert not batch["attention_mask"].bool().all()
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        explained = torch._dynamo.explain(model)(**inputs)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+
+    def loss_and_grads(m, x):
+        model.zero_grad()
+        out = m(**x)
+        out.loss.backward()
+        return out.prediction_logits.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone()
+                                               for p in model.parameters()]
+
+    torch._dynamo.reset()
+    compiled = D.compile_model(model, backend="aot_eager")
+    more = dict(inputs, labels=torch.where(inputs["attention_mask"].bool(), inputs["input_ids"], -100))
+    with torch._dynamo.config.patch(error_on_recompile=True):  # another number of masked positions: no recompile
+        for x in (inputs, more):
+            (le, ge), (lc, gc) = loss_and_grads(model, x), loss_and_grads(compiled, x)
+            assert le.shape == lc.shape == (int((x["labels"] != -100).sum()), 1000)  # (P_total, V)
+            assert (le - lc).abs().max() < 1e-5
+            assert max((a - b).abs().max().item() for a, b in zip(ge, gc)) < 1e-5
+    torch._dynamo.reset()
 
 
 if __name__ == "__main__":  # python tests/test_training_loop.py  -> rewrites the golden file (intended changes only)

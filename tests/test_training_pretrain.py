@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -69,7 +70,7 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
     eval_rec = [r for r in records if r["split"] == "eval"]
     assert [r["step"] for r in train_rec] == [2, 4, 6] and [r["step"] for r in eval_rec] == [3, 6]
     assert set(train_rec[0]) == {"step", "split", "loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy",
-                                 "learning_rate", "grad_norm", "tokens_per_second"}
+                                 "learning_rate", "grad_norm", "tokens_per_second", "skipped_steps"}
     assert {"mlm_accuracy", "mlm_perplexity", "sop_accuracy"} <= set(eval_rec[-1])
     assert main(["plot", str(out)]) == 0 and (out / "curves.png").is_file()
 
@@ -78,11 +79,16 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
     exported, final = load_file(str(tmp_path / "exported" / "model.safetensors")), _weights(out)
     assert sorted(exported) == sorted(final) and all(torch.equal(exported[k], final[k]) for k in final)
     assert (tmp_path / "exported" / "spiece.model").is_file()
+    if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):  # the checkpoint as ONNX
+        assert main(["export", str(out / "checkpoints" / "step-6"), "--output", str(tmp_path / "onnx"),
+                     "--format", "onnx"]) == 0
+        assert (tmp_path / "onnx" / "model.onnx").is_file() and (tmp_path / "onnx" / "spiece.model").is_file()
     capsys.readouterr()
     assert main(["export", str(out / "checkpoints" / "step-6"), "--output", str(tmp_path / "exported")]) == 2
     assert "exists" in capsys.readouterr().err
-    assert main(["export", str(out / "final"), "--output", str(tmp_path / "x")]) == 2
-    assert "incomplete" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["export", str(tmp_path / "empty"), "--output", str(tmp_path / "x")]) == 2
+    assert "not a model directory" in capsys.readouterr().err and not (tmp_path / "x").exists()
     assert main(["info", str(out / "checkpoints" / "step-6")]) == 2  # points the user to `litebert export`
     assert "litebert export" in capsys.readouterr().err
 
@@ -251,3 +257,41 @@ def test_torchrun_two_processes_equal_one_process_and_accumulation(tiny_data, tm
         assert (w1[k] - w2[k]).abs().max() < 1e-4, k
     # rank 0 alone logged
     assert [r["step"] for r in read_metrics(tmp_path / "2x4")] == [5, 10, 15, 20]
+
+
+def test_fsdp_with_one_process_fails_before_writing_anything(tiny_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_args(tiny_data, out, "--max-steps", 2, "--batch-size", 4, "--fsdp", "--device", "cpu")) == 2
+    assert not out.exists()  # it used to write config.json and run_settings.json first
+    assert "--fsdp needs 2 or more processes" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_nodes_on_localhost_train_to_the_weights_of_one_process(tiny_data, tmp_path):
+    """Multi-node rehearsed on one machine: two `torchrun --nnodes 2 --nproc-per-node 1` node processes meeting at a
+    c10d rendezvous on 127.0.0.1 (the output directory is on a file system both see, as real nodes need).
+    Run: python -m pytest -q -m slow tests/test_training_pretrain.py -k two_nodes"""
+    common = ["--max-steps", 6, "--logging-steps", 3, "--device", "cpu"]
+    one = _sub(_args(tiny_data, tmp_path / "one", "--batch-size", 8, *common), timeout=600)
+    assert one.returncode == 0, one.stderr[-3000:]
+    port = _free_port()
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+                               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                               "--rdzv-id", "rehearsal",
+                               "-m", "litebert", *_args(tiny_data, tmp_path / "two", "--batch-size", 4, *common)],
+                              env=SUB_ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [n.communicate(timeout=600) for n in nodes]
+    for node, (_, stderr) in zip(nodes, outs):
+        assert node.returncode == 0, stderr[-3000:]
+    assert any("2 process(es) x batch 4" in stdout for stdout, _ in outs)
+    w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-4

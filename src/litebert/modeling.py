@@ -27,6 +27,7 @@ K layers per group. All float tensors are the parameters' dtype (fp32 unless the
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 from collections.abc import Callable
@@ -210,6 +211,22 @@ class AlbertAttention(nn.Module):
         self.LayerNorm = nn.LayerNorm(H, eps=config.layer_norm_eps)
         self.pre_ln = config.layer_norm_position == "pre"
         self.attn_dropout, self.dropout_prob = config.attention_probs_dropout_prob, config.hidden_dropout_prob
+        self.qkv: nn.Linear | None = None  # set by fuse_qkv() for inference
+
+    def fuse_qkv(self) -> None:
+        """Inference only: replace ``query``/``key``/``value`` by one ``qkv`` Linear(H, 3H) holding their stacked
+        weights, so that Linear-level tools (``torch.ao.quantization.quantize_dynamic``) see one layer and no
+        concatenation runs per forward. The state dict then no longer has transformers' names; training must not
+        follow."""
+        if self.qkv is not None:
+            return
+        w, b = self.fused_qkv()
+        H = self.query.in_features
+        self.qkv = nn.Linear(H, 3 * H).to(device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            self.qkv.weight.copy_(w)
+            self.qkv.bias.copy_(b)
+        self.query = self.key = self.value = None
 
     def fused_qkv(self, cache: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(W (3H, H), b (3H,)): query, key and value stacked for one matmul. They are concatenated at forward time
@@ -228,8 +245,12 @@ class AlbertAttention(nn.Module):
         """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None)."""
         B, S, H = x.shape
         h = self.LayerNorm(x) if self.pre_ln else x
-        w, b = self.fused_qkv(cache)
-        qkv = F.linear(h, w, b).view(B, S, 3, self.num_heads, self.head_size)  # (B, S, 3H) -> (B, S, 3, nh, hd)
+        if self.qkv is not None:
+            qkv = self.qkv(h)
+        else:
+            w, b = self.fused_qkv(cache)
+            qkv = F.linear(h, w, b)
+        qkv = qkv.view(B, S, 3, self.num_heads, self.head_size)  # (B, S, 3H) -> (B, S, 3, nh, hd)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, nh, S, hd)
         p_drop = self.attn_dropout if self.training else 0.0
         if output_attentions:  # explicit softmax so the probabilities can be returned
@@ -280,14 +301,17 @@ class AlbertLayerGroup(nn.Module):
         self.albert_layers = nn.ModuleList([AlbertLayer(config) for _ in range(config.inner_group_num)])
 
     def forward(self, x, mask=None, all_hidden: list | None = None, all_attn: list | None = None,
-                cache: dict | None = None):
-        """x (B, S, H) → (B, S, H); appends each layer's output / attention probs to the lists when given."""
-        for layer in self.albert_layers:
-            x, probs = layer(x, mask, all_attn is not None, cache)
-            if all_hidden is not None:
-                all_hidden.append(x)
-            if all_attn is not None:
-                all_attn.append(probs)
+                cache: dict | None = None, repeats: int = 1):
+        """x (B, S, H) → (B, S, H): the K layers, ``repeats`` times over (the consecutive layer uses of a shared
+        group run in one call, so a sharded group is gathered once per forward); appends each layer's output /
+        attention probs to the lists when given."""
+        for _ in range(repeats):
+            for layer in self.albert_layers:
+                x, probs = layer(x, mask, all_attn is not None, cache)
+                if all_hidden is not None:
+                    all_hidden.append(x)
+                if all_attn is not None:
+                    all_attn.append(probs)
         return x
 
 
@@ -311,6 +335,8 @@ class AlbertTransformer(nn.Module):
         partial = config.sharing in ("attention", "ffn")
         self.albert_layer_groups = nn.ModuleList([AlbertLayerGroup(config) for _ in range(L if partial else G)])
         self.physical_group = list(range(L)) if partial else self.sharing_group  # layer -> module index
+        # (module index, consecutive layers it runs): HF's formula gives each group a run of L / G layers
+        self.group_runs = [(g, len(list(run))) for g, run in itertools.groupby(self.physical_group)]
         if partial:
             shared = ("attention",) if config.sharing == "attention" else ("ffn", "ffn_output", "full_layer_layer_norm")
             first_layer_of: dict[int, int] = {}
@@ -328,8 +354,8 @@ class AlbertTransformer(nn.Module):
         all_hidden = [x] if output_hidden_states else None
         all_attn = [] if output_attentions else None
         cache: dict = {}  # fused QKV weights, built once per forward for each distinct attention module
-        for l in range(self.config.num_hidden_layers):
-            x = self.albert_layer_groups[self.physical_group[l]](x, mask, all_hidden, all_attn, cache)
+        for g, repeats in self.group_runs:  # = for layer l: group physical_group[l]
+            x = self.albert_layer_groups[g](x, mask, all_hidden, all_attn, cache, repeats)
         return (x, tuple(all_hidden) if all_hidden is not None else None,
                 tuple(all_attn) if all_attn is not None else None)
 
@@ -453,8 +479,13 @@ class AlbertModel(AlbertPreTrainedModel):
     @staticmethod
     def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
         """attention_mask (B, S), 1 = token, 0 = padding → additive key mask (B, 1, 1, S) (0 or dtype's minimum),
-        or None when nothing is padded (lets SDPA take its unmasked path)."""
-        if attention_mask is None or bool(attention_mask.bool().all()):
+        or None when nothing is padded (lets SDPA take its unmasked path). That check is made on CPU in eager mode
+        only: on a GPU it would be a host-device sync in every forward, under ``torch.compile`` a graph break, and
+        under tracing or export the graph must not depend on whether the example batch had padding."""
+        if attention_mask is None:
+            return None
+        if (attention_mask.device.type == "cpu" and not (torch.jit.is_tracing() or torch.compiler.is_compiling())
+                and bool(attention_mask.bool().all())):
             return None
         keep = attention_mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
         return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, torch.finfo(dtype).min)
@@ -524,7 +555,10 @@ class _MaskedLMMixin:
     def _mlm(self, h: torch.Tensor, labels: torch.Tensor | None):
         """h (B, S, H), labels (B, S) or None → (logits (P_total, V) or (B, S, V), mean CE loss or None).
 
-        With no predicted position in the batch the loss is 0 (with a graph), not NaN.
+        With no predicted position in the batch the loss is 0 (with a graph), not NaN. The number of predicted
+        positions is data-dependent (``nonzero``): under ``torch.compile`` it needs
+        ``torch._dynamo.config.capture_dynamic_output_shape_ops`` (set by ``training.distributed.compile_model``),
+        which keeps it in the graph as a dynamic size instead of a graph break and a recompile per count.
         """
         projection = self.albert.embeddings.word_embeddings_2.weight if self.albert.embeddings.zh else None
         if labels is None:
@@ -533,12 +567,13 @@ class _MaskedLMMixin:
             raise ValueError(f"labels have shape {list(labels.shape)}, expected {list(h.shape[:-1])} "
                              "(B, S) like input_ids")
         flat = labels.reshape(-1)
-        idx = (flat != -100).nonzero().squeeze(1)  # (P_total,), row-major (batch, position) order
+        keep = flat != -100  # (B·S,)
+        idx = keep.nonzero().squeeze(1)  # (P_total,), row-major (batch, position) order
         rows = h.reshape(-1, h.shape[-1]).index_select(0, idx)  # (B·S, H) -> (P_total, H)
         logits = self.predictions(rows, projection)  # (P_total, V)
-        if idx.numel() == 0:
-            return logits, logits.sum() * 0.0
-        return logits, F.cross_entropy(logits, flat.index_select(0, idx))
+        # mean CE over P_total without a Python branch on P_total (0 positions: 0 / 1 = 0)
+        loss = F.cross_entropy(logits, flat.index_select(0, idx), reduction="sum") / keep.sum().clamp(min=1)
+        return logits, loss
 
 
 class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):

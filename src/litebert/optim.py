@@ -208,7 +208,7 @@ def build_optimizer(model: nn.Module, name: str = "lamb", lr: float = 1.76e-3, w
 
 
 class WarmupPolyDecay:
-    """Learning-rate multiplier after ``step`` scheduler steps (a picklable ``LambdaLR`` lambda).
+    """Learning-rate multiplier after ``step`` scheduler steps (:class:`StepSchedule`'s multiplier).
 
     ``step < warmup_steps``: ``step / warmup_steps`` (linear from 0; as google-research ``optimization.py`` and
     transformers, the first update uses lr 0). Then ``((max_steps − step) / (max_steps − warmup_steps))^power``,
@@ -233,7 +233,42 @@ class WarmupPolyDecay:
         return math.pow(remaining, self.power)
 
 
+class StepSchedule:
+    """Learning rate as a pure function of the step: after ``step`` scheduler steps, group ``i`` uses
+    ``base_lrs[i] × multiplier(step)`` (the formula of ``LambdaLR``, so the values are bit-identical to it).
+
+    Its state is the step alone (``{"last_epoch": step}``, the key ``LambdaLR`` uses, so older checkpoints load):
+    a resumed run follows the schedule and peak learning rates of *its* settings, e.g. a larger ``--max-steps``.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, multiplier) -> None:
+        self.optimizer = optimizer
+        self.multiplier = multiplier
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self.last_epoch = 0
+        self._apply()
+
+    def _apply(self) -> None:
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * self.multiplier(self.last_epoch)
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        self._apply()
+
+    def get_last_lr(self) -> list[float]:
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict:
+        return {"last_epoch": self.last_epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.last_epoch = int(state["last_epoch"])
+        self._apply()
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, max_steps: int,
-                    power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
-    """``LambdaLR`` with :class:`WarmupPolyDecay` (docs/algorithms.md §4: warmup then linear decay to 0 at ``max_steps``)."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupPolyDecay(warmup_steps, max_steps, power))
+                    power: float = 1.0) -> StepSchedule:
+    """:class:`StepSchedule` with :class:`WarmupPolyDecay` (docs/algorithms.md §4: warmup then
+    polynomial decay to 0 at ``max_steps``)."""
+    return StepSchedule(optimizer, WarmupPolyDecay(warmup_steps, max_steps, power))

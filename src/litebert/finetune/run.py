@@ -233,6 +233,13 @@ class EvaluateConfig:
     device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
                                  help="default: cuda when available")
     max_examples: int | None = setting(None, gt=0, metavar="N", help="only the first N rows")
+    #: issue 14 (litebert.inference): how the model runs; docs/deploy.md
+    backend: str | None = setting(None, choices=("torch", "onnxruntime"),
+                                  help="default: onnxruntime when --model holds model.onnx, else torch")
+    precision: str = setting("fp32", choices=("fp32", "bf16"),
+                             help="torch backend: bf16 weights (fast where the CPU has native bf16)")
+    quantize: str | None = setting(None, choices=("int8",), help="torch backend: dynamic int8 Linear layers (CPU)")
+    threads: int | None = setting(None, gt=0, metavar="N", help="CPU threads (torch and onnxruntime)")
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
@@ -680,6 +687,9 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     heads = {"AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForQuestionAnswering",
              "AlbertForMultipleChoice"}
     saved_heads = [a for a in (config.architectures or []) if a in heads]
+    if config.architectures and not saved_heads:  # e.g. a pretraining final/: the head would be random weights
+        raise LitebertError(f"{directory} holds an {config.architectures[0]}, not a fine-tuned model: its task head "
+                            "would be random; give a `litebert finetune` output (OUTPUT/best)")
     if saved_heads and kind.architecture not in saved_heads:
         raise LitebertError(f"{directory} holds an {saved_heads[0]} but the data options ask for a {kind.name} task "
                             f"({kind.architecture}); drop --task/--task-type to use the task saved with the model")
@@ -694,7 +704,10 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
             else D.DistInfo(device=_device(cfg.device)))
-    model = _load_finetuned(directory, dist.device, kind.architecture)
+    from litebert.inference import load_runner
+
+    model = load_runner(directory, kind.architecture, backend=cfg.backend, precision=cfg.precision,
+                        quantize=cfg.quantize, threads=cfg.threads, device=dist.device)
     return kind, _Split(read, feats), tokenizer, model, dist
 
 

@@ -73,6 +73,11 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def is_main_rank() -> bool:
+    """Rank 0 of the default group, or the only process."""
+    return not is_dist() or torch_dist.get_rank() == 0
+
+
 def broadcast_object(obj, src: int = 0):
     """Rank ``src``'s ``obj`` on every rank (a no-op in one process)."""
     if not is_dist():
@@ -96,35 +101,92 @@ def barrier() -> None:
         torch_dist.barrier()
 
 
-def wrap_model(model: nn.Module, dist: DistInfo, *, fsdp: bool = False, compile: bool = False) -> nn.Module:
+def wrap_model(model: nn.Module, dist: DistInfo, *, fsdp: bool = False, compile: bool = False,
+               precision: str = "fp32") -> nn.Module:
     """Move ``model`` to ``dist.device`` and wrap it for training.
 
-    * ``fsdp=True``: FSDP2 — ``fully_shard`` each transformer layer group, then the whole model (parameters become
-      DTensors sharded over ranks; build the optimizer afterwards). Meant for albert-xlarge/xxlarge on GPUs. Note
-      ALBERT shares one layer group across all layers, so most memory saved is optimizer state and gradients.
-    * else, with ``world_size > 1``: ``DistributedDataParallel`` (gradients averaged over ranks).
-    * ``compile=True``: ``torch.compile`` the (wrapped) module.
+    * ``fsdp=True``: FSDP2 (:func:`shard_model`): parameters become DTensors sharded over ranks; build the optimizer
+      afterwards. Needs a process group of 2 or more ranks (LitebertError otherwise).
+    * else, with ``world_size > 1``: ``DistributedDataParallel`` (gradients averaged over ranks). Every parameter
+      must get a gradient in every step (no ``find_unused_parameters``, which costs a graph traversal per step):
+      pretraining on MLM-only data builds a model without the SOP head for that reason.
+    * ``compile=True``: :func:`compile_model` on the (wrapped) module.
 
     The returned module is what the objective calls; :func:`unwrap_model` gives back the original.
     """
     model = model.to(dist.device)
     if fsdp:
-        try:
-            from torch.distributed.fsdp import fully_shard
-        except ImportError as exc:  # torch < 2.6
-            raise LitebertError("--fsdp needs torch >= 2.6 (torch.distributed.fsdp.fully_shard)") from exc
-        if not torch_dist.is_initialized():
-            raise LitebertError("--fsdp needs a process group: launch with torchrun")
-        groups = getattr(getattr(getattr(model, "albert", None), "encoder", None), "albert_layer_groups", None)
-        for block in groups or []:
-            fully_shard(block)
-        fully_shard(model)
+        shard_model(model, dist, precision)
     elif dist.world_size > 1:
         ids = [dist.device.index] if dist.device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if compile:
-        model = torch.compile(model)
+        model = compile_model(model)
     return model
+
+
+def fsdp_units(model: nn.Module) -> list[nn.Module]:
+    """The submodules that become FSDP units (besides the root): each transformer layer group, whose forward runs
+    all of its consecutive layer uses in one call (so it is all-gathered once per forward and once per backward,
+    and its gradient reduce-scattered once per step, however deep the model). With partial sharing
+    (``sharing`` "attention"/"ffn") the shared modules sit in several groups, so the whole encoder is one unit."""
+    encoder = getattr(getattr(model, "albert", None), "encoder", None)
+    if encoder is None:
+        return []
+    if getattr(encoder.config, "sharing", "all") in ("attention", "ffn"):
+        return [encoder]
+    return list(encoder.albert_layer_groups)
+
+
+def mixed_precision_policy(precision: str):
+    """FSDP2's ``MixedPrecisionPolicy`` for ``precision``: with bf16, parameters are gathered and used in bf16 (half
+    the all-gather traffic) but gradients are reduced in fp32 — a bf16 sum over many ranks keeps only 8 mantissa
+    bits, so small per-rank contributions would be rounded away. fp32 and fp16 (autocast + loss scaling on fp32
+    master weights) keep fp32 parameters and reductions."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if precision == "bf16":
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()
+
+
+def shard_model(model: nn.Module, dist: DistInfo, precision: str = "fp32") -> nn.Module:
+    """FSDP2 ``fully_shard`` of each :func:`fsdp_units` unit, then the root, in place, on a 1-D mesh of
+    ``dist.device``'s type (passed explicitly: FSDP's default mesh is CUDA whenever a GPU is visible, even with
+    ``--device cpu``), with :func:`mixed_precision_policy`. Raises LitebertError without a process group of 2+
+    ranks or with torch < 2.6."""
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+    except ImportError as exc:  # torch < 2.6
+        raise LitebertError("--fsdp needs torch >= 2.6 (torch.distributed.fsdp.fully_shard)") from exc
+    if not torch_dist.is_initialized() or dist.world_size < 2:
+        raise LitebertError("--fsdp needs 2 or more processes: launch with torchrun --nproc-per-node N (N >= 2)")
+    mesh = init_device_mesh(dist.device.type, (dist.world_size,))
+    policy = mixed_precision_policy(precision)
+    for unit in fsdp_units(model):
+        fully_shard(unit, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def compile_model(model: nn.Module, **compile_kwargs) -> nn.Module:
+    """``torch.compile(model, **compile_kwargs)`` with the masked-position gather (``nonzero``, a data-dependent
+    size) captured in the graph as a dynamic size, instead of a graph break and a recompile for each new number of
+    masked positions."""
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    return torch.compile(model, **compile_kwargs)
+
+
+def set_deterministic(device: torch.device) -> None:
+    """Deterministic kernels (``--deterministic``): ``torch.use_deterministic_algorithms(True)`` and, on a GPU,
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (cuBLAS needs it; set before the first CUDA matmul) and no cuDNN
+    autotuning. Needed for a bit-identical resume on a GPU, where the backward of ``index_select`` and of the
+    embedding accumulate with atomics in a varying order. On CPU litebert's kernels are deterministic already."""
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:

@@ -1,14 +1,16 @@
 """The one training loop: pretraining and fine-tuning differ only in the objective they pass.
 
-Read :func:`train` top to bottom: resume → for each optimizer step: micro-batches with accumulation (``no_sync``
-on all but the last), global loss normalisation, clip, finite check, step, schedule → log → evaluate → checkpoint.
-The contract is written out in docs/DESIGN.md, "Training loop contract".
+Read :meth:`_Trainer.run` top to bottom: for each optimizer step: micro-batches with accumulation (``no_sync`` on
+all but the last) and global loss normalisation → clip → finite check, optimizer step (or skip), schedule → log →
+evaluate → checkpoint; each step is one named helper of :class:`_Trainer`. The contract is written out in
+docs/DESIGN.md, "Training loop contract".
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -59,7 +61,7 @@ class TrainingArgs:
     greater_is_better: bool = True
     #: stop after this many evaluations without improvement of metric_for_best (None = never)
     early_stopping_patience: int | None = None
-    #: tqdm progress bar on rank 0
+    #: tqdm progress bar on rank 0 when stderr is a terminal (log files get the periodic log line only)
     progress_bar: bool = True
     #: prefix of log lines, e.g. "pretrain"
     log_prefix: str = ""
@@ -180,56 +182,60 @@ def _count_tokens(batch: Batch) -> float:
     return 0.0
 
 
-def _model_state(model: nn.Module) -> dict:
-    if D.is_fsdp(model):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+# ---------------------------------------------------------------------------------------------- state dicts
+# One layout in every mode (1 process, DDP, FSDP): the model's full state dict (HF names) and the optimizer state
+# keyed by parameter name (torch.distributed.checkpoint.state_dict), so a checkpoint resumes under any of them.
+def _full_options(**kw):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
 
-        return get_model_state_dict(D.unwrap_model(model), options=StateDictOptions(full_state_dict=True,
-                                                                                    cpu_offload=True))
+    return StateDictOptions(full_state_dict=True, **kw)
+
+
+def _model_state(model: nn.Module) -> dict:
+    """The full (unsharded) model state dict; a collective under FSDP (every rank calls it)."""
+    if D.is_fsdp(model):
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        return get_model_state_dict(D.unwrap_model(model), options=_full_options(cpu_offload=True))
     return D.unwrap_model(model).state_dict()
 
 
 def _optim_state(model: nn.Module, optimizer) -> dict:
-    if D.is_fsdp(model):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+    """The full optimizer state keyed by parameter name (``state[name]``, ``param_groups[i]["params"]`` = names)."""
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
-        return get_optimizer_state_dict(D.unwrap_model(model), optimizer,
-                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return optimizer.state_dict()
+    return get_optimizer_state_dict(D.unwrap_model(model), optimizer, options=_full_options(cpu_offload=True))
+
+
+def _named_optim_state(model: nn.Module, optimizer, state: dict) -> dict:
+    """``state`` keyed by parameter name; a positional ``optimizer.state_dict()`` (checkpoints written before the
+    named layout, 1 process or DDP) is renamed through this optimizer's parameter order, which is the same as the
+    one that wrote it (both built by ``build_optimizer`` over the same model)."""
+    if all(isinstance(k, str) for k in state.get("state", {})) and all(
+            isinstance(p, str) for g in state.get("param_groups", []) for p in g["params"]):
+        return state
+    name_of = {id(p): n for n, p in D.unwrap_model(model).named_parameters()}
+    names = [name_of[id(p)] for g in optimizer.param_groups for p in g["params"]]
+    return {"state": {names[i]: s for i, s in state["state"].items()},
+            "param_groups": [dict(g, params=[names[i] for i in g["params"]]) for g in state["param_groups"]]}
 
 
 def _load_states(model: nn.Module, optimizer, ckpt: dict) -> None:
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    raw = D.unwrap_model(model)
     try:
         if D.is_fsdp(model):
-            from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                                 set_optimizer_state_dict)
-
-            opts = StateDictOptions(full_state_dict=True)
-            set_model_state_dict(D.unwrap_model(model), ckpt["model"], options=opts)
-            set_optimizer_state_dict(D.unwrap_model(model), optimizer, ckpt["optimizer"], options=opts)
+            set_model_state_dict(raw, ckpt["model"], options=_full_options())
         else:
-            D.unwrap_model(model).load_state_dict(ckpt["model"], strict=True)
-            optimizer.load_state_dict(ckpt["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as exc:
+            raw.load_state_dict(ckpt["model"], strict=True)
+        # strict=False: a parameter that never had a gradient (e.g. a head unused so far) has no optimizer state;
+        # the model's state dict above was loaded strictly, so a checkpoint of another model cannot pass
+        set_optimizer_state_dict(raw, optimizer, _named_optim_state(model, optimizer, ckpt["optimizer"]),
+                                 options=_full_options(strict=False))
+    except (RuntimeError, ValueError, KeyError, IndexError) as exc:
         raise LitebertError(f"checkpoint {ckpt['path']} does not fit this model/optimizer: "
                             f"{str(exc).splitlines()[0]}") from None
-
-
-def _load_scheduler(scheduler, optimizer, state: dict) -> None:
-    """Restore the scheduler's position but keep this run's schedule (e.g. a larger --max-steps on resume).
-
-    ``LambdaLR.load_state_dict`` would also restore the saved lambdas' settings; we put the current ones back
-    and recompute each group's lr with LambdaLR's own formula, so an unchanged schedule resumes bit-identically.
-    """
-    lambdas = getattr(scheduler, "lr_lambdas", None)
-    current = [dict(fn.__dict__) for fn in lambdas] if lambdas is not None else None
-    scheduler.load_state_dict(state)
-    if lambdas is not None:
-        for fn, settings in zip(scheduler.lr_lambdas, current):
-            fn.__dict__.update(settings)
-        for group, base_lr, fn in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
-            group["lr"] = base_lr * fn(scheduler.last_epoch)
-        scheduler._last_lr = [g["lr"] for g in optimizer.param_groups]
 
 
 def _resolve_resume(args: TrainingArgs, dist: D.DistInfo) -> Path | None:
@@ -239,30 +245,324 @@ def _resolve_resume(args: TrainingArgs, dist: D.DistInfo) -> Path | None:
 
 
 def _sync_context(model: nn.Module, sync: bool):
-    """Skip the gradient all-reduce on all but the last micro-batch of a step."""
+    """Skip the gradient all-reduce on all but the last micro-batch of a step (DDP ``no_sync``; FSDP
+    ``set_requires_gradient_sync``). Sees through a ``torch.compile`` wrapper."""
     if sync:
         return contextlib.nullcontext()
-    if isinstance(model, nn.parallel.DistributedDataParallel):
-        return model.no_sync()
+    inner = getattr(model, "_orig_mod", model)  # torch.compile(DDP(...)) is an OptimizedModule around the DDP
+    if isinstance(inner, nn.parallel.DistributedDataParallel):
+        return inner.no_sync()
     if D.is_fsdp(model):
-        raw = D.unwrap_model(model)
-
-        @contextlib.contextmanager
-        def fsdp_no_sync():
-            raw.set_requires_gradient_sync(False)
-            try:
-                yield
-            finally:
-                raw.set_requires_gradient_sync(True)
-
-        return fsdp_no_sync()
+        return _fsdp_no_sync(D.unwrap_model(model))
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _fsdp_no_sync(raw: nn.Module):
+    raw.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        raw.set_requires_gradient_sync(True)
 
 
 def _improved(value: float, best: float | None, greater: bool) -> bool:
     if best is None:
         return True
     return value > best if greater else value < best
+
+
+def _rescale_position(st: _LoopState, trainer_state: dict, args: TrainingArgs, world_size: int,
+                      extra_state: dict | None, path: Path) -> None:
+    """Carry the data position of a checkpoint written by another number of processes (1 ↔ DDP ↔ FSDP).
+
+    The position counts this rank's micro-batches of the epoch; with the same global batch per step, the steps done
+    in the epoch are the same, so ``position = steps_in_epoch × accumulation``. Raises LitebertError when the
+    global batch differs or the checkpoint was taken in a step that straddled an epoch boundary.
+    """
+    saved_ws = int(trainer_state.get("world_size", 1))
+    if saved_ws == world_size:
+        return
+    saved_gbs = (trainer_state.get("extra") or {}).get("global_batch_size")
+    gbs = (extra_state or {}).get("global_batch_size")
+    if saved_gbs is not None and gbs is not None and saved_gbs != gbs:
+        raise LitebertError(f"checkpoint {path} was written with a global batch of {saved_gbs} sequences per step, "
+                            f"this run has {gbs}: resume with the same batch size x accumulation x processes")
+    saved_accum = int(trainer_state.get("gradient_accumulation_steps", 1))
+    if st.position % saved_accum:
+        raise LitebertError(f"checkpoint {path}: its step straddled an epoch boundary, so it can only be resumed "
+                            f"with the {saved_ws} process(es) that wrote it")
+    st.position = st.position // saved_accum * args.gradient_accumulation_steps
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+class _Trainer:
+    """The loop's state and its step helpers; :meth:`run` is the loop, read top to bottom."""
+
+    def __init__(self, model, optimizer, scheduler, batches: BatchFactory, objective: Objective, count: CountFn,
+                 args: TrainingArgs, dist: D.DistInfo, eval_fn: EvalFn | None, on_best, on_save,
+                 extra_state: dict | None) -> None:
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.batches, self.objective, self.count, self.args, self.dist = batches, objective, count, args, dist
+        self.eval_fn, self.on_best, self.on_save, self.extra_state = eval_fn, on_best, on_save, extra_state
+        self.out = Path(args.output_dir)
+        self.st = _LoopState()
+        self.last_ckpt: Path | None = None
+        self.resumed_from: Path | None = None
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+        self.scaler = torch.amp.GradScaler(dist.device.type) if args.precision == "fp16" else None
+        self.window = _Window()
+        self.last_train: dict = {}
+        self.last_eval: dict = {}
+        self.stopped_early = False
+        self.logger: MetricsLogger | None = None
+        self.data_iter: Iterator[Batch] | None = None
+
+    # -- resume -------------------------------------------------------------------------------------------------
+    def resume(self) -> None:
+        """Load the checkpoint ``args.resume`` points at (if any): weights, optimizer, schedule, loop state, RNG."""
+        path = _resolve_resume(self.args, self.dist)
+        if path is not None:
+            ckpt = S.load_checkpoint(path, rank=self.dist.rank, world_size=self.dist.world_size)
+            _load_states(self.model, self.optimizer, ckpt)
+            # our schedules are pure functions of the step: load_state_dict sets the step and recomputes the lr
+            # with this run's settings (so a larger --max-steps on resume follows the new schedule)
+            self.scheduler.load_state_dict(ckpt["scheduler"])
+            ts = ckpt["trainer_state"]
+            saved = ts.get("loop", {})
+            self.st = _LoopState(**{k: v for k, v in saved.items() if k in _LoopState.__dataclass_fields__})
+            _rescale_position(self.st, ts, self.args, self.dist.world_size, self.extra_state, path)
+            S.set_rng_state(ckpt["rng"], self.dist.device)
+            if self.scaler is not None and ckpt["scaler"] is not None:
+                self.scaler.load_state_dict(ckpt["scaler"])
+            self.last_ckpt = self.resumed_from = path
+        self.logger = MetricsLogger(self.out, enabled=self.dist.is_main,
+                                    resume_step=self.st.step if path is not None else None,
+                                    prefix=self.args.log_prefix, max_steps=self.args.max_steps)
+        if path is not None:
+            self.logger.text(f"resumed from {path} at step {self.st.step} (epoch {self.st.epoch}, "
+                             f"batch {self.st.position})")
+        self.data_iter = iter(self.batches(self.st.epoch, self.st.position))
+
+    # -- one optimizer step ---------------------------------------------------------------------------------------
+    def autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.dist.device.type, dtype=self.amp_dtype)
+
+    def next_batch(self) -> Batch:
+        """This rank's next micro-batch; moves to the next epoch (and tracks the position) as needed."""
+        try:
+            batch = next(self.data_iter)
+        except StopIteration:
+            self.st.epoch, self.st.position = self.st.epoch + 1, 0
+            self.data_iter = iter(self.batches(self.st.epoch, 0))
+            try:
+                batch = next(self.data_iter)
+            except StopIteration:
+                raise LitebertError(f"epoch {self.st.epoch} yields no batches: the data set is smaller than one "
+                                    "batch per process (lower --batch-size)") from None
+        self.st.position += 1
+        return batch
+
+    def normalisers(self, micro: list[Batch]) -> tuple[dict[str, float], float]:
+        """Units of each loss term over all micro-batches and ranks (a term with no units adds 0), and tokens."""
+        local: dict[str, float] = {}
+        tokens = 0.0
+        for mb in micro:
+            for k, v in self.count(mb).items():
+                local[k] = local.get(k, 0.0) + float(v)
+            tokens += _count_tokens(mb)
+        terms = sorted(local)
+        vec = D.all_reduce_sum(torch.tensor([local[t] for t in terms] + [tokens], dtype=torch.float64,
+                                            device=self.dist.device))
+        return {t: max(float(vec[i]), 1.0) for i, t in enumerate(terms)}, float(vec[-1])
+
+    def forward_backward(self, micro: list[Batch], norm: dict[str, float]) -> tuple[dict, dict]:
+        """Backward of Σ_terms sum/units over the micro-batches (gradient sync on the last only); returns the step's
+        loss sums and ratio sums, reduced over ranks."""
+        sums = {t: 0.0 for t in norm}
+        ratios: dict[str, list[float]] = {}
+        for i, mb in enumerate(micro):
+            with _sync_context(self.model, i == len(micro) - 1), self.autocast():
+                out = self.objective(self.model, mb)
+                loss = sum(out.sums[t].float() / norm[t] for t in out.sums)
+            # DDP/FSDP average gradients over ranks; × world turns that average back into the global sum
+            loss = loss * self.dist.world_size
+            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            for t, v in out.sums.items():
+                sums[t] = sums.get(t, 0.0) + float(v.detach())
+            for name, (num, den) in out.ratios.items():
+                acc = ratios.setdefault(name, [0.0, 0.0])
+                acc[0] += float(num)
+                acc[1] += float(den)
+        terms, names = sorted(sums), sorted(ratios)
+        vec = D.all_reduce_sum(torch.tensor([sums[t] for t in terms] + [x for n in names for x in ratios[n]],
+                                            dtype=torch.float64, device=self.dist.device)).tolist()
+        return ({t: vec[i] for i, t in enumerate(terms)},
+                {n: (vec[len(terms) + 2 * j], vec[len(terms) + 2 * j + 1]) for j, n in enumerate(names)})
+
+    def clip(self) -> float:
+        """Unscale (fp16), clip to ``max_grad_norm`` and return the global gradient norm (inf/NaN if non-finite)."""
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        clip = self.args.max_grad_norm if self.args.max_grad_norm else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, clip)
+        if hasattr(grad_norm, "full_tensor"):  # DTensor under FSDP
+            grad_norm = grad_norm.full_tensor()
+        return float(grad_norm)
+
+    def optimizer_step(self, finite: bool) -> None:
+        """Update the weights if the step is finite (else skip it), clear the gradients, advance the schedule.
+
+        fp16: ``GradScaler.step`` is only called for finite steps (it would skip the others by itself); its
+        ``update`` runs every step, so a non-finite step backs the loss scale off.
+        """
+        if self.scaler is not None:
+            if finite:
+                self.scaler.step(self.optimizer)
+            self.scaler.update()
+        elif finite:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.st.step += 1
+
+    def count_bad_step(self, finite: bool, step_loss: float, grad_norm: float) -> None:
+        """Count a skipped (non-finite) step — including a step the fp16 loss scaler had to skip — and stop the run
+        after ``max_bad_steps`` in a row."""
+        if finite:
+            self.st.bad_in_row = 0
+            return
+        self.st.skipped_steps += 1
+        self.st.bad_in_row += 1
+        self.window.skipped += 1
+        scale = f", loss scale now {self.scaler.get_scale():g}" if self.scaler is not None else ""
+        self.logger.text(f"step {self.st.step}: non-finite loss ({step_loss}) or gradient norm ({grad_norm}); step "
+                         f"skipped ({self.st.bad_in_row} in a row, {self.st.skipped_steps} in total{scale})")
+        if self.st.bad_in_row >= self.args.max_bad_steps:
+            where = (f"the last good checkpoint is {self.last_ckpt}" if self.last_ckpt
+                     else "no checkpoint was saved yet")
+            raise LitebertError(
+                f"stopped at step {self.st.step}: {self.st.bad_in_row} non-finite steps in a row (loss {step_loss}, "
+                f"gradient norm {grad_norm}); {where}. Lower --learning-rate or use --precision fp32, then "
+                f"resume with --resume PATH")
+
+    # -- log, evaluate, checkpoint ----------------------------------------------------------------------------------
+    def log(self, lr: float, at_end: bool) -> None:
+        """A "train" record every ``logging_steps`` steps and at the end (over the steps since the last one)."""
+        if self.st.step % self.args.logging_steps == 0 or at_end:
+            if self.window.steps or self.window.skipped:
+                self.last_train = {"step": self.st.step, "split": "train", **self.window.summary(),
+                                   "learning_rate": lr}
+                self.logger.record(self.last_train)
+            self.window = _Window()
+
+    def evaluate(self, at_end: bool) -> None:
+        """Every ``eval_steps`` steps and at the end: eval_fn, best-model callback, early stopping."""
+        args = self.args
+        if self.eval_fn is None or not ((args.eval_steps and self.st.step % args.eval_steps == 0) or at_end):
+            return
+        self.model.eval()
+        with torch.no_grad(), self.autocast():
+            metrics = self.eval_fn(self.model)
+        self.model.train()
+        self.last_eval = {"step": self.st.step, "split": "eval", **metrics}
+        self.logger.record(self.last_eval)
+        if args.metric_for_best is None:
+            return
+        if args.metric_for_best not in metrics:
+            raise LitebertError(f"metric_for_best {args.metric_for_best!r} is not among the evaluation metrics "
+                                f"{sorted(metrics)}")
+        value = float(metrics[args.metric_for_best])
+        st = self.st
+        if D.broadcast_object(_improved(value, st.best_metric, args.greater_is_better)):
+            st.best_metric, st.best_step, st.evals_without_improvement = value, st.step, 0
+            if self.on_best is not None and self.dist.is_main:
+                self.on_best(D.unwrap_model(self.model), metrics, st.step)
+            return
+        st.evals_without_improvement += 1
+        patience = args.early_stopping_patience
+        if patience is not None and st.evals_without_improvement >= patience:
+            self.logger.text(f"early stopping at step {st.step}: {args.metric_for_best} has not improved for "
+                             f"{patience} evaluations (best {st.best_metric} at step {st.best_step})")
+            self.stopped_early = True
+
+    def checkpoint(self, at_end: bool) -> None:
+        """Every ``save_steps`` steps, at the end and on early stopping — never in a non-finite streak, so "the last
+        good checkpoint" stays good."""
+        final = at_end or self.stopped_early
+        if not ((self.args.save_steps and self.st.step % self.args.save_steps == 0) or final):
+            return
+        if self.st.bad_in_row and not final:
+            self.logger.text(f"step {self.st.step}: checkpoint postponed (the last step was not finite)")
+            return
+        self.last_ckpt = self.save()
+
+    def save(self) -> Path:
+        trainer_state = {"loop": asdict(self.st), "extra": self.extra_state or {},
+                         "gradient_accumulation_steps": self.args.gradient_accumulation_steps}
+        model_state = _model_state(self.model)  # collectives under FSDP: every rank calls them
+        optim_state = _optim_state(self.model, self.optimizer)
+        raw = D.unwrap_model(self.model)
+        main = self.dist.is_main
+        path = S.save_checkpoint(
+            self.out, self.st.step, rank=self.dist.rank, world_size=self.dist.world_size,
+            model_state=model_state if main else None, optimizer_state=optim_state if main else None,
+            scheduler_state=self.scheduler.state_dict(), trainer_state=trainer_state,
+            scaler_state=self.scaler.state_dict() if self.scaler is not None else None,
+            extra_files=(lambda d: self.on_save(d, raw)) if self.on_save is not None else None,
+            save_total_limit=self.args.save_total_limit, barrier=D.barrier, device=self.dist.device)
+        self.logger.text(f"saved checkpoint {path}")
+        return path
+
+    # -- the loop -----------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        args, st = self.args, self.st
+        bar = tqdm(total=args.max_steps, initial=st.step, disable=not _show_bar(self.dist, args),
+                   desc=args.log_prefix or "train", dynamic_ncols=True, leave=True)
+        self.model.train()
+        t_run = time.perf_counter()
+        try:
+            while st.step < args.max_steps:
+                lr = self.optimizer.param_groups[0]["lr"]
+                t_step = time.perf_counter()
+                micro = [_to_device(self.next_batch(), self.dist.device)
+                         for _ in range(args.gradient_accumulation_steps)]
+                norm, tokens = self.normalisers(micro)
+                sums, ratios = self.forward_backward(micro, norm)
+                del micro
+                step_loss = sum(sums[t] / norm[t] for t in norm)
+                grad_norm = self.clip()
+                finite = math.isfinite(step_loss) and math.isfinite(grad_norm)
+                self.optimizer_step(finite)
+                self.count_bad_step(finite, step_loss, grad_norm)
+                if finite:
+                    self.window.add(sums, norm, ratios, grad_norm, tokens, time.perf_counter() - t_step)
+                bar.update(1)
+                bar.set_postfix_str(_postfix(step_loss, ratios, lr, self.window), refresh=False)
+                at_end = st.step >= args.max_steps
+                if args.max_minutes is not None and not at_end:
+                    at_end = bool(D.broadcast_object(time.perf_counter() - t_run >= 60.0 * args.max_minutes))
+                    if at_end:
+                        self.logger.text(f"step {st.step}: the time limit of {args.max_minutes:g} minutes is "
+                                         "reached; stopping")
+                        self.stopped_early = True  # leaves the loop after this step's log, evaluation, checkpoint
+                self.log(lr, at_end)
+                self.evaluate(at_end)
+                self.checkpoint(at_end)
+                if self.stopped_early:
+                    break
+        finally:
+            bar.close()
+            self.logger.close()
+
+
+def _show_bar(dist: D.DistInfo, args: TrainingArgs) -> bool:
+    """The tqdm bar on rank 0, and only on a terminal: in a log file its ``\\r`` frames are megabytes of noise
+    (the periodic log line says the same)."""
+    return dist.is_main and args.progress_bar and sys.stderr.isatty()
 
 
 def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches: BatchFactory,
@@ -272,6 +572,7 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches
           extra_state: dict | None = None, dist: D.DistInfo | None = None) -> TrainResult:
     """Train ``model`` (already wrapped by :func:`~litebert.training.distributed.wrap_model`) for ``args.max_steps``.
 
+    ``scheduler``: ``step()``, ``state_dict()``, ``load_state_dict()`` (:func:`litebert.optim.build_scheduler`).
     See docs/DESIGN.md "Training loop contract" for the callables. Raises :class:`LitebertError` on bad
     arguments, an unusable checkpoint, an empty epoch, or ``args.max_bad_steps`` non-finite steps in a row (the
     message names the step and the last good checkpoint).
@@ -283,227 +584,24 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches
                           device=next(D.unwrap_model(model).parameters()).device)
     if on_best is not None and D.is_fsdp(model):
         raise LitebertError("best-model saving (on_best) is not supported with FSDP")
-    out = Path(args.output_dir)
-    st = _LoopState()
-    last_ckpt: Path | None = None
-
-    # ---- resume -------------------------------------------------------------------------------------------
-    ckpt_path = _resolve_resume(args, dist)
-    if ckpt_path is not None:
-        ckpt = S.load_checkpoint(ckpt_path, rank=dist.rank, world_size=dist.world_size)
-        _load_states(model, optimizer, ckpt)
-        _load_scheduler(scheduler, optimizer, ckpt["scheduler"])
-        saved = ckpt["trainer_state"].get("loop", {})
-        st = _LoopState(**{k: v for k, v in saved.items() if k in _LoopState.__dataclass_fields__})
-        S.set_rng_state(ckpt["rng"])
-        last_ckpt = ckpt_path
-        scaler_state = ckpt["scaler"]
-        del ckpt
-    else:
-        scaler_state = None
-    logger = MetricsLogger(out, enabled=dist.is_main, resume_step=st.step if ckpt_path else None,
-                           prefix=args.log_prefix, max_steps=args.max_steps)
-    if ckpt_path is not None:
-        logger.text(f"resumed from {ckpt_path} at step {st.step} (epoch {st.epoch}, batch {st.position})")
-
-    # ---- precision ----------------------------------------------------------------------------------------
-    device = dist.device
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
-    scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
-    if scaler is not None and scaler_state is not None:
-        scaler.load_state_dict(scaler_state)
-
-    def autocast():
-        if amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=amp_dtype)
-
-    # ---- data: an endless stream of this rank's micro-batches, tracking (epoch, position) ----------------
-    data_iter: Iterator[Batch] = iter(batches(st.epoch, st.position))
-
-    def next_batch() -> Batch:
-        nonlocal data_iter
-        try:
-            batch = next(data_iter)
-        except StopIteration:
-            st.epoch, st.position = st.epoch + 1, 0
-            data_iter = iter(batches(st.epoch, 0))
-            try:
-                batch = next(data_iter)
-            except StopIteration:
-                raise LitebertError(f"epoch {st.epoch} yields no batches: the data set is smaller than one batch "
-                                    f"per process (lower --batch-size)") from None
-        st.position += 1
-        return batch
-
-    def save(step: int) -> Path:
-        trainer_state = {"loop": asdict(st), "extra": extra_state or {}}
-        model_state = _model_state(model)  # collective under FSDP: every rank calls it
-        optim_state = _optim_state(model, optimizer)
-        path = S.save_checkpoint(
-            out, step, rank=dist.rank, world_size=dist.world_size,
-            model_state=model_state if dist.is_main else None,
-            optimizer_state=optim_state if dist.is_main else None,
-            scheduler_state=scheduler.state_dict(), trainer_state=trainer_state,
-            scaler_state=scaler.state_dict() if scaler is not None else None,
-            extra_files=(lambda d: on_save(d, D.unwrap_model(model))) if on_save is not None else None,
-            save_total_limit=args.save_total_limit, barrier=D.barrier)
-        logger.text(f"saved checkpoint {path}")
-        return path
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    clip = args.max_grad_norm if args.max_grad_norm else math.inf
-    world = dist.world_size
-    window = _Window()
-    last_train: dict = {}
-    last_eval: dict = {}
-    stopped_early = False
-    bar = tqdm(total=args.max_steps, initial=st.step, disable=not (dist.is_main and args.progress_bar),
-               desc=args.log_prefix or "train", dynamic_ncols=True, leave=True)
-    model.train()
-    try:
-        while st.step < args.max_steps:
-            lr = optimizer.param_groups[0]["lr"]
-            t_step = time.perf_counter()
-
-            # -- global normalisers: units of each loss term over all micro-batches and ranks ---------------
-            micro = [_to_device(next_batch(), device) for _ in range(args.gradient_accumulation_steps)]
-            local_counts: dict[str, float] = {}
-            tokens = 0.0
-            for mb in micro:
-                for k, v in count(mb).items():
-                    local_counts[k] = local_counts.get(k, 0.0) + float(v)
-                tokens += _count_tokens(mb)
-            terms = sorted(local_counts)
-            vec = D.all_reduce_sum(torch.tensor([local_counts[t] for t in terms] + [tokens], dtype=torch.float64,
-                                                device=device))
-            norm = {t: max(float(vec[i]), 1.0) for i, t in enumerate(terms)}  # a term with no units adds 0
-            tokens = float(vec[-1])
-
-            # -- forward/backward per micro-batch, gradient all-reduce only on the last ----------------------
-            step_sums = {t: 0.0 for t in terms}
-            step_ratios: dict[str, list[float]] = {}
-            for i, mb in enumerate(micro):
-                with _sync_context(model, i == len(micro) - 1), autocast():
-                    out_mb = objective(model, mb)
-                    loss = sum(out_mb.sums[t].float() / norm[t] for t in out_mb.sums)
-                # DDP averages gradients over ranks; × world turns that average back into the global sum
-                loss = loss * world
-                (scaler.scale(loss) if scaler is not None else loss).backward()
-                for t, v in out_mb.sums.items():
-                    step_sums[t] = step_sums.get(t, 0.0) + float(v.detach())
-                for name, (num, den) in out_mb.ratios.items():
-                    acc = step_ratios.setdefault(name, [0.0, 0.0])
-                    acc[0] += float(num)
-                    acc[1] += float(den)
-            del micro
-
-            # -- reduce what we log; clip; finite check; step --------------------------------------------------
-            ratio_names = sorted(step_ratios)
-            vec = D.all_reduce_sum(torch.tensor(
-                [step_sums[t] for t in terms] + [x for n in ratio_names for x in step_ratios[n]],
-                dtype=torch.float64, device=device)).tolist()
-            step_sums = {t: vec[i] for i, t in enumerate(terms)}
-            step_ratios = {n: (vec[len(terms) + 2 * j], vec[len(terms) + 2 * j + 1]) for j, n in enumerate(ratio_names)}
-            step_loss = sum(step_sums[t] / norm[t] for t in terms)
-            if scaler is not None:
-                scaler.unscale_(optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
-            if hasattr(grad_norm, "full_tensor"):  # DTensor under FSDP
-                grad_norm = grad_norm.full_tensor()
-            grad_norm = float(grad_norm)
-            finite = math.isfinite(step_loss) and math.isfinite(grad_norm)
-            if scaler is not None:
-                if math.isfinite(step_loss):
-                    scaler.step(optimizer)  # skips by itself on inf/nan gradients (loss-scale calibration)
-                scaler.update()
-                finite = math.isfinite(step_loss)
-            elif finite:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
-            st.step += 1
-            bar.update(1)
-
-            if not finite:
-                st.skipped_steps += 1
-                st.bad_in_row += 1
-                logger.text(f"step {st.step}: non-finite loss ({step_loss}) or gradient norm ({grad_norm}); "
-                            f"step skipped ({st.bad_in_row} in a row, {st.skipped_steps} in total)")
-                if st.bad_in_row >= args.max_bad_steps:
-                    where = f"the last good checkpoint is {last_ckpt}" if last_ckpt else "no checkpoint was saved yet"
-                    raise LitebertError(
-                        f"stopped at step {st.step}: {st.bad_in_row} non-finite steps in a row (loss {step_loss}, "
-                        f"gradient norm {grad_norm}); {where}. Lower --learning-rate or use --precision fp32, then "
-                        f"resume with --resume PATH")
-            else:
-                st.bad_in_row = 0
-                window.add(step_sums, norm, step_ratios, grad_norm, tokens, time.perf_counter() - t_step)
-            bar.set_postfix_str(_postfix(step_loss, step_ratios, lr, window), refresh=False)
-
-            # -- log ------------------------------------------------------------------------------------------
-            at_end = st.step >= args.max_steps
-            if args.max_minutes is not None and not at_end:
-                at_end = bool(D.broadcast_object(time.perf_counter() - t_start >= 60.0 * args.max_minutes))
-                if at_end:
-                    logger.text(f"step {st.step}: the time limit of {args.max_minutes:g} minutes is reached; stopping")
-                    stopped_early = True  # leaves the loop after this step's log, evaluation and checkpoint
-            if st.step % args.logging_steps == 0 or at_end:
-                if window.steps:
-                    last_train = {"step": st.step, "split": "train", **window.summary(), "learning_rate": lr}
-                    logger.record(last_train)
-                window = _Window()
-
-            # -- evaluate (+ best model, early stopping) -----------------------------------------------------
-            if eval_fn is not None and ((args.eval_steps and st.step % args.eval_steps == 0) or at_end):
-                model.eval()
-                with torch.no_grad(), autocast():
-                    metrics = eval_fn(model)
-                model.train()
-                last_eval = {"step": st.step, "split": "eval", **metrics}
-                logger.record(last_eval)
-                if args.metric_for_best is not None:
-                    if args.metric_for_best not in metrics:
-                        raise LitebertError(f"metric_for_best {args.metric_for_best!r} is not among the evaluation "
-                                            f"metrics {sorted(metrics)}")
-                    value = float(metrics[args.metric_for_best])
-                    better = D.broadcast_object(_improved(value, st.best_metric, args.greater_is_better))
-                    if better:
-                        st.best_metric, st.best_step, st.evals_without_improvement = value, st.step, 0
-                        if on_best is not None and dist.is_main:
-                            on_best(D.unwrap_model(model), metrics, st.step)
-                    else:
-                        st.evals_without_improvement += 1
-                        patience = args.early_stopping_patience
-                        if patience is not None and st.evals_without_improvement >= patience:
-                            logger.text(f"early stopping at step {st.step}: {args.metric_for_best} has not improved "
-                                        f"for {patience} evaluations (best {st.best_metric} at step {st.best_step})")
-                            stopped_early = True
-
-            # -- checkpoint -------------------------------------------------------------------------------------
-            if (args.save_steps and st.step % args.save_steps == 0) or at_end or stopped_early:
-                if st.bad_in_row and not (at_end or stopped_early):
-                    # keep "the last good checkpoint" good: never save in the middle of a non-finite streak
-                    logger.text(f"step {st.step}: checkpoint postponed (the last step was not finite)")
-                else:
-                    last_ckpt = save(st.step)
-            if stopped_early:
-                break
-    finally:
-        bar.close()
-        logger.close()
-    if last_ckpt is None and ckpt_path is not None:
-        last_ckpt = ckpt_path
-    return TrainResult(step=st.step, epoch=st.epoch, skipped_steps=st.skipped_steps, stopped_early=stopped_early,
-                       best_metric=st.best_metric, best_step=st.best_step, last_train=last_train,
-                       last_eval=last_eval, last_checkpoint=last_ckpt, seconds=time.perf_counter() - t_start)
+    trainer = _Trainer(model, optimizer, scheduler, batches, objective, count, args, dist, eval_fn, on_best,
+                       on_save, extra_state)
+    trainer.resume()
+    trainer.run()
+    st = trainer.st
+    return TrainResult(step=st.step, epoch=st.epoch, skipped_steps=st.skipped_steps,
+                       stopped_early=trainer.stopped_early, best_metric=st.best_metric, best_step=st.best_step,
+                       last_train=trainer.last_train, last_eval=trainer.last_eval,
+                       last_checkpoint=trainer.last_ckpt, seconds=time.perf_counter() - t_start)
 
 
 class _Window:
-    """Sums over the steps since the last log record (already reduced over micro-batches and ranks)."""
+    """Sums over the steps since the last log record (already reduced over micro-batches and ranks); skipped
+    (non-finite) steps are only counted."""
 
     def __init__(self) -> None:
         self.steps = 0
+        self.skipped = 0
         self.sums: dict[str, float] = {}
         self.units: dict[str, float] = {}
         self.ratios: dict[str, list[float]] = {}
@@ -525,12 +623,15 @@ class _Window:
         self.seconds += seconds
 
     def summary(self) -> dict:
+        """loss, each term, each ratio, mean grad_norm, tokens_per_second, skipped_steps (None where no step of the
+        window was finite)."""
         terms = {t: self.sums[t] / max(self.units[t], 1.0) for t in sorted(self.sums)}
-        rec = {"loss": sum(terms.values())}
+        rec: dict = {"loss": sum(terms.values()) if self.steps else None}
         rec.update({t: v for t, v in terms.items() if t != "loss"})
-        rec.update({n: num / den if den else float("nan") for n, (num, den) in sorted(self.ratios.items())})
-        rec["grad_norm"] = self.grad_norm / self.steps
+        rec.update({n: num / den if den else None for n, (num, den) in sorted(self.ratios.items())})
+        rec["grad_norm"] = self.grad_norm / self.steps if self.steps else None
         rec["tokens_per_second"] = self.tokens / self.seconds if self.seconds > 0 else 0.0
+        rec["skipped_steps"] = self.skipped
         return rec
 
 

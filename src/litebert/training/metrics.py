@@ -38,6 +38,14 @@ def format_record(record: dict, prefix: str = "", max_steps: int | None = None) 
     return " | ".join(parts)
 
 
+def json_safe(record: dict) -> dict:
+    """``record`` with each non-finite float (inf, NaN: not JSON) replaced by None, their keys in ``non_finite``."""
+    bad = [k for k, v in record.items() if isinstance(v, float) and not math.isfinite(v)]
+    if not bad:
+        return record
+    return {**{k: (None if k in bad else v) for k, v in record.items()}, "non_finite": bad}
+
+
 class MetricsLogger:
     """Append JSON records to ``metrics.jsonl``, scalars to TensorBoard, lines to stdout and ``train.log``.
 
@@ -84,15 +92,16 @@ class MetricsLogger:
         self._log.flush()
 
     def record(self, record: dict) -> None:
-        """Log one ``{"step", "split", ...}`` record everywhere."""
+        """Log one ``{"step", "split", ...}`` record everywhere. ``metrics.jsonl`` stays strict JSON: a non-finite
+        value is written as ``null`` and its key listed under ``"non_finite"``."""
         if not self.enabled:
             return
-        self._jsonl.write(json.dumps(record) + "\n")
+        self._jsonl.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
         self._jsonl.flush()
         self.text(format_record(record, self.prefix, self.max_steps))
         if self._tb is not None:
             for key, value in record.items():
-                if key not in ("step", "split") and isinstance(value, (int, float)):
+                if key not in ("step", "split") and isinstance(value, (int, float)) and not isinstance(value, bool):
                     self._tb.add_scalar(f"{record['split']}/{key}", value, record["step"])
             self._tb.flush()
 

@@ -82,7 +82,11 @@ class PretrainConfig:
     precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype (fp16 adds loss scaling)")
     num_workers: int = setting(0, ge=0, help="DataLoader workers per process")
     compile: bool = setting(False, help="torch.compile the model")
-    fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")
+    fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more "
+                                     "processes)")
+    deterministic: bool = setting(False, help="deterministic kernels (torch.use_deterministic_algorithms; "
+                                              "CUBLAS_WORKSPACE_CONFIG on GPU): needed for a bit-identical resume "
+                                              "on a GPU; slower")
     device: str | None = setting(None, choices=("cpu", "cuda"), help="default: cuda when available")
     max_bad_steps: int = setting(5, gt=0, help="this many non-finite steps in a row stop the run")
     progress_bar: bool = setting(True, option="--no-progress-bar", aliases=("--no-progress",), negate=True,
@@ -117,23 +121,26 @@ def pretraining_count(batch: dict) -> dict[str, int]:
     return {"mlm_loss": int((batch["labels"] != -100).sum()), "sop_loss": int(batch["input_ids"].shape[0])}
 
 
-def _pretraining_sums(model: nn.Module, batch: dict) -> tuple[dict, dict]:
+def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[dict, dict]:
+    """Summed MLM CE (and SOP CE when ``sop``) of one micro-batch, with accuracy ratios. ``sop=False``: the model is
+    an :class:`~litebert.modeling.AlbertForMaskedLM` (MLM-only data: no pooler, no SOP head)."""
     labels = batch["labels"]  # (B, S), -100 = not predicted
     out = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"),
                 token_type_ids=batch.get("token_type_ids"), labels=labels)
     target = labels.reshape(-1)
-    target = target[target != -100]  # (P_total,), aligned with prediction_logits (P_total, V)
-    logits = out.prediction_logits.float()
-    sop_logits = out.sop_logits.float()  # (B, 2)
-    sop_label = batch["sentence_order_label"].reshape(-1)
+    target = target[target != -100]  # (P_total,), aligned with the (P_total, V) logits
+    logits = (out.prediction_logits if sop else out.logits).float()
     mlm_sum = F.cross_entropy(logits, target, reduction="sum") if target.numel() else logits.sum() * 0.0
-    sop_sum = F.cross_entropy(sop_logits, sop_label, reduction="sum")
     with torch.no_grad():
         mlm_correct = float((logits.argmax(-1) == target).sum()) if target.numel() else 0.0
-        sop_correct = float((sop_logits.argmax(-1) == sop_label).sum())
-    sums = {"mlm_loss": mlm_sum, "sop_loss": sop_sum}
-    ratios = {"mlm_accuracy": (mlm_correct, float(target.numel())),
-              "sop_accuracy": (sop_correct, float(sop_label.numel()))}
+    sums = {"mlm_loss": mlm_sum}
+    ratios = {"mlm_accuracy": (mlm_correct, float(target.numel()))}
+    if sop:
+        sop_logits = out.sop_logits.float()  # (B, 2)
+        sop_label = batch["sentence_order_label"].reshape(-1)
+        sums["sop_loss"] = F.cross_entropy(sop_logits, sop_label, reduction="sum")
+        with torch.no_grad():
+            ratios["sop_accuracy"] = (float((sop_logits.argmax(-1) == sop_label).sum()), float(sop_label.numel()))
     return sums, ratios
 
 
@@ -144,43 +151,73 @@ def pretraining_objective(model: nn.Module, batch: dict) -> LossOutput:
 
 
 def mlm_only_objective(model: nn.Module, batch: dict) -> LossOutput:
-    """For data prepared with ``--inter-sentence-task none``: the MLM term only (its labels carry no signal)."""
-    sums, ratios = _pretraining_sums(model, batch)
-    return LossOutput(sums={"mlm_loss": sums["mlm_loss"]}, ratios={"mlm_accuracy": ratios["mlm_accuracy"]})
+    """For data prepared with ``--inter-sentence-task none`` (model: ``AlbertForMaskedLM``): the MLM term only."""
+    sums, ratios = _pretraining_sums(model, batch, sop=False)
+    return LossOutput(sums=sums, ratios=ratios)
 
 
 def mlm_only_count(batch: dict) -> dict[str, int]:
     return {"mlm_loss": int((batch["labels"] != -100).sum())}
 
 
-def make_pretraining_eval(batches, device: torch.device, max_batches: int | None = None):
+def pretraining_model(config, sop: bool = True) -> nn.Module:
+    """The model pretraining builds: ``AlbertForPreTraining`` (MLM + SOP heads), or for MLM-only data
+    ``AlbertForMaskedLM`` (no pooler, no SOP head). Every parameter of the model then gets a gradient in every step,
+    which DDP requires (it would otherwise wait for the pooler's and the SOP head's gradients and fail at step 2);
+    a model whose parameters are all used is cheaper than ``find_unused_parameters`` (a graph traversal per step)
+    and, unlike ``static_graph``, holds no weights that training never touches. ``final/`` is then an HF
+    ``AlbertForMaskedLM`` directory; fine-tuning initialises a fresh pooler, which MLM-only pretraining never
+    trains anyway."""
+    from litebert.modeling import AlbertForMaskedLM, AlbertForPreTraining
+
+    return AlbertForPreTraining(config) if sop else AlbertForMaskedLM(config)
+
+
+def make_pretraining_eval(batches, device: torch.device, max_batches: int | None = None, sop: bool = True):
     """An eval function over ``batches`` (this rank's share): sums reduced over ranks.
 
-    Returns ``{"loss", "mlm_loss", "sop_loss", "mlm_accuracy", "mlm_perplexity", "sop_accuracy"}``; the MLM
-    figures are averaged over every predicted token, the SOP ones over every sequence; perplexity =
-    exp(mlm_loss).
+    Returns ``{"loss", "mlm_loss", "mlm_accuracy", "mlm_perplexity"}`` and, with ``sop``, ``"sop_loss",
+    "sop_accuracy"``; the MLM figures are averaged over every predicted token, the SOP ones over every sequence;
+    perplexity = exp(mlm_loss). Under FSDP every forward is a collective, so ranks with fewer batches run extra
+    forwards (on a batch they already have, or on rank 0's first) whose results are not counted: every batch is
+    evaluated once, none dropped.
     """
 
     def eval_fn(model: nn.Module) -> dict[str, float]:
         # the plain module: a DDP forward may broadcast buffers (a collective), and ranks may hold different
-        # numbers of eval batches. FSDP needs its wrapper (and equal batch counts: see pretrain()).
-        model = model if D.is_fsdp(model) else D.unwrap_model(model)
+        # numbers of eval batches. FSDP needs its wrapper and the same number of forwards on every rank.
+        fsdp = D.is_fsdp(model)
+        model = model if fsdp else D.unwrap_model(model)
+        loader = batches(0, 0)
+        n_local = len(loader) if max_batches is None else min(len(loader), max_batches)
+        counts = D.all_gather_object(n_local) if fsdp else [n_local]
+        filler = None
+        if fsdp and min(counts) == 0:  # some rank holds no batch at all: every rank pads with rank 0's first
+            filler = D.broadcast_object(next(iter(loader)) if D.is_main_rank() else None)
         acc = torch.zeros(6, dtype=torch.float64)  # mlm_sum, n_mlm, mlm_correct, sop_sum, n_sop, sop_correct
-        for i, batch in enumerate(batches(0, 0)):
-            if max_batches is not None and i >= max_batches:
-                break
+        it = iter(loader)
+        for i in range(max(counts)):
+            batch = next(it) if i < n_local else filler
+            if i == 0 and filler is None:
+                filler = batch
             batch = {k: v.to(device) for k, v in batch.items()}
-            sums, ratios = _pretraining_sums(model, batch)
-            acc += torch.tensor([float(sums["mlm_loss"]), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0],
-                                 float(sums["sop_loss"]), ratios["sop_accuracy"][1], ratios["sop_accuracy"][0]],
-                                dtype=torch.float64)
+            sums, ratios = _pretraining_sums(model, batch, sop)
+            if i >= n_local:  # padding forward for FSDP's collectives: not counted
+                continue
+            acc[:3] += torch.tensor([float(sums["mlm_loss"]), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0]],
+                                    dtype=torch.float64)
+            if sop:
+                acc[3:] += torch.tensor([float(sums["sop_loss"]), ratios["sop_accuracy"][1],
+                                         ratios["sop_accuracy"][0]], dtype=torch.float64)
         acc = D.all_reduce_sum(acc.to(device)).cpu().tolist()
         mlm = acc[0] / max(acc[1], 1.0)
-        sop = acc[3] / max(acc[4], 1.0)
-        return {"loss": mlm + sop, "mlm_loss": mlm, "sop_loss": sop,
-                "mlm_accuracy": acc[2] / max(acc[1], 1.0),
-                "mlm_perplexity": math.exp(mlm) if mlm < 700 else float("inf"),
-                "sop_accuracy": acc[5] / max(acc[4], 1.0)}
+        res = {"loss": mlm, "mlm_loss": mlm, "mlm_accuracy": acc[2] / max(acc[1], 1.0),
+               "mlm_perplexity": math.exp(mlm) if mlm < 700 else float("inf")}
+        if sop:
+            res["loss"] = mlm + acc[3] / max(acc[4], 1.0)
+            res["sop_loss"] = acc[3] / max(acc[4], 1.0)
+            res["sop_accuracy"] = acc[5] / max(acc[4], 1.0)
+        return res
 
     return eval_fn
 
@@ -291,11 +328,16 @@ def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
     return _write_model_dir(model, data_dir, output / "final")
 
 
+def settings_gbs(cfg: PretrainConfig, dist: D.DistInfo) -> int:
+    """Sequences per optimizer step over all processes."""
+    return cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size
+
+
 def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int) -> dict:
     return R.run_settings("pretrain", cfg, {
         "world_size": dist.world_size,
         "device": str(dist.device),
-        "global_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size,
+        "global_batch_size": settings_gbs(cfg, dist),
         "model_config": config.to_dict(),
         "num_parameters": n_params,
         "data_manifest": {k: manifest.get(k) for k in ("format", "version", "settings", "counts", "tokenizer")
@@ -310,11 +352,14 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
     Raises :class:`LitebertError` for a bad setting, a directory that is not litebert data, an unknown preset,
     a data/model mismatch, an unusable checkpoint, or a run stopped by non-finite losses.
     """
-    from litebert.modeling import AlbertForPreTraining
-
     t0 = time.perf_counter()
     dist = R.start(cfg.device)
     try:
+        if cfg.fsdp and dist.world_size < 2:  # before anything is written
+            raise LitebertError("--fsdp needs 2 or more processes: launch with torchrun --nproc-per-node N (N >= 2), "
+                                "or drop --fsdp")
+        if cfg.deterministic:
+            D.set_deterministic(dist.device)
         out = Path(cfg.output)
         log = print if dist.is_main else (lambda *a, **k: None)
         manifest, dataset = _read_data(cfg.data, "--data")
@@ -331,8 +376,9 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
         # check the checkpoint before anything is written, so a bad one harms nothing already saved
         resume_from = R.resolve_resume(out, cfg.resume, dist, verify=True)
 
+        use_sop = (manifest.get("settings") or {}).get("inter_sentence_task", "sop") != "none"
         torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
-        model = AlbertForPreTraining(config)
+        model = pretraining_model(config, use_sop)
         if cfg.init_from is not None and resume_from is None:
             from litebert.checkpoint import load_state_dict_file, load_weights
 
@@ -356,7 +402,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
 
         from litebert.optim import build_optimizer, build_scheduler
 
-        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile)
+        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile, precision=cfg.precision)
         optimizer = build_optimizer(wrapped, cfg.optimizer, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
                                     betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon,
                                     bias_correction=cfg.bias_correction)
@@ -368,8 +414,8 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             eval_batches = make_batch_factory(eval_dataset, cfg.eval_batch_size or cfg.batch_size,
                                               _collator(eval_manifest, eval_dataset), seed=cfg.seed, shuffle=False,
                                               drop_last=False, num_workers=cfg.num_workers, rank=dist.rank,
-                                              world_size=dist.world_size, equal_per_rank=cfg.fsdp)
-            eval_fn = make_pretraining_eval(eval_batches, dist.device, cfg.max_eval_batches)
+                                              world_size=dist.world_size, equal_per_rank=False)
+            eval_fn = make_pretraining_eval(eval_batches, dist.device, cfg.max_eval_batches, sop=use_sop)
 
         args = TrainingArgs(
             output_dir=out, max_steps=cfg.max_steps, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
@@ -378,11 +424,11 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             resume=str(resume_from) if resume_from is not None else None,
             precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
             log_prefix="pretrain", max_minutes=cfg.max_minutes)
-        use_sop = (manifest.get("settings") or {}).get("inter_sentence_task", "sop") != "none"
         objective, count = (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective,
                                                                                        mlm_only_count)
         result = train(wrapped, optimizer, scheduler, batches, objective, count, args,
-                       eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed},
+                       eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed,
+                                                     "global_batch_size": settings_gbs(cfg, dist)},
                        dist=dist)
         eval_metrics = {k: v for k, v in result.last_eval.items() if k not in ("step", "split")}
         if eval_fn is not None and not eval_metrics:  # resumed at the very end: evaluate once more
@@ -395,7 +441,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
 
             full_state = _model_state(wrapped)
             if dist.is_main:
-                cpu_model = AlbertForPreTraining(config)
+                cpu_model = pretraining_model(config, use_sop)
                 cpu_model.load_state_dict(full_state)
                 final = _write_final(cpu_model, Path(cfg.data), out)
         elif dist.is_main:
@@ -413,7 +459,9 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
                 summary += f"; train mlm_loss {first.get('mlm_loss', float('nan')):.3f} -> {last.get('mlm_loss', float('nan')):.3f}"
             if eval_metrics:
                 summary += (f"; eval mlm_accuracy {eval_metrics['mlm_accuracy']:.4f}, mlm_perplexity "
-                            f"{eval_metrics['mlm_perplexity']:.1f}, sop_accuracy {eval_metrics['sop_accuracy']:.4f}")
+                            f"{eval_metrics['mlm_perplexity']:.1f}")
+                if "sop_accuracy" in eval_metrics:
+                    summary += f", sop_accuracy {eval_metrics['sop_accuracy']:.4f}"
             log(summary + f"; model in {final}")
         return PretrainResult(output_dir=out, final_dir=final, step=result.step, train_metrics=last,
                               first_train_metrics=first, eval_metrics=eval_metrics,
@@ -434,7 +482,6 @@ def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) 
     a sha256 mismatch), when the run directory lacks ``config.json``, or when ``output`` exists.
     """
     from litebert.checkpoint import load_config
-    from litebert.modeling import AlbertForPreTraining
     from litebert.training.state import verify_checkpoint
 
     ckpt = Path(checkpoint)
@@ -446,8 +493,8 @@ def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) 
                             f"(expected RUN/checkpoints/step-N)")
     if out.exists():
         raise LitebertError(f"{out} exists; choose a new output directory")
-    model = AlbertForPreTraining(load_config(run))
     state = torch.load(ckpt / "model.pt", map_location="cpu", weights_only=True)
+    model = pretraining_model(load_config(run), sop="sop_classifier.classifier.weight" in state)
     model.load_state_dict(state)
     data_dir = None
     settings = run / "run_settings.json"

@@ -48,20 +48,33 @@ def _save_file(obj: Any, path: Path) -> None:
     atomic_write(path, lambda p: torch.save(obj, p))
 
 
-def rng_state() -> dict:
-    """This process's RNG states (python ``random``, numpy global, torch CPU, all CUDA devices)."""
+def rng_state(device: torch.device | None = None) -> dict:
+    """This process's RNG states: python ``random``, numpy global, torch CPU, and the CUDA state of ``device`` only
+    (this rank's GPU; saving every visible GPU's state made a resume with fewer GPUs per process fail)."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device is not None and device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(state: dict, device: torch.device | None = None) -> None:
+    """Restore :func:`rng_state`'s states; the CUDA one into ``device``. Older checkpoints hold a list with every
+    visible GPU's state: the entry of ``device``'s index is used when it exists (else the CUDA RNG is left as is,
+    with a warning)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if cuda is None or device is None or device.type != "cuda":
+        return
+    if isinstance(cuda, (list, tuple)):
+        index = device.index or 0
+        if index >= len(cuda):
+            warnings.warn(f"the checkpoint holds CUDA RNG states of {len(cuda)} GPU(s), none for {device}: its CUDA "
+                          "RNG starts from the current state", stacklevel=2)
+            return
+        cuda = cuda[index]
+    torch.cuda.set_rng_state(cuda, device)
 
 
 def list_checkpoints(output_dir: str | Path, *, warn: bool = True) -> list[tuple[int, Path]]:
@@ -106,12 +119,13 @@ def save_checkpoint(
     extra_files=None,
     save_total_limit: int | None = None,
     barrier=lambda: None,
+    device: torch.device | None = None,
 ) -> Path:
     """Write ``checkpoints/step-{step}/`` atomically; call on EVERY rank (each writes its RNG file).
 
     Rank 0 writes the model/optimizer/scheduler/trainer state (the ``*_state`` arguments are only read there),
     ``extra_files(tmp_dir)`` if given, then seals with ``COMPLETE`` and renames; other ranks only write
-    ``rng_state_rank{r}.pt``. ``barrier`` synchronises ranks (a no-op in one process). Returns the final path.
+    ``rng_state_rank{r}.pt`` (with the CUDA RNG state of ``device`` when it is a GPU). ``barrier`` synchronises ranks (a no-op in one process). Returns the final path.
     Older checkpoints beyond ``save_total_limit`` (newest kept) are removed after the rename.
     """
     root = checkpoints_dir(output_dir)
@@ -123,7 +137,7 @@ def save_checkpoint(
             shutil.rmtree(tmp)
         tmp.mkdir()
     barrier()
-    _save_file(rng_state(), tmp / f"rng_state_rank{rank}.pt")
+    _save_file(rng_state(device), tmp / f"rng_state_rank{rank}.pt")
     if rank == 0:
         _save_file(model_state, tmp / "model.pt")
         _save_file(optimizer_state, tmp / "optimizer.pt")
@@ -186,8 +200,9 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
     """Read a checkpoint written by :func:`save_checkpoint` after :func:`verify_checkpoint`.
 
     Returns ``{"model", "optimizer", "scheduler", "scaler" (or None), "rng" (this rank's), "trainer_state",
-    "path"}``. Raises :class:`LitebertError` when a file is missing/corrupt or the world size differs (the data
-    position and the per-rank RNG states are only meaningful for the same number of processes).
+    "path"}``. Raises :class:`LitebertError` when a file is missing or corrupt. A checkpoint written by another
+    number of processes loads too (1 process ↔ DDP ↔ FSDP; the loop carries the data position over): a rank
+    without its own RNG file takes rank 0's.
     """
     path = Path(path)
     verify_checkpoint(path)
@@ -195,11 +210,9 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
         trainer_state = read_json(path / "trainer_state.json", what="trainer state", expect=dict)
     except LitebertError as exc:
         raise LitebertError(f"checkpoint file {path / 'trainer_state.json'} is corrupted ({exc})") from None
-    saved_ws = trainer_state.get("world_size", 1)
-    if saved_ws != world_size:
-        raise LitebertError(f"checkpoint {path} was written by {saved_ws} process(es), this run has {world_size}: "
-                            "resume with the same number of processes")
     rng_file = path / f"rng_state_rank{rank}.pt"
+    if not rng_file.is_file():
+        rng_file = path / "rng_state_rank0.pt"
     scaler_file = path / "scaler.pt"
     return {
         "model": _load(path / "model.pt", map_location),
