@@ -10,6 +10,7 @@ import json
 import pytest
 
 from litebert import settings as S
+from litebert.ablate.run import AblateConfig
 from litebert.cli import build_parser, main
 from litebert.cli.options import config_from_args
 from litebert.data.prepare import PrepareConfig
@@ -28,6 +29,7 @@ COMMANDS = {
                                   "output_dir": "out", "data": {"task": "sst2"}}),
     "evaluate": (EvaluateConfig, {"model": "m", "data_file": "dev.tsv", "data": {"task": "sst2"}}),
     "predict": (EvaluateConfig, {"model": "m", "data_file": "test.tsv", "data": {"task": "sst2"}}),
+    "ablate": (AblateConfig, {"study": "depth", "corpus": ["c.txt"], "output": "out", "steps": 10}),
 }
 #: settings a field's non-default value needs besides it
 NEEDS = {"dupe_factor": {"static_masking": True}}

@@ -82,13 +82,13 @@ def _is_number(text: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     from litebert import __version__
-    from litebert.cli import data_cmds, finetune_cmds, model_cmds, pretrain_cmds
+    from litebert.cli import ablate_cmds, data_cmds, finetune_cmds, model_cmds, pretrain_cmds
 
     parser = Parser(prog="litebert", description="ALBERT in PyTorch: tokenize, prepare, pretrain, fine-tune.")
     parser.add_argument("--version", action="version", version=f"litebert {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds):
+    for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds, ablate_cmds):
         module.register(sub)
     for command in sub.choices.values():
         _show_defaults(command)

@@ -8,6 +8,8 @@ output never depends on how documents are spread over worker processes.
 Where we differ from the official script (and why), as docs/algorithms.md §2 says:
 - a chunk of a single sentence is split at a random token boundary into A and B (dropped if < 2 tokens); the
   official code pairs it with text of *another* document labelled "swapped", which leaks NSP negatives into SOP;
+  ``inter_sentence_task="sop-official"`` restores the official behaviour (for the ablation that measures its
+  effect: a one-sentence chunk becomes A = the sentence, B = a random segment of another nearby document, label 1);
 - truncation draws the number of front removals of each segment as Binomial(r, 0.5), which is the distribution of
   the official one-token-at-a-time coin flips, in O(1).
 
@@ -38,7 +40,7 @@ class InstanceSettings:
 
     max_seq_length: int = 128
     short_seq_prob: float = 0.1
-    inter_sentence_task: str = "sop"  # "sop" | "nsp" | "none"
+    inter_sentence_task: str = "sop"  # "sop" | "nsp" | "none" | "sop-official"
 
 
 def doc_rng(seed: int, pass_index: int, doc_index: int) -> np.random.Generator:
@@ -131,9 +133,12 @@ def create_instances_from_document(
             chunk_end = i + 1
             n_chunk = chunk_end - chunk_start
             c0, c1 = sent_off[chunk_start], sent_off[chunk_end]
+            official_random = task == "sop-official" and n_chunk == 1 and bool(other_docs)
             if n_chunk >= 2:
                 a_end_sent = chunk_start + int(rng.integers(1, n_chunk))
                 split = sent_off[a_end_sent]
+            elif official_random:  # the official script: the whole sentence is A, B comes from another document
+                split, a_end_sent = c1, chunk_start + 1
             elif c1 - c0 >= 2:  # one sentence: split at a random token boundary, both parts non-empty
                 split = c0 + int(rng.integers(1, c1 - c0))
                 a_end_sent = chunk_start
@@ -144,7 +149,15 @@ def create_instances_from_document(
                 second = (doc_index, split, c1)
                 label = 0
                 b_arrays = None
-                if task == "sop":
+                if official_random:
+                    picked = _random_segment(other_docs, doc_index, max(1, target - (split - c0)), rng)
+                    if picked is None:  # no other document: fall back to a plain SOP pair of nothing -> skip
+                        chunk_start, length = i + 1, 0
+                        i += 1
+                        continue
+                    label = 1
+                    second, b_arrays = picked
+                elif task in ("sop", "sop-official"):
                     if rng.random() < 0.5:
                         first, second, label = second, first, 1
                 elif task == "nsp" and other_docs and rng.random() < 0.5:

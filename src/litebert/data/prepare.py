@@ -62,9 +62,11 @@ class PrepareConfig:
     max_ngram: int = setting(3, ge=1, help="longest masked n-gram in words (1: plain whole-word masking)")
     short_seq_prob: float = setting(0.1, ge=0, le=1, help="probability that a document's target length is drawn "
                                                           "from [2, max_seq_length - 3]")
-    inter_sentence_task: str = setting("sop", choices=("sop", "nsp", "none"),
+    inter_sentence_task: str = setting("sop", choices=("sop", "nsp", "none", "sop-official"),
                                        help="sop; nsp (B from another nearby document with p 0.5); none (A and B "
-                                            "always in order, label 0: the trainer uses MLM only)")
+                                            "always in order, label 0: the trainer uses MLM only); sop-official "
+                                            "(SOP as google-research/albert makes it: a one-sentence chunk gets B "
+                                            "from another document, label 1)")
     seed: int = setting(12345, help="seed of every random choice")
     workers: int = setting(1, ge=1, help="processes that tokenize and build instances (output identical for any)")
     static_masking: bool = setting(False, help="write masks into the shards (--dupe-factor passes) instead of "
@@ -200,7 +202,7 @@ def _process_unit(unit: tuple[int, int, list[list[str]]]) -> dict:
     tok, cfg = _STATE["tok"], _STATE["cfg"]
     tokenized = _tokenize_unit(docs)
     others = None
-    if cfg.inter_sentence_task == "nsp":
+    if cfg.inter_sentence_task in ("nsp", "sop-official"):
         others = [(first_doc + j, t, f, sl) for j, (t, f, sl) in enumerate(tokenized) if len(sl)]
     out = DocumentInstances()
     dropped = 0

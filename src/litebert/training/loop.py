@@ -65,6 +65,10 @@ class TrainingArgs:
     progress_bar: bool = True
     #: prefix of log lines, e.g. "pretrain"
     log_prefix: str = ""
+    #: wall-clock limit of this call's training, in minutes: the step that crosses it is treated as the last one
+    #: (logged, evaluated, checkpointed); None = no limit. The schedule still runs over max_steps. Rank 0's clock
+    #: decides (broadcast), so every rank stops at the same step.
+    max_minutes: float | None = None
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, what: str) -> None:
@@ -82,6 +86,7 @@ class TrainingArgs:
         need(self.max_bad_steps >= 1, "max_bad_steps", "must be >= 1")
         need(self.early_stopping_patience is None or self.metric_for_best is not None, "early_stopping_patience",
              "needs metric_for_best")
+        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "must be > 0 or None")
 
 
 @dataclass
@@ -518,6 +523,7 @@ class _Trainer:
         bar = tqdm(total=args.max_steps, initial=st.step, disable=not _show_bar(self.dist, args),
                    desc=args.log_prefix or "train", dynamic_ncols=True, leave=True)
         self.model.train()
+        t_run = time.perf_counter()
         try:
             while st.step < args.max_steps:
                 lr = self.optimizer.param_groups[0]["lr"]
@@ -537,6 +543,12 @@ class _Trainer:
                 bar.update(1)
                 bar.set_postfix_str(_postfix(step_loss, ratios, lr, self.window), refresh=False)
                 at_end = st.step >= args.max_steps
+                if args.max_minutes is not None and not at_end:
+                    at_end = bool(D.broadcast_object(time.perf_counter() - t_run >= 60.0 * args.max_minutes))
+                    if at_end:
+                        self.logger.text(f"step {st.step}: the time limit of {args.max_minutes:g} minutes is "
+                                         "reached; stopping")
+                        self.stopped_early = True  # leaves the loop after this step's log, evaluation, checkpoint
                 self.log(lr, at_end)
                 self.evaluate(at_end)
                 self.checkpoint(at_end)

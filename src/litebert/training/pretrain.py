@@ -50,6 +50,10 @@ class PretrainConfig:
     learning_rate: float = setting(1.76e-3, gt=0, help="peak learning rate (paper: 0.00176 at batch 4096)")
     warmup_steps: int = setting(0, ge=0, help="linear warmup from 0 to the peak lr")
     max_steps: int = setting(1000, gt=0, help="optimizer steps in the whole run")
+    max_minutes: float | None = setting(None, gt=0,
+                                        help="wall-clock limit of training in minutes: stop (evaluate, checkpoint) "
+                                             "after the step that crosses it; the schedule still spans --max-steps; "
+                                             "a resumed run gets the full limit again")
     batch_size: int = setting(32, gt=0, help="sequences per process per micro-batch")
     gradient_accumulation_steps: int = setting(1, gt=0, help="micro-batches per optimizer step")
     max_grad_norm: float = setting(1.0, ge=0, help="global-norm clipping (0 = off)")
@@ -419,7 +423,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
             resume=str(resume_from) if resume_from is not None else None,
             precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
-            log_prefix="pretrain")
+            log_prefix="pretrain", max_minutes=cfg.max_minutes)
         objective, count = (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective,
                                                                                        mlm_only_count)
         result = train(wrapped, optimizer, scheduler, batches, objective, count, args,

@@ -1,0 +1,176 @@
+"""``DIR/<study>.md`` (our table beside the paper's numbers) and ``DIR/<study>.png`` (a bar plot) of a study."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+from litebert.ablate.grid import PAPER
+from litebert.fileio import atomic_write, atomic_write_text
+
+TITLES = {
+    "embedding-size": ("Embedding size E under all-shared / not-shared layers", "Table 3 (ALBERT-base)"),
+    "sharing": ("Cross-layer sharing strategies", "Table 4 (ALBERT-base, E = 128)"),
+    "inter-sentence": (
+        "Inter-sentence loss: none, NSP, SOP; every model scored on both tasks",
+        "Table 5 (ALBERT-base)",
+    ),
+    "depth": ("Depth at a constant parameter count (all-shared)", "Table 11 (ALBERT-large)"),
+    "width": ("Hidden size of a 3-layer all-shared model", "Table 12 (3-layer ALBERT-large)"),
+    "dropout": ("Dropout 0.1 against 0", "Table 8 (ALBERT-xxlarge, about 1M steps)"),
+    "data": ("Corpus fraction at an equal budget", "Table 7 (ALBERT-base, direction only)"),
+    "system": ("litebert pretrain against transformers.Trainer, equal budget", "no paper counterpart"),
+}
+
+
+def _mean(values: list[float]) -> tuple[float, float | None]:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not vals:
+        return float("nan"), None
+    return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else None)
+
+
+def _pct(values: list[float], ci: list | None = None) -> str:
+    m, sd = _mean(values)
+    if math.isnan(m):
+        return "–"
+    s = f"{100 * m:.1f}"
+    if sd is not None:
+        s += f" ± {100 * sd:.1f}"
+    elif ci:
+        s += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    return s
+
+
+def _group(records: list[dict]) -> dict[str, list[dict]]:
+    cells: dict[str, list[dict]] = {}
+    for r in records:
+        cells.setdefault(r["cell"], []).append(r)
+    return cells
+
+
+def table_markdown(study: str, records: list[dict]) -> str:
+    """The study's table: one row per cell (seeds averaged, ± their standard deviation; a single seed shows the 95 %
+    Wilson interval of the accuracy), with the paper's row for the same cell beside it."""
+    title, source = TITLES[study]
+    paper = PAPER.get(study, {})
+    cells = _group(records)
+    not_metrics = {
+        "finetune_task",
+        "finetune_best_step",
+        "finetune_num_examples",
+        "finetune_truncated",
+        "finetune_eval_loss",
+    }
+    ft = sorted({k for r in records for k in r if k.startswith("finetune_") and k not in not_metrics})
+    lines = [f"# {study}: {title}", ""]
+    if records:
+        r0 = records[0]
+        schedules = sorted({r.get("max_steps", r["steps"]) for r in records})
+        budget = (
+            f"a schedule of {schedules[0]} steps"
+            if len(schedules) == 1
+            else f"schedules of {', '.join(map(str, schedules))} steps (per cell: the steps column)"
+        )
+        if r0.get("budget_minutes"):
+            budget += f", stopped at {r0['budget_minutes']:g} wall-clock minutes"
+        lines += [
+            (
+                f"Budget per cell: {budget}; seeds per cell: {max(len(v) for v in cells.values())}; held-out "
+                f"sequences: SOP {r0.get('sop_sequences')}, NSP {r0.get('nsp_sequences')}; masked tokens scored: "
+                f"{r0.get('mlm_tokens')}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds."
+            ),
+            "",
+        ]
+    head = ["cell", "parameters", "steps", "seconds", "tokens", "MLM loss", "MLM acc", "SOP acc", "NSP acc"]
+    head += [f.replace("finetune_", "FT ") for f in ft]
+    if study == "inter-sentence":
+        head += ["SOP acc in-order / swapped", "NSP acc same-doc / other-doc"]
+        head += ["paper MLM", "paper NSP", "paper SOP", "paper avg"]
+    elif study != "system":
+        head += ["paper params", "paper avg"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, rs in cells.items():
+        one = len(rs) == 1
+        row = [
+            name,
+            f"{rs[0]['parameters']:,}",
+            f"{round(_mean([r['steps'] for r in rs])[0])}",
+            f"{round(_mean([r['seconds'] for r in rs])[0])}",
+            f"{_mean([r.get('tokens') for r in rs])[0] / 1e6:.2f} M",
+            f"{_mean([r['mlm_loss'] for r in rs])[0]:.3f}",
+            _pct([r["mlm_accuracy"] for r in rs]),
+            _pct([r["sop_accuracy"] for r in rs], rs[0].get("sop_ci95") if one else None),
+            _pct([r["nsp_accuracy"] for r in rs], rs[0].get("nsp_ci95") if one else None),
+        ]
+        row += [f"{_mean([r.get(f) for r in rs])[0]:.4f}" for f in ft]
+        p = paper.get(name, {})
+        if study == "inter-sentence":
+            for t in ("sop", "nsp"):
+                a0 = _mean([r.get(f"{t}_accuracy_label0") for r in rs])[0]
+                a1 = _mean([r.get(f"{t}_accuracy_label1") for r in rs])[0]
+                row.append(f"{100 * a0:.1f} / {100 * a1:.1f}")
+            row += [str(p.get(k, "–")) for k in ("mlm", "nsp", "sop", "avg")]
+        elif study != "system":
+            row += [f"{p['params_m']}M" if "params_m" in p else "–", str(p.get("avg", "–"))]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        (
+            f'Paper: arXiv:1909.11942v6, {source}. The paper\'s "avg" is its downstream average (SQuAD '
+            "1.1/2.0, MNLI, SST-2, RACE) after 125k steps at batch 4096; ours are held-out pretraining metrics "
+            "of a tiny model on a tiny budget: compare directions, not values."
+        ),
+    ]
+    if study == "system":
+        lines += [
+            "",
+            (
+                "The transformers arm trains MLM only (DataCollatorForLanguageModeling has no sentence task), "
+                "so its SOP/NSP columns are an untrained head (chance)."
+            ),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(root: Path, study: str, records: list[dict]) -> tuple[Path, Path | None]:
+    """Write ``root/<study>.md`` and ``root/<study>.png`` (None when matplotlib is missing); returns both paths."""
+    md = atomic_write_text(root / f"{study}.md", table_markdown(study, records))
+    try:
+        import matplotlib
+    except ImportError:
+        return md, None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = _group(records)
+    names = list(cells)
+    metrics = [("mlm_accuracy", "MLM"), ("sop_accuracy", "SOP"), ("nsp_accuracy", "NSP")]
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) + 2), 4.5))
+    width = 0.8 / len(metrics)
+    for j, (key, label) in enumerate(metrics):
+        means = [100 * _mean([r[key] for r in cells[n]])[0] for n in names]
+        errs = []
+        for n in names:
+            rs = cells[n]
+            sd = _mean([r[key] for r in rs])[1]
+            if sd is not None:
+                errs.append(100 * sd)
+            elif rs[0].get(key.replace("accuracy", "ci95")):
+                lo, hi = rs[0][key.replace("accuracy", "ci95")]
+                errs.append(100 * (hi - lo) / 2)
+            else:
+                errs.append(0.0)
+        xs = [i + (j - 1) * width for i in range(len(names))]
+        ax.bar(xs, means, width, yerr=errs, label=label, capsize=2)
+    ax.axhline(50, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=20)
+    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_title(f"{study}: {TITLES[study][0]}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png = atomic_write(root / f"{study}.png", lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
+    plt.close(fig)
+    return md, png

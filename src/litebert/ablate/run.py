@@ -1,0 +1,605 @@
+"""``litebert ablate``: run a study's grid of small pretraining runs and evaluate every cell the same way.
+
+Pipeline of :func:`ablate` (each stage cached on disk, so an interrupted study restarts where it stopped):
+
+1. data (``DIR/data/``, each directory named by a hash of what made it): the tokenizer (SentencePiece, trained once
+   on the training corpus, or ``tokenizer``), the held-out split (when no ``eval_corpus``: the last ``eval_fraction``
+   of every corpus file's lines), the training shards per inter-sentence task and corpus fraction the grid needs,
+   and the evaluation shards in **both** SOP and NSP form, so every model is scored on both tasks (paper Table 5).
+2. cells: each is an ordinary :func:`litebert.training.pretrain.pretrain` run in ``DIR/<study>/<cell>/`` (seed k ≥ 1
+   in ``DIR/<study>/<cell>/seed-k/``). A cell whose ``ablate_result.json`` exists is not rerun; one whose
+   ``final/`` exists is only evaluated; otherwise it runs with ``resume="auto"`` (continues from its newest
+   checkpoint). The ``system`` study's "transformers" cell is trained by :mod:`litebert.ablate.system`.
+3. evaluation (:func:`evaluate_model`): MLM loss/accuracy on the held-out SOP set's masked tokens, and the sentence
+   head's accuracy on the held-out SOP set and on the held-out NSP set, with 95 % Wilson intervals.
+4. outputs: ``DIR/results.jsonl`` (one record per evaluated cell, every study), ``DIR/<study>.md`` (the table beside
+   the paper's numbers) and ``DIR/<study>.png`` (:mod:`litebert.ablate.report`).
+
+Sentence labels (``litebert.data.instances``): 0 = A then B, consecutive text of one document; 1 = "not that": B
+before A (SOP) or B from another document (NSP). One binary head (``sop_classifier`` on the pooled [CLS], as
+transformers' ``sentence_order_label``) is trained on either task and scored on both, so "1" means "abnormal pair"
+in both evaluations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, select_cells
+from litebert.errors import LitebertError
+from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text
+from litebert.settings import check, fail, setting
+
+RESULT_FILE = "ablate_result.json"
+#: fields every results.jsonl record has (the issue's contract); more may follow
+RESULT_FIELDS = (
+    "study",
+    "cell",
+    "seed",
+    "parameters",
+    "steps",
+    "seconds",
+    "mlm_loss",
+    "mlm_accuracy",
+    "sop_accuracy",
+    "nsp_accuracy",
+)
+
+
+@dataclass
+class AblateConfig:
+    """Settings of ``litebert ablate``: the command's options, one field each (derived from here).
+
+    ``steps`` / ``budget_minutes`` are the equal budget of every cell: optimizer steps, or wall-clock minutes of
+    training per cell (the schedule length is then estimated from a timed probe of the cell, and the loop also stops
+    at the limit), or both (a schedule of ``steps``, stopped by the time limit if that comes first: for cells run
+    side by side on a machine whose load changes). The recipe defaults are scripts/quickstart.sh's phase a.
+
+    Raises :class:`~litebert.errors.LitebertError` ``"--option value: why"`` on construction for a bad value.
+    """
+
+    study: str = setting(choices=STUDIES, help="the paper's experiment to rerun (docs/ablations.md)")
+    corpus: list[str] = setting(metavar="FILE", help="training corpus files (any format `litebert prepare` reads)")
+    output: str = setting(
+        metavar="DIR", help="the study directory: data/, <study>/<cell>/, results.jsonl, <study>.md, <study>.png"
+    )
+    eval_corpus: list[str] | None = setting(
+        None, metavar="FILE", help="held-out corpus (default: the last --eval-fraction of every corpus file's lines)"
+    )
+    cells: list[str] | None = setting(None, metavar="CELL", help="run only these cells of the grid (default: all)")
+    steps: int | None = setting(None, gt=0, help="optimizer steps per cell (the schedule)")
+    budget_minutes: float | None = setting(
+        None,
+        gt=0,
+        help="wall-clock training minutes per cell (alone: the "
+        "steps come from a timed probe; with --steps: a time "
+        "limit on that schedule)",
+    )
+    base_config: str | None = setting(
+        None, metavar="JSON", help="base model config.json or preset (default: the quick-start model, E64 H128 L4)"
+    )
+    seeds: int = setting(1, ge=1, help="pretraining runs per cell (seeds 42, 43, ...)")
+    finetune_task: str | None = setting(
+        None,
+        metavar="NAME",
+        help="fine-tune every cell briefly on this task (sst2, mrpc, chnsenticorp), record its dev metrics",
+    )
+    finetune_steps: int = setting(300, gt=0, help="optimizer steps of that fine-tuning")
+    finetune_data: str | None = setting(
+        None, metavar="DIR", help="train.tsv + dev.tsv of --finetune-task (default: the shared data directory's copy)"
+    )
+    tokenizer: str | None = setting(
+        None,
+        metavar="DIR",
+        help="tokenizer directory (default: train SentencePiece on the corpus, once, with the base vocab_size)",
+    )
+    max_seq_length: int = setting(64, ge=8, help="tokens per pretraining pair")
+    batch_size: int = setting(64, gt=0, help="sequences per step")
+    optimizer: str = setting("adamw", choices=("lamb", "adamw"), help="optimizer of every cell")
+    learning_rate: float = setting(2e-3, gt=0, help="peak learning rate")
+    warmup_ratio: float = setting(0.1, ge=0, lt=1, help="fraction of the schedule spent warming up")
+    masked_lm_prob: float = setting(0.3, gt=0, le=1, help="fraction of tokens masked")
+    max_predictions_per_seq: int = setting(20, gt=0, help="the most masked tokens per pair")
+    eval_fraction: float = setting(0.05, gt=0, lt=1, help="held-out share of every corpus file without --eval-corpus")
+    max_eval_sequences: int | None = setting(
+        None, gt=0, help="evaluate on at most this many held-out pairs per task (default: all)"
+    )
+    eval_batch_size: int = setting(128, gt=0, help="pairs per evaluation batch")
+    save_steps: int = setting(500, ge=0, help="checkpoint every N steps (what an interrupted cell resumes from)")
+    data_seed: int = setting(12345, help="seed of `prepare` (pairs and masks)")
+    workers: int = setting(1, ge=1, help="processes of `prepare`")
+    threads: int | None = setting(None, gt=0, help="torch intra-op threads (default: leave as is)")
+    progress_bar: bool = setting(False, help="tqdm bars of the training loops")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.corpus, (str, os.PathLike)):
+            self.corpus = [self.corpus]
+        check(self)
+        if not self.corpus:
+            fail(self, "corpus", "give at least one corpus file")
+        if self.steps is None and self.budget_minutes is None:
+            raise LitebertError(
+                "give --steps N or --budget-minutes M (or both: the schedule spans N steps and the "
+                "time limit stops it), the budget of every cell"
+            )
+
+
+@dataclass
+class AblateResult:
+    output: Path
+    #: the records of this study's cells (run now or before), grid order
+    records: list[dict]
+    #: cells run (trained) in this call, as "cell/seed"
+    trained: list[str] = field(default_factory=list)
+    table: Path | None = None
+    plot: Path | None = None
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def wilson_interval(correct: float, n: float, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion ``correct / n`` (Wilson 1927); (nan, nan) when n = 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = correct / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return centre - half, centre + half
+
+
+def _write_json(path: Path, obj) -> None:
+    atomic_write_json(path, obj, default=str)
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _file_identity(files: list[str]) -> list:
+    from litebert.corpus import resolve_corpus_files
+
+    out = []
+    for f in resolve_corpus_files(files):
+        st = f.stat()
+        out.append([str(f.resolve()), st.st_size, int(st.st_mtime)])
+    return out
+
+
+def _cached_dir(root: Path, name: str, build) -> Path:
+    """``root/name``, built by ``build(tmp_dir)`` in a temporary directory and installed: complete or absent."""
+    final = root / name
+    if not final.is_dir():
+        with atomic_directory(final) as tmp:
+            build(tmp)
+    return final
+
+
+def _cut_lines(files: list[str], out_dir: Path, keep) -> list[str]:
+    """Write ``keep(lines)`` of every file (by line) into ``out_dir`` under the file's own name; returns the paths."""
+    from litebert.corpus import resolve_corpus_files
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, f in enumerate(resolve_corpus_files(files)):
+        lines = f.read_bytes().splitlines(keepends=True)
+        dest = out_dir / f"{i}-{f.name}"
+        dest.write_bytes(b"".join(keep(lines)))
+        paths.append(str(dest))
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------- data stage
+class StudyData:
+    """The cached data of a study directory: tokenizer, held-out split, training and evaluation shards."""
+
+    def __init__(self, cfg: AblateConfig, root: Path, base_config, log=print) -> None:
+        self.cfg, self.root, self.log = cfg, root / "data", log
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.base = base_config
+        ident = _file_identity(cfg.corpus)
+        if cfg.eval_corpus:
+            self.train_files, self.eval_files = list(cfg.corpus), list(cfg.eval_corpus)
+            _file_identity(cfg.eval_corpus)  # missing/empty files fail here
+        else:
+            frac = cfg.eval_fraction
+            key = _digest({"corpus": ident, "eval_fraction": frac})
+
+            def split(tmp: Path) -> None:
+                _cut_lines(cfg.corpus, tmp / "train", lambda ls: ls[: len(ls) - max(1, int(len(ls) * frac))])
+                _cut_lines(cfg.corpus, tmp / "eval", lambda ls: ls[len(ls) - max(1, int(len(ls) * frac)) :])
+
+            d = _cached_dir(self.root, f"split-{key}", split)
+            self.train_files = sorted(str(p) for p in (d / "train").iterdir())
+            self.eval_files = sorted(str(p) for p in (d / "eval").iterdir())
+        self.tokenizer = self._tokenizer()
+
+    def _tokenizer(self) -> str:
+        if self.cfg.tokenizer:
+            return self.cfg.tokenizer
+        from litebert.tokenization import train_tokenizer
+
+        vocab = self.base.vocab_size
+        key = _digest({"corpus": _file_identity(self.train_files), "vocab": vocab, "kind": "sentencepiece"})
+
+        def build(tmp: Path) -> None:
+            self.log(f"ablate: training a SentencePiece tokenizer ({vocab} ids) on {len(self.train_files)} file(s)")
+            train_tokenizer(self.train_files, "sentencepiece", vocab, tmp)
+
+        return str(_cached_dir(self.root, f"tokenizer-{key}", build))
+
+    def _prepared(self, kind: str, files: list[str], task: str) -> str:
+        from litebert.data import PrepareConfig, prepare
+
+        cfg = self.cfg
+        settings = {
+            "max_seq_length": cfg.max_seq_length,
+            "max_predictions_per_seq": cfg.max_predictions_per_seq,
+            "masked_lm_prob": cfg.masked_lm_prob,
+            "inter_sentence_task": task,
+            "seed": cfg.data_seed,
+            "max_position_embeddings": self.base.max_position_embeddings,
+        }
+        key = _digest({"files": _file_identity(files), "tokenizer": str(Path(self.tokenizer).resolve()), **settings})
+
+        def build(tmp: Path) -> None:
+            self.log(f"ablate: preparing {kind} data ({task}) -> {self.root}/{kind}-{task}-{key}")
+            res = prepare(
+                PrepareConfig(
+                    corpus=files,
+                    tokenizer=self.tokenizer,
+                    output=str(tmp),
+                    workers=cfg.workers,
+                    progress=False,
+                    overwrite=True,
+                    **settings,
+                )
+            )
+            self.log(res.summary)
+
+        return str(_cached_dir(self.root, f"{kind}-{task}-{key}", build))
+
+    def train(self, task: str, fraction: float = 1.0) -> str:
+        """Training shards for sentence task ``task`` from the first ``fraction`` of every training file's lines."""
+        files = self.train_files
+        if fraction < 1.0:
+            key = _digest({"corpus": _file_identity(files), "fraction": fraction})
+            d = _cached_dir(
+                self.root,
+                f"fraction-{key}",
+                lambda tmp: _cut_lines(files, tmp, lambda ls: ls[: max(1, int(len(ls) * fraction))]),
+            )
+            files = sorted(str(p) for p in d.iterdir())
+        return self._prepared(f"train{'' if fraction >= 1 else f'-{fraction:g}'}", files, task)
+
+    def eval_sets(self) -> dict[str, str]:
+        """{"sop": shards, "nsp": shards} of the held-out text."""
+        return {task: self._prepared("eval", self.eval_files, task) for task in ("sop", "nsp")}
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+def evaluate_model(model, eval_sets: dict[str, str], batch_size: int = 128, max_sequences: int | None = None) -> dict:
+    """Held-out scores of an ``AlbertForPreTraining`` (put in eval mode; on its own device).
+
+    ``eval_sets``: {"sop": dir, "nsp": dir} prepared shards (masks from the data's seed, epoch 0: the same for every
+    model). Returns ``mlm_loss`` (mean cross-entropy per masked token of the SOP set, nats), ``mlm_accuracy``,
+    ``mlm_tokens``, and for each task t in (sop, nsp): ``t_accuracy``, ``t_sequences``, ``t_ci95`` [low, high] (95 %
+    Wilson interval), ``t_accuracy_label0`` / ``t_accuracy_label1`` (accuracy on the in-order pairs / on the
+    swapped (SOP) or other-document (NSP) pairs) and ``t_label1_fraction``. At most ``max_sequences`` sequences per
+    set (the first ones, in order).
+    """
+    import torch.nn.functional as F
+
+    from litebert.training.loop import make_batch_factory
+    from litebert.training.pretrain import _read_data
+
+    device = next(model.parameters()).device
+    model.eval()
+    out: dict = {}
+    for task, path in eval_sets.items():
+        _, dataset = _read_data(path, f"{task} evaluation data")
+        batches = make_batch_factory(dataset, batch_size, dataset.collator(), seed=0, shuffle=False, drop_last=False)
+        mlm_sum = mlm_n = mlm_correct = 0.0
+        seen = [0.0, 0.0]  # sequences with label 0, 1
+        correct = [0.0, 0.0]  # of which the head got right
+        with torch.no_grad():
+            for batch in batches(0, 0):
+                n_done = seen[0] + seen[1]
+                if max_sequences is not None and n_done >= max_sequences:
+                    break
+                if max_sequences is not None:
+                    batch = {k: v[: int(max_sequences - n_done)] for k, v in batch.items()}
+                batch = {k: v.to(device) for k, v in batch.items()}
+                labels = batch["labels"]  # (B, S), -100 = not predicted
+                res = model(
+                    input_ids=batch["input_ids"],
+                    attention_mask=batch["attention_mask"],
+                    token_type_ids=batch["token_type_ids"],
+                    labels=labels,
+                )
+                target = labels[labels != -100]  # (P,), aligned with prediction_logits (P, V)
+                logits = res.prediction_logits.float()
+                if target.numel():
+                    mlm_sum += float(F.cross_entropy(logits, target, reduction="sum"))
+                    mlm_correct += float((logits.argmax(-1) == target).sum())
+                    mlm_n += target.numel()
+                pred = res.sop_logits.argmax(-1)  # (B,)
+                gold = batch["sentence_order_label"].reshape(-1)
+                for lab in (0, 1):
+                    sel = gold == lab
+                    seen[lab] += float(sel.sum())
+                    correct[lab] += float((pred[sel] == lab).sum())
+        n = seen[0] + seen[1]
+        if task == "sop":
+            out["mlm_loss"] = mlm_sum / max(mlm_n, 1.0)
+            out["mlm_accuracy"] = mlm_correct / max(mlm_n, 1.0)
+            out["mlm_tokens"] = int(mlm_n)
+        out[f"{task}_accuracy"] = (correct[0] + correct[1]) / max(n, 1.0)
+        out[f"{task}_sequences"] = int(n)
+        out[f"{task}_ci95"] = list(wilson_interval(correct[0] + correct[1], n))
+        out[f"{task}_accuracy_label0"] = correct[0] / seen[0] if seen[0] else float("nan")
+        out[f"{task}_accuracy_label1"] = correct[1] / seen[1] if seen[1] else float("nan")
+        out[f"{task}_label1_fraction"] = seen[1] / max(n, 1.0)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- one cell
+def _load_base(base_config: str | None):
+    from litebert.config import AlbertConfig
+
+    return AlbertConfig(**DEFAULT_BASE) if base_config is None else AlbertConfig.load(base_config)
+
+
+def run_dir(root: Path, cell: Cell, seed_index: int) -> Path:
+    """``DIR/<study>/<cell>/`` for the first seed, ``DIR/<study>/<cell>/seed-k/`` for seed k ≥ 1."""
+    d = root / cell.study / cell.name
+    return d if seed_index == 0 else d / f"seed-{seed_index}"
+
+
+def _estimate_steps(model_config, data_dir: str, cfg: AblateConfig, minutes: float, log=print) -> int:
+    """Optimizer steps that fit in ``minutes``: time a few real steps of this cell (model, optimizer, batch)."""
+    from litebert.modeling import AlbertForPreTraining
+    from litebert.optim import build_optimizer
+    from litebert.training.loop import make_batch_factory
+    from litebert.training.pretrain import _pretraining_sums, _read_data
+
+    _, dataset = _read_data(data_dir, "--data")
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(model_config)
+    opt = build_optimizer(model, cfg.optimizer, lr=1e-5, weight_decay=0.01)
+    batches = iter(make_batch_factory(dataset, cfg.batch_size, dataset.collator(), seed=0)(0, 0))
+    model.train()
+    times = []
+    for i in range(8):
+        batch = next(batches)
+        t = time.perf_counter()
+        sums, _ = _pretraining_sums(model, batch)
+        (sums["mlm_loss"] / 1000 + sums["sop_loss"] / 1000).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= 2:  # the first steps warm up allocators and caches
+            times.append(time.perf_counter() - t)
+    per_step = sorted(times)[len(times) // 2]
+    steps = max(10, int(minutes * 60 / per_step))
+    log(f"ablate: about {per_step * 1000:.0f} ms per step -> {steps} steps in {minutes:g} minutes")
+    return steps
+
+
+def _finetune_metric(model_dir: Path, out: Path, cfg: AblateConfig, seed: int) -> dict:
+    """A short fine-tuning run of ``model_dir`` on the task preset; {"finetune_task", "finetune_<metric>"}."""
+    from litebert.ablate.finetune_cell import short_finetune
+
+    return short_finetune(
+        model_dir, out, cfg.finetune_task, cfg.finetune_steps, seed, cfg.finetune_data, cfg.max_seq_length
+    )
+
+
+def run_cell(
+    cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, eval_sets: dict[str, str], base, log=print
+) -> tuple[dict, bool]:
+    """Train (or resume) and evaluate one cell; returns (its results record, whether it trained now)."""
+    from litebert.modeling import AlbertForPreTraining
+    from litebert.training.pretrain import PretrainConfig, _read_data, model_config_for_data, pretrain
+
+    root = Path(cfg.output)
+    out = run_dir(root, cell, seed_index)
+    result_path = out / RESULT_FILE
+    if result_path.is_file():
+        return json.loads(result_path.read_text(encoding="utf-8")), False
+    seed = 42 + seed_index
+    out.mkdir(parents=True, exist_ok=True)
+    train_dir = data.train(cell.inter_sentence_task, cell.data_fraction)
+    manifest, dataset = _read_data(train_dir, "--data")
+    cell_config = cell.config(base)
+    cell_config_path = out / "cell_model_config.json"
+    if not cell_config_path.is_file():
+        _write_json(cell_config_path, cell_config.to_dict())
+    model_config = model_config_for_data(str(cell_config_path), manifest, log=lambda *a: None)
+
+    plan_path = out / "ablate_plan.json"
+    if plan_path.is_file():
+        plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    else:
+        steps = cfg.steps or _estimate_steps(model_config, train_dir, cfg, cfg.budget_minutes, log)
+        plan = {
+            "study": cell.study,
+            "cell": cell.name,
+            "seed": seed,
+            "max_steps": steps,
+            "max_minutes": cfg.budget_minutes,
+            "train_data": train_dir,
+            "eval_data": eval_sets,
+            "cell_definition": dataclasses.asdict(cell),
+        }
+        _write_json(plan_path, plan)
+    trained = False
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    if cell.system == "transformers":
+        from litebert.ablate.system import train_transformers
+
+        final = out / "final"
+        if not (final / "config.json").is_file():
+            info = train_transformers(
+                model_config,
+                data.train_files,
+                data.tokenizer,
+                out,
+                plan["max_steps"],
+                cfg,
+                seed,
+                max_minutes=plan["max_minutes"],
+            )
+            info["cpu_seconds"] = time.process_time() - cpu0
+            _write_json(out / "transformers_run.json", info)
+            trained = True
+        info = json.loads((out / "transformers_run.json").read_text(encoding="utf-8"))
+        steps_done, seconds, tokens = info["steps"], info["seconds"], info["tokens"]
+    else:
+        if not (out / "final" / "config.json").is_file():
+            warmup = int(cfg.warmup_ratio * plan["max_steps"])
+            res = pretrain(
+                PretrainConfig(
+                    data=train_dir,
+                    output=str(out),
+                    model_config=str(cell_config_path),
+                    optimizer=cfg.optimizer,
+                    learning_rate=cfg.learning_rate,
+                    warmup_steps=warmup,
+                    max_steps=plan["max_steps"],
+                    max_minutes=plan["max_minutes"],
+                    batch_size=cfg.batch_size,
+                    logging_steps=50,
+                    save_steps=cfg.save_steps,
+                    save_total_limit=2,
+                    seed=seed,
+                    resume="auto",
+                    device="cpu",
+                    progress_bar=cfg.progress_bar,
+                )
+            )
+            _write_json(
+                out / "pretrain_result.json",
+                {"step": res.step, "seconds": res.seconds, "cpu_seconds": time.process_time() - cpu0},
+            )
+            trained = True
+        info = json.loads((out / "pretrain_result.json").read_text(encoding="utf-8"))
+        steps_done, seconds = info["step"], info["seconds"]
+        mean_len = (
+            float(dataset.lengths.double().mean())
+            if torch.is_tensor(dataset.lengths)
+            else float(dataset.lengths.mean())
+        )
+        tokens = round(steps_done * cfg.batch_size * mean_len)
+    model = AlbertForPreTraining.from_pretrained(out / "final")
+    metrics = evaluate_model(model, eval_sets, cfg.eval_batch_size, cfg.max_eval_sequences)
+    record = {
+        "study": cell.study,
+        "cell": cell.name,
+        "seed": seed,
+        "system": cell.system,
+        "parameters": model.num_parameters(),
+        "steps": steps_done,
+        "max_steps": plan["max_steps"],
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(info.get("cpu_seconds", float("nan")), 1),
+        "tokens": tokens,
+        "inter_sentence_task": cell.inter_sentence_task,
+        "data_fraction": cell.data_fraction,
+        "budget_minutes": plan["max_minutes"],
+        "model": {
+            k: getattr(model_config, k)
+            for k in (
+                "vocab_size",
+                "embedding_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_hidden_groups",
+                "num_attention_heads",
+                "intermediate_size",
+                "sharing",
+                "hidden_dropout_prob",
+            )
+        },
+        **metrics,
+    }
+    if cfg.finetune_task:
+        record.update(_finetune_metric(out / "final", out / f"finetune-{cfg.finetune_task}", cfg, seed))
+    record["wall_seconds_this_call"] = round(time.perf_counter() - t0, 1)
+    _write_json(result_path, record)
+    return record, trained
+
+
+# ---------------------------------------------------------------------------------------------- results
+def collect_records(root: Path) -> list[dict]:
+    """Every cell record under ``root`` (all studies), in study order, then cell directory order, then seed."""
+    records = []
+    for study in STUDIES:
+        d = root / study
+        if not d.is_dir():
+            continue
+        for path in sorted(d.glob(f"*/{RESULT_FILE}")) + sorted(d.glob(f"*/seed-*/{RESULT_FILE}")):
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+    return records
+
+
+def write_results(root: Path) -> Path:
+    """``root/results.jsonl`` rewritten (atomically) from every cell's record."""
+    lines = [json.dumps(rec, default=str) + "\n" for rec in collect_records(root)]
+    return atomic_write_text(root / "results.jsonl", "".join(lines))
+
+
+def ablate(cfg: AblateConfig, log=print) -> AblateResult:
+    """Run (or finish) ``cfg.study``'s grid; see the module docstring.
+
+    Raises :class:`LitebertError` for an unknown study or cell, a bad base config, missing corpus files, a base
+    config that transformers cannot represent (system study), or any error of ``prepare``/``pretrain``.
+    """
+    from litebert.ablate.report import write_report
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    root = Path(cfg.output)
+    base = _load_base(cfg.base_config)
+    cells = select_cells(build_grid(cfg.study, base), cfg.cells)  # unknown cells fail before any work
+    if cfg.study == "system" and not base.hf_compatible:
+        raise LitebertError(
+            f"--base-config: the system study needs a model transformers can build ({base.hf_incompatibility})"
+        )
+    if cfg.finetune_task:
+        from litebert.ablate.finetune_cell import task_files
+
+        task_files(cfg.finetune_task, cfg.finetune_data)  # a missing task file fails before any training
+    root.mkdir(parents=True, exist_ok=True)
+    _write_json(root / f"{cfg.study}.settings.json", dataclasses.asdict(cfg))
+    data = StudyData(cfg, root, base, log)
+    eval_sets = data.eval_sets()
+    records, trained = [], []
+    for cell in cells:
+        for k in range(cfg.seeds):
+            log(f"ablate: {cfg.study}/{cell.name} seed {42 + k}")
+            rec, did = run_cell(cfg, cell, k, data, eval_sets, base, log)
+            records.append(rec)
+            if did:
+                trained.append(f"{cell.name}/{rec['seed']}")
+            write_results(root)
+            log(
+                f"ablate: {cell.name} seed {rec['seed']}: {rec['parameters']:,} parameters, {rec['steps']} steps, "
+                f"mlm_accuracy {rec['mlm_accuracy']:.4f}, sop_accuracy {rec['sop_accuracy']:.4f}, "
+                f"nsp_accuracy {rec['nsp_accuracy']:.4f}"
+            )
+    order = {c.name: i for i, c in enumerate(build_grid(cfg.study, base))}
+    mine = sorted(
+        (r for r in collect_records(root) if r["study"] == cfg.study),
+        key=lambda r: (order.get(r["cell"], len(order)), r["seed"]),
+    )
+    table, plot = write_report(root, cfg.study, mine)
+    return AblateResult(output=root, records=records, trained=trained, table=table, plot=plot)
