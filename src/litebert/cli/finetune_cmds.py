@@ -10,6 +10,10 @@ import os
 import sys
 
 from litebert.cli._types import positive_int
+from litebert.precision import PRECISIONS
+
+_PRECISION_HELP = ("auto: bf16 autocast where the device computes bf16 natively, else fp32; bf16/fp16: autocast "
+                   "(weights stay fp32)")
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
@@ -83,7 +87,8 @@ def _eval_config(args: argparse.Namespace):
                           data=_data_options(args, required=False),
                           metrics=tuple(args.metric) if getattr(args, "metric", None) else None,
                           batch_size=args.batch_size, max_seq_length=args.max_seq_length, tokenizer=args.tokenizer,
-                          device=args.device, max_examples=args.max_examples)
+                          device=args.device, max_examples=args.max_examples,
+                          precision=args.precision)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -150,7 +155,7 @@ def register(subparsers) -> None:
                    help="'random': same architecture, fresh weights (the baseline of scripts/compare_pretraining.py)")
     p.add_argument("--classifier-dropout", type=float, help="override classifier_dropout_prob")
     p.add_argument("--hidden-dropout", type=float, help="override hidden/attention dropout")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto", help=_PRECISION_HELP)
     p.add_argument("--no-progress", "--no-progress-bar", dest="no_progress", action="store_true",
                    help="no progress bar")
     p.add_argument("--no-checkpoints", action="store_true",
@@ -174,5 +179,6 @@ def register(subparsers) -> None:
             q.add_argument("--metric", nargs="+", choices=METRICS)
         q.add_argument("--batch-size", type=int, default=64)
         q.add_argument("--max-examples", type=positive_int, metavar="N", help="only the first N rows")
+        q.add_argument("--precision", choices=PRECISIONS, default="auto", help=_PRECISION_HELP)
         q.set_defaults(func=func)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from litebert.cli._types import non_negative_int
+from litebert.precision import PRECISIONS
 
 
 def register(subparsers) -> None:
@@ -48,8 +49,9 @@ def register(subparsers) -> None:
                         "pass its config.json as --model-config")
     p.add_argument("--resume", default=None, metavar="{auto,PATH}",
                    help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a checkpoints/step-N path")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
-                   help="autocast dtype (fp16 adds loss scaling)")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="auto: bf16 autocast where the device computes bf16 natively, else fp32 (on resume: the "
+                        "checkpoint's); bf16/fp16: autocast (fp16 adds loss scaling); weights stay fp32")
     p.add_argument("--num-workers", type=non_negative_int, default=0, help="DataLoader workers per process")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")

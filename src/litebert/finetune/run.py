@@ -41,6 +41,7 @@ from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadColl
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
+from litebert.precision import PRECISIONS, resolve_precision
 
 log = logging.getLogger("litebert.finetune")
 
@@ -139,7 +140,8 @@ class FinetuneConfig:
         tokenizer: tokenizer directory; default ``model``.
         classifier_dropout: overrides ``classifier_dropout_prob`` of the model config.
         hidden_dropout: overrides ``hidden_dropout_prob`` (and attention dropout) of the model config.
-        precision: ``fp32``, ``bf16`` or ``fp16`` (the training loop's autocast).
+        precision: ``auto`` (bf16 autocast where the device computes bf16 natively, else fp32; on resume the
+            checkpoint's), ``fp32``, ``bf16`` or ``fp16``: see :mod:`litebert.precision`.
         device: ``None`` (CUDA when available), ``cpu`` or ``cuda``.
         progress_bar: tqdm bar in the training loop.
         keep_checkpoints: keep the loop's training-state ``checkpoints/`` (optimizer etc.); ``best/`` is always kept.
@@ -174,7 +176,7 @@ class FinetuneConfig:
     tokenizer: str | None = None
     classifier_dropout: float | None = None
     hidden_dropout: float | None = None
-    precision: str = "fp32"
+    precision: str = "auto"
     device: str | None = None
     resume: str | None = None
     progress_bar: bool = True
@@ -203,6 +205,8 @@ class FinetuneConfig:
                 fail(name, f"must be >= 1 (or unset), got {value}")
         if self.eval_steps < 0:
             fail("eval_steps", f"must be >= 0, got {self.eval_steps}")
+        if self.precision not in PRECISIONS:
+            fail("precision", f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if not 0 <= self.warmup_ratio < 1:
             fail("warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
         if not self.learning_rate > 0:
@@ -229,7 +233,7 @@ class EvaluateConfig:
         data: how to read the file; ``None`` uses what fine-tuning saved in ``config.json``: the task
             (``finetuning_task``) or the user's column options (``litebert_data_options``).
         metrics: metric names (default: the task's or by problem type).
-        batch_size, max_seq_length, tokenizer, device: as in :class:`FinetuneConfig`.
+        batch_size, max_seq_length, tokenizer, device, precision: as in :class:`FinetuneConfig`.
         max_examples: evaluate only the first N rows.
     """
 
@@ -243,10 +247,13 @@ class EvaluateConfig:
     tokenizer: str | None = None
     device: str | None = None
     max_examples: int | None = None
+    precision: str = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
+        if self.precision not in PRECISIONS:
+            raise LitebertError(f"evaluate: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.batch_size < 1:
             raise LitebertError(f"evaluate: batch_size must be >= 1, got {self.batch_size}")
         if self.max_seq_length < 4:
@@ -616,6 +623,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
              ", ".join(load_info["missing"]) if cfg.init == "pretrained" else "all weights")
     model.to(dist.device)
     model = wrap_model(model, dist)
+    precision = _resolve_finetune_precision(cfg, out, dist.device)
+    log.info("finetune: %s", precision)
 
     # ---- schedule
     steps_per_epoch = math.ceil(len(train_enc.input_ids) / (cfg.batch_size * dist.world_size))
@@ -666,7 +675,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "problem_type": space.problem_type, "labels": list(space.labels), "metrics": list(metrics),
         "num_train": len(train_enc.input_ids), "num_dev": len(dev_enc.input_ids), "max_steps": max_steps,
         "steps_per_epoch": steps_per_epoch, "eval_steps": eval_steps, "truncated": truncated,
-        "untrained_positions_warning": positions_warning,
+        "untrained_positions_warning": positions_warning, "precision": precision.to_dict(),
         "columns": {"train": _jsonable(dataclasses.asdict(data.spec_for(cfg.train_file, labels=True)))},
     }
     if dist.is_main:
@@ -674,11 +683,13 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     args = TrainingArgs(
         output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
-        save_total_limit=1, precision=cfg.precision, metric_for_best=primary, greater_is_better=True,
+        save_total_limit=1, precision=precision.precision, metric_for_best=primary, greater_is_better=True,
         early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar, resume=cfg.resume,
         log_prefix=f"finetune {data.task or Path(cfg.train_file).name}")
     result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=eval_fn,
-                   on_best=on_best, extra_state={"finetune": run_settings["finetune_config"]}, dist=dist)
+                   on_best=on_best,
+                   extra_state={"finetune": run_settings["finetune_config"], "precision": precision.precision},
+                   dist=dist)
     final: FinetuneResult | None = None
     if dist.is_main:  # under torchrun the other ranks wait for rank 0's results
         if not cfg.keep_checkpoints and (out / "checkpoints").exists():
@@ -691,8 +702,9 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
             preds, eval_results = best_eval["preds"], best_eval["metrics"]
         else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
             best_model = _load_finetuned(best_dir, dist.device)
-            preds, _, loss = run_inference(best_model, dev_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
-                                           dist.device)
+            with precision.autocast(dist.device):
+                preds, _, loss = run_inference(best_model, dev_enc, space, cfg.eval_batch_size,
+                                               tokenizer.pad_token_id, dist.device)
             eval_results = compute_metrics(metrics, preds, dev_targets, space.num_labels)
             eval_results["eval_loss"] = float(loss)
         best_info = json.loads((best_dir / "best_eval.json").read_text())
@@ -703,8 +715,9 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         test_results = None
         if test_enc is not None:
             best_model = _load_finetuned(best_dir, dist.device)
-            tpreds, _, tloss = run_inference(best_model, test_enc, space, cfg.eval_batch_size, tokenizer.pad_token_id,
-                                             dist.device)
+            with precision.autocast(dist.device):
+                tpreds, _, tloss = run_inference(best_model, test_enc, space, cfg.eval_batch_size,
+                                                 tokenizer.pad_token_id, dist.device)
             labels = [ex.label for ex in test_read.examples] if test_read.has_labels else None
             write_predictions(out / "test_predictions.tsv", [ex.index for ex in test_read.examples],
                               [space.decode(p) for p in tpreds], labels)
@@ -724,6 +737,20 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         final = D.broadcast_object(final)
         D.destroy_distributed()
     return final
+
+
+def _resolve_finetune_precision(cfg: FinetuneConfig, out: Path, device: torch.device):
+    """:func:`litebert.precision.resolve_precision` for a fine-tuning run; a resumed run passes the precision its
+    checkpoint records (``OUTPUT/checkpoints/step-N`` for ``--resume auto``, or the given path)."""
+    from litebert.training.state import checkpoint_precision, find_latest_checkpoint
+
+    resume_from = None
+    if cfg.resume == "auto":
+        resume_from = find_latest_checkpoint(out)
+    elif cfg.resume is not None:
+        resume_from = Path(cfg.resume)
+    return resolve_precision(cfg.precision, device, checkpoint_precision=(
+        checkpoint_precision(resume_from) if resume_from is not None else None))
 
 
 def _jsonable(obj):
@@ -776,7 +803,9 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
             else D.DistInfo(device=_device(cfg.device)))
     model = _load_finetuned(directory, dist.device)
-    return read, space, metrics, tokenizer, encoded, model, dist
+    precision = resolve_precision(cfg.precision, dist.device)
+    log.info("%s: %s", "evaluate" if need_labels else "predict", precision)
+    return read, space, metrics, tokenizer, encoded, model, dist, precision
 
 
 def _lenient_space(space: LabelSpace) -> LabelSpace:
@@ -796,8 +825,9 @@ def evaluate(cfg: EvaluateConfig) -> EvalResult:
         LitebertError: the file has no label column, a label the model does not know (``file:line``), and the
             reader's errors.
     """
-    read, space, metrics, tokenizer, encoded, model, dist = _prepare_eval(cfg, need_labels=True)
-    preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
+    read, space, metrics, tokenizer, encoded, model, dist, precision = _prepare_eval(cfg, need_labels=True)
+    with precision.autocast(dist.device):
+        preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
     result = compute_metrics(metrics, preds, _targets_array(encoded, space), space.num_labels)
     result["eval_loss"] = float(loss)
     predictions = [space.decode(p) for p in preds]
@@ -819,8 +849,9 @@ def predict(cfg: EvaluateConfig) -> EvalResult:
     """Predictions of a fine-tuned model for every row of a file (labels optional); writes
     ``OUTPUT/predictions.tsv`` (``index  prediction [label]``) when ``cfg.output_dir`` is set. Metrics are
     computed when the file has labels. Under ``torchrun``: as :func:`evaluate`."""
-    read, space, metrics, tokenizer, encoded, model, dist = _prepare_eval(cfg, need_labels=False)
-    preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
+    read, space, metrics, tokenizer, encoded, model, dist, precision = _prepare_eval(cfg, need_labels=False)
+    with precision.autocast(dist.device):
+        preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
     labels = [ex.label for ex in read.examples] if read.has_labels else None
     result: dict[str, float] = {}
     if encoded.targets is not None:

@@ -26,10 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from litebert.errors import LitebertError
+from litebert.precision import PRECISIONS, resolve_precision
 from litebert.training import distributed as D
 from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
-
-_PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 @dataclass
@@ -81,7 +80,9 @@ class PretrainConfig:
     #: init: continued, domain- or task-adaptive pretraining (Gururangan et al. 2020). Its shapes must match
     #: ``model_config`` (pass its ``config.json``); a resumed run takes its weights from the checkpoint instead.
     init_from: str | None = None
-    precision: str = "fp32"
+    #: "auto" (bf16 autocast where the device computes bf16 natively, else fp32; on resume: the checkpoint's),
+    #: "fp32", "bf16" or "fp16" (autocast; fp16 adds loss scaling). Weights, optimizer state, checkpoints: fp32
+    precision: str = "auto"
     #: DataLoader worker processes per rank
     num_workers: int = 0
     #: torch.compile the model
@@ -108,7 +109,7 @@ class PretrainConfig:
         need(self.gradient_accumulation_steps > 0, "gradient_accumulation_steps", "must be > 0")
         need(self.max_grad_norm >= 0, "max_grad_norm", "must be >= 0")
         need(self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        need(self.precision in _PRECISIONS, "precision", f"expected one of {', '.join(_PRECISIONS)}")
+        need(self.precision in PRECISIONS, "precision", f"expected one of {', '.join(PRECISIONS)}")
         need(self.num_workers >= 0, "num_workers", "must be >= 0")
         need(self.logging_steps > 0, "logging_steps", "must be > 0")
         need(self.eval_steps >= 0, "eval_steps", "must be >= 0")
@@ -314,9 +315,11 @@ def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
     return _write_model_dir(model, data_dir, output / "final")
 
 
-def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int) -> dict:
+def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int,
+                  precision=None) -> dict:
     return {
         "pretrain_config": dataclasses.asdict(cfg),
+        "precision": precision.to_dict() if precision is not None else None,
         "world_size": dist.world_size,
         "device": str(dist.device),
         "global_batch_size": cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size,
@@ -353,7 +356,8 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             if t_train.get("vocab_size") != t_eval.get("vocab_size"):
                 raise LitebertError(f"--eval-data {cfg.eval_data} was prepared with another tokenizer (vocab_size "
                                     f"{t_eval.get('vocab_size')} vs {t_train.get('vocab_size')})")
-        from litebert.training.state import find_latest_checkpoint, list_checkpoints, verify_checkpoint
+        from litebert.training.state import (checkpoint_precision, find_latest_checkpoint, list_checkpoints,
+                                             verify_checkpoint)
 
         resume_from = None
         if cfg.resume is None and list_checkpoints(out, warn=False):
@@ -366,6 +370,9 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             resume_from = D.broadcast_object(resume_from)
             if resume_from is not None:
                 verify_checkpoint(resume_from)
+        precision = resolve_precision(cfg.precision, dist.device, checkpoint_precision=(
+            checkpoint_precision(resume_from) if resume_from is not None else None))
+        log(f"pretrain: {precision}")
 
         torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
         model = AlbertForPreTraining(config)
@@ -380,7 +387,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
         n_params = model.num_parameters()
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
-            settings = _run_settings(cfg, dist, config, manifest, n_params)
+            settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
             if resume_from is None or not (out / "config.json").exists():
                 config.save(out)
             # a resumed run keeps the original settings file and adds its own beside it
@@ -414,18 +421,19 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             max_grad_norm=cfg.max_grad_norm or None, logging_steps=cfg.logging_steps, eval_steps=cfg.eval_steps,
             save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
             resume=str(resume_from) if resume_from is not None else None,
-            precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
+            precision=precision.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
             log_prefix="pretrain")
         use_sop = (manifest.get("settings") or {}).get("inter_sentence_task", "sop") != "none"
         objective, count = (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective,
                                                                                        mlm_only_count)
         result = train(wrapped, optimizer, scheduler, batches, objective, count, args,
-                       eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed},
+                       eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed,
+                                                  "precision": precision.precision},
                        dist=dist)
         eval_metrics = {k: v for k, v in result.last_eval.items() if k not in ("step", "split")}
         if eval_fn is not None and not eval_metrics:  # resumed at the very end: evaluate once more
             wrapped.eval()
-            with torch.no_grad():
+            with torch.no_grad(), precision.autocast(dist.device):
                 eval_metrics = eval_fn(wrapped)
         final = out / "final"
         if D.is_fsdp(wrapped):  # gather the sharded weights (a collective), rank 0 writes them from a CPU copy

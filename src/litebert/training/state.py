@@ -244,3 +244,14 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
         "trainer_state": trainer_state,
         "path": path,
     }
+
+
+def checkpoint_precision(path: str | Path) -> str | None:
+    """The precision (``fp32``/``bf16``/``fp16``) a checkpoint was trained in, from ``trainer_state.json``
+    (``extra.precision``, written by pretrain and finetune); None for checkpoints that predate the record."""
+    try:
+        state = json.loads((Path(path) / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = (state.get("extra") or {}).get("precision")
+    return value if isinstance(value, str) else None
