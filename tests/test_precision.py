@@ -11,7 +11,6 @@ import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from _training_helpers import SyntheticPretrainingData, collate
 from litebert import AlbertConfig, AlbertForPreTraining
@@ -75,6 +74,14 @@ def test_explicit_choices_and_bad_values(cpu_with_bf16):
     with pytest.raises(LitebertError, match="--precision 'fp8'"):
         PretrainConfig(data="d", output="o", precision="fp8")
     assert PretrainConfig(data="d", output="o").precision == "auto"
+    from litebert.finetune.run import EvaluateConfig, FinetuneConfig
+
+    for make in (lambda **kw: FinetuneConfig(model="m", train_file="t", dev_file="d", output_dir="o",
+                                             data={"task": "sst2"}, **kw),
+                 lambda **kw: EvaluateConfig(model="m", data_file="f", **kw)):
+        assert make().precision == "auto"
+        with pytest.raises(LitebertError, match="precision"):
+            make(precision="fp8")
 
 
 def test_resumed_run_keeps_its_precision_unless_told(cpu_with_bf16, monkeypatch):
