@@ -206,8 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     meter = MatmulPeak(args.peak_size)
     meter.sample(args.peak_repeats)
     n = args.peak_size
+    ratio = meter.gflops("bf16") / meter.gflops("fp32")
     print(f"matmul peak at start ({n}x{n} @ {n}x{n}, best of {args.peak_repeats}): fp32 {meter.gflops('fp32'):.1f} "
-          f"GFLOP/s, bf16 {meter.gflops('bf16'):.1f} GFLOP/s (bf16/fp32 {meter.gflops('bf16') / meter.gflops('fp32'):.2f}x)")
+          f"GFLOP/s, bf16 {meter.gflops('bf16'):.1f} GFLOP/s (bf16/fp32 {ratio:.2f}x)")
     print("FLOPs/step = 6 x applied parameters x tokens (a shared layer counted once per use; encoder x B*S tokens, "
           "MLM head x P predicted, pooler+SOP x B); bf16 = torch.autocast(cpu, bfloat16), weights fp32")
     from litebert.precision import resolve_precision
@@ -232,8 +233,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  litebert fp32 / transformers fp32: "
               f"{r['median'][('transformers', 'fp32')] / r['median'][('litebert', 'fp32')]:.2f}x; "
               f"litebert bf16 / fp32: {r['median'][('litebert', 'fp32')] / r['median'][('litebert', 'bf16')]:.2f}x")
+    ratio = meter.gflops("bf16") / meter.gflops("fp32")
     print(f"\nmatmul peak, best of {meter.samples} samples taken between the steps: fp32 {meter.gflops('fp32'):.1f} "
-          f"GFLOP/s, bf16 {meter.gflops('bf16'):.1f} GFLOP/s (bf16/fp32 {meter.gflops('bf16') / meter.gflops('fp32'):.2f}x); "
+          f"GFLOP/s, bf16 {meter.gflops('bf16'):.1f} GFLOP/s (bf16/fp32 {ratio:.2f}x); "
           "each case's fractions use the peaks as they stood after that case")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"{time.perf_counter() - t0:.0f} s in all")

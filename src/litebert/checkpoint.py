@@ -29,6 +29,7 @@ import torch
 
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write, atomic_write_text, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -57,16 +58,6 @@ def model_state_for_saving(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def save_model_dir(model: torch.nn.Module, directory: str | os.PathLike, hf: bool | None = None) -> Path:
     """Write ``directory/model.safetensors`` and ``directory/config.json`` (other files there are left alone).
 
@@ -87,8 +78,8 @@ def save_model_dir(model: torch.nn.Module, directory: str | os.PathLike, hf: boo
     directory.mkdir(parents=True, exist_ok=True)
     config.architectures = [type(model).__name__]
     state = model_state_for_saving(model)
-    _atomic_write(directory / SAFETENSORS_NAME, lambda p: save_file(state, str(p), metadata={"format": "pt"}))
-    _atomic_write(directory / CONFIG_NAME, lambda p: p.write_text(config.to_json_string(), encoding="utf-8"))
+    atomic_write(directory / SAFETENSORS_NAME, lambda p: save_file(state, str(p), metadata={"format": "pt"}))
+    atomic_write_text(directory / CONFIG_NAME, config.to_json_string())
     return directory
 
 
@@ -155,9 +146,9 @@ def find_weight_files(directory: str | os.PathLike) -> tuple[list[Path], Path | 
     index = directory / SAFETENSORS_INDEX_NAME
     if index.is_file():
         try:
-            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, AttributeError, TypeError) as exc:
-            raise LitebertError(f"{index}: not a valid safetensors index ({exc})") from None
+            shards = sorted(set(read_json(index, what="safetensors index")["weight_map"].values()))
+        except (KeyError, AttributeError, TypeError) as exc:
+            raise LitebertError(f"{index}: not a valid safetensors index (no weight_map: {exc})") from None
         for shard in shards:
             if not (directory / shard).is_file():
                 raise LitebertError(f"{directory / shard}: shard listed in {index.name} is missing")

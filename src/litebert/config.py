@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_text, read_json
 
 #: activations accepted in ``hidden_act`` (transformers' ``ACT2FN`` names that the model implements).
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh",
@@ -251,23 +252,12 @@ class AlbertConfig:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
-        if not path.is_file():
-            raise LitebertError(f"{path}: config file not found")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise LitebertError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-        except UnicodeDecodeError:
-            raise LitebertError(f"{path}: not a UTF-8 text file (expected a JSON config)") from None
+        data = read_json(path, what="config file", expect=dict)
         return cls.from_dict(data, source=str(path))
 
     def to_json_file(self, path: str | os.PathLike) -> Path:
         """Write ``config.json`` (atomically: temporary file, then rename). Returns the path."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json_string(), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return atomic_write_text(path, self.to_json_string())
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``directory/config.json`` (creating the directory). Returns the file path."""

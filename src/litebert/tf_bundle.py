@@ -33,6 +33,7 @@ from typing import Iterator, Mapping, Protocol
 import numpy as np
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_bytes
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # 2 block handles of at most 20 bytes each, padded, plus the 8-byte magic
@@ -611,7 +612,7 @@ def write_bundle(prefix: str | os.PathLike, arrays: Mapping[str, np.ndarray]) ->
                  + _proto_varint(5, len(raw)) + struct.pack("<B", 6 << 3 | 5) + struct.pack("<I", mask_crc(crc32c(raw))))
         pairs.append((name.encode("utf-8"), entry))
         data += raw
-    Path(f"{prefix}.data-00000-of-00001").write_bytes(bytes(data))
+    atomic_write_bytes(f"{prefix}.data-00000-of-00001", bytes(data))
 
     table = bytearray()
 
@@ -627,4 +628,4 @@ def write_bundle(prefix: str | os.PathLike, arrays: Mapping[str, np.ndarray]) ->
     footer = meta_handle + index_handle
     footer += b"\x00" * (FOOTER_SIZE - 8 - len(footer)) + struct.pack("<Q", TABLE_MAGIC)
     table += footer
-    Path(f"{prefix}.index").write_bytes(bytes(table))
+    atomic_write_bytes(f"{prefix}.index", bytes(table))  # last: a reader looks for .index first

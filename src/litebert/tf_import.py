@@ -37,6 +37,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from litebert.errors import LitebertError
+from litebert.fileio import read_json
 from litebert.tf_bundle import BundleReader, CheckpointReader, open_checkpoint, read_bundle
 
 LAYOUTS = ("official", "albert_zh")
@@ -238,13 +239,7 @@ def read_tf_config(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise LitebertError(f"{path}: config file not found (pass the albert_config.json shipped with the checkpoint)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LitebertError(f"{path}: not a valid JSON config ({exc})") from None
-    if not isinstance(data, dict):
-        raise LitebertError(f"{path}: expected a JSON object")
-    return data
+    return read_json(path, what="albert_config.json", expect=dict)
 
 
 def tf_config_to_hf(raw: Mapping[str, Any], layout: str, source: str = "albert_config.json") -> tuple[dict[str, Any], list[str]]:
@@ -709,12 +704,7 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
         raise LitebertError(f"{p}: no such file or directory (expected a model directory or a TensorFlow "
                             "checkpoint prefix)")
     if p.is_dir() and (p / "config.json").is_file() and not list(p.glob("*.index")):
-        try:
-            config = json.loads((p / "config.json").read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise LitebertError(f"{p / 'config.json'}: not valid JSON ({exc})") from None
-        if not isinstance(config, dict):
-            raise LitebertError(f"{p / 'config.json'}: expected a JSON object, got {type(config).__name__}")
+        config = read_json(p / "config.json", what="config file", expect=dict)
         count, weights = _count_weights_file(p)
         layout = config.get("embedding_layout", "factorized")
         details = {"model_type": config.get("model_type", "?"), "weights": weights or "none found",
@@ -737,9 +727,9 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     for cand in candidates:
         if cand.is_file():
             try:
-                config = json.loads(cand.read_text(encoding="utf-8"))
+                config = read_json(cand, expect=dict)
                 config_file = str(cand)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except LitebertError:
                 continue
             break
     details: dict[str, Any] = {

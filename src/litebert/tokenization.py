@@ -18,7 +18,6 @@ transformers ``models/albert/tokenization_albert.py`` and ``models/bert/tokeniza
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import unicodedata
@@ -32,6 +31,7 @@ from tokenizers import Tokenizer as _BackendTokenizer
 from tokenizers.models import Unigram, WordPiece
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_bytes, atomic_write_json, read_json
 
 KINDS = ("sentencepiece", "wordpiece", "chinese")
 _SP_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -367,14 +367,14 @@ class Tokenizer:
         written = []
         if self.kind == "sentencepiece":
             if self.spm_model is not None:
-                written.append(_atomic_write(out / "spiece.model", self.spm_model))
+                written.append(atomic_write_bytes(out / "spiece.model", self.spm_model))
             cls_name = "AlbertTokenizer"
         else:
             vocab = self.get_vocab()
             ordered = sorted(vocab.items(), key=lambda kv: kv[1])
-            written.append(_atomic_write(out / "vocab.txt", "".join(t + "\n" for t, _ in ordered).encode("utf-8")))
+            written.append(atomic_write_bytes(out / "vocab.txt", "".join(t + "\n" for t, _ in ordered).encode("utf-8")))
             cls_name = "BertTokenizer"
-        written.append(_atomic_write(out / "tokenizer.json", self.backend.to_str(pretty=False).encode("utf-8")))
+        written.append(atomic_write_bytes(out / "tokenizer.json", self.backend.to_str(pretty=False).encode("utf-8")))
         sp = self.special_tokens
         added_decoder = {}
         for role in ("pad", "unk", "cls", "sep", "mask"):
@@ -397,25 +397,13 @@ class Tokenizer:
         else:
             config.update({"strip_accents": not self.keep_accents, "tokenize_chinese_chars": True,
                            "keep_accents": self.keep_accents})
-        written.append(_atomic_write(out / "tokenizer_config.json", _json_bytes(config)))
+        written.append(atomic_write_json(out / "tokenizer_config.json", config))
         stm = {"pad_token": sp["pad"], "unk_token": sp["unk"], "cls_token": sp["cls"], "sep_token": sp["sep"],
                "mask_token": sp["mask"]}
         if self.kind == "sentencepiece":
             stm.update({"bos_token": sp["cls"], "eos_token": sp["sep"]})
-        written.append(_atomic_write(out / "special_tokens_map.json", _json_bytes(stm)))
+        written.append(atomic_write_json(out / "special_tokens_map.json", stm))
         return written
-
-
-def _json_bytes(obj) -> bytes:
-    return (json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
-
-
-def _atomic_write(path: Path, data: bytes) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-    return path
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -491,10 +479,7 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     cfg: dict = {}
     cfg_path = d / "tokenizer_config.json"
     if cfg_path.is_file():
-        try:
-            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise LitebertError(f"{cfg_path}: not valid JSON ({exc})") from None
+        cfg = read_json(cfg_path, what="tokenizer config", expect=dict)
     lowercase = bool(cfg.get("do_lower_case", True))
     if "keep_accents" in cfg:
         keep_accents = bool(cfg["keep_accents"])
@@ -521,11 +506,10 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
         tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS),
                                         str(vocab_path))
     elif json_path.is_file():
-        try:
-            data = json.loads(json_path.read_text(encoding="utf-8"))
-            model = data["model"]
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-            raise LitebertError(f"{json_path}: not a tokenizer.json ({exc})") from None
+        data = read_json(json_path, what="tokenizer.json", expect=dict)
+        if not isinstance(data.get("model"), dict):
+            raise LitebertError(f"{json_path}: not a tokenizer.json (no \"model\" object)")
+        model = data["model"]
         if model.get("type") == "Unigram":
             import base64
 

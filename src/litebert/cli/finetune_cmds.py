@@ -17,6 +17,7 @@ _PRECISION_HELP = ("auto: bf16 autocast where the device computes bf16 natively,
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
+    from litebert.finetune.kinds import TASK_TYPES
     from litebert.finetune.tasks import TASKS
 
     g = p.add_argument_group("data layout")
@@ -29,6 +30,12 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--delimiter", metavar="D", help="field separator: \\t (default for .tsv), ',' (.csv), ';' ...")
     g.add_argument("--label-separator", default=",", metavar="S",
                    help="separator between the labels of a multi-label field (default ',')")
+    g.add_argument("--task-type", choices=TASK_TYPES,
+                   help="kind of task for files of one's own (default: the --task preset's, else classification)")
+    g.add_argument("--word-column", type=int, metavar="I",
+                   help="token classification: 0-based word column of a CoNLL-style file (default 0)")
+    g.add_argument("--tag-column", type=int, metavar="I",
+                   help="token classification: 0-based tag column of a CoNLL-style file (default: the last)")
     g.add_argument("--max-seq-length", type=int, default=128, help="tokens per example; longer rows are truncated")
     g.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model directory)")
     g.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
@@ -37,12 +44,13 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
 def _data_options(args: argparse.Namespace, required: bool = True):
     from litebert.finetune.run import DataOptions
 
-    given = args.task or args.text_column is not None or args.label_column is not None
+    given = args.task or args.text_column is not None or args.label_column is not None or args.task_type
     if not given and not required:
         return None
     return DataOptions(task=args.task, text_column=args.text_column, text_pair_column=args.text_pair_column,
                        label_column=args.label_column, header=False if args.no_header else None,
-                       delimiter=args.delimiter, label_separator=args.label_separator)
+                       delimiter=args.delimiter, label_separator=args.label_separator, task_type=args.task_type,
+                       word_column=args.word_column, tag_column=args.tag_column)
 
 
 def _setup_logging() -> None:
@@ -123,7 +131,8 @@ def register(subparsers) -> None:
     from litebert.finetune.tasks import PROBLEM_TYPES
 
     p = subparsers.add_parser(
-        "finetune", help="fine-tune a model directory on labelled text files (classification / regression)",
+        "finetune", help="fine-tune a model directory on labelled files (classification, regression, NER, "
+                         "multiple choice, QA)",
         description="Fine-tune ALBERT on TSV/CSV/JSONL files with the pretraining loop; keeps OUTPUT/best (HF dir + "
                     "tokenizer), OUTPUT/eval_results.json, OUTPUT/predictions.tsv, metrics.jsonl, tb/.")
     p.add_argument("--model", required=True, metavar="DIR", help="model directory (HF format, e.g. pretraining final/)")

@@ -21,7 +21,6 @@ import itertools
 import logging
 import multiprocessing as mp
 import os
-import shutil
 import sys
 import time
 from collections import deque
@@ -33,8 +32,9 @@ import numpy as np
 from litebert.data.corpus import CorpusStats, expand_document, read_documents, resolve_corpus_files
 from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
 from litebert.data.masking import mask_batch, mask_keys
-from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_json, write_shard
+from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_shard
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_directory, atomic_write_json
 
 UNIT_DOCS = 64
 UNIT_BYTES = 512 * 1024
@@ -382,23 +382,8 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
         raise LitebertError(f"output {out} is a file, not a directory")
     if out.exists() and any(out.iterdir()) and not cfg.overwrite:
         raise LitebertError(f"output {out} exists and is not empty (pass --overwrite to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
+    with atomic_directory(out) as tmp:
         result = _prepare_into(cfg, tok, tmp, total_bytes, t0)
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     result.output = out
     return result
 
@@ -461,7 +446,7 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
         "random_ids": random_entry,
         "shards": writer.entries,
     }
-    write_json(tmp / "manifest.json", manifest)
+    atomic_write_json(tmp / "manifest.json", manifest)
     seconds = time.perf_counter() - t0
     res = PrepareResult(output=tmp, documents=docs, sentences=manifest["counts"]["sentences"], instances=n_inst,
                         tokens=n_tok, shards=len(writer.entries), bytes_read=total_bytes, seconds=seconds,

@@ -17,27 +17,18 @@ renamed into place at the end (see ``prepare``).
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_bytes, read_json, sha256_bytes, sha256_file
 
 FORMAT_NAME = "litebert-pretraining-data"
 FORMAT_VERSION = 1
 SHARD_ARRAYS = ("input_ids", "word_start", "offsets", "meta", "labels")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_npy(path: Path, array: np.ndarray) -> dict:
@@ -45,20 +36,8 @@ def save_npy(path: Path, array: np.ndarray) -> dict:
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
     data = buf.getvalue()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-    return {"path": path.name, "dtype": str(array.dtype), "shape": list(array.shape),
-            "sha256": hashlib.sha256(data).hexdigest()}
-
-
-def write_json(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    atomic_write_bytes(path, data)
+    return {"path": path.name, "dtype": str(array.dtype), "shape": list(array.shape), "sha256": sha256_bytes(data)}
 
 
 def write_shard(directory: Path, index: int, arrays: dict[str, np.ndarray]) -> dict:
@@ -82,10 +61,7 @@ def read_manifest(directory: str | os.PathLike) -> dict:
     path = d / "manifest.json"
     if not path.is_file():
         raise LitebertError(f"{d} is not a prepared-data directory (no manifest.json); run `litebert prepare`")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LitebertError(f"{path}: not valid JSON ({exc})") from None
+    manifest = read_json(path, what="prepared-data manifest", expect=dict)
     if manifest.get("format") != FORMAT_NAME:
         raise LitebertError(f"{path}: format is {manifest.get('format')!r}, expected {FORMAT_NAME!r}")
     if manifest.get("version") != FORMAT_VERSION:

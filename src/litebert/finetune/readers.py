@@ -87,6 +87,8 @@ class ColumnSpec:
             unlabelled instead of failing (test files of GLUE tasks have no label column).
         filter_column / filter_value: keep only rows whose ``filter_column`` equals ``filter_value``.
         label_map: raw label → canonical label (e.g. XNLI-MT's ``contradictory`` → ``contradiction``).
+        skip_labels: rows with one of these labels are dropped and counted in ``ReadResult.skipped`` (OCNLI/CMNLI
+            ``"-"``: no annotator majority).
     """
 
     text: Column
@@ -97,6 +99,7 @@ class ColumnSpec:
     filter_column: Column | None = None
     filter_value: str | None = None
     label_map: tuple[tuple[str, str], ...] = field(default=())
+    skip_labels: tuple[str, ...] = ()
 
     def wants_header(self) -> bool:
         if self.header is not None:
@@ -284,6 +287,9 @@ def read_examples(path: str | Path, spec: ColumnSpec, *, delimiter: str | None =
         if index["label"] is not None:
             label = fields[index["label"]].strip()
             label = label_map.get(label, label)
+            if label in spec.skip_labels:
+                skipped += 1
+                continue
         examples.append(Example(
             index=len(examples), text=fields[index["text"]].strip(),
             text_pair=fields[index["text pair"]].strip() if index["text pair"] is not None else None,
@@ -353,6 +359,9 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
             raw = _json_field(obj, spec.label, path, lineno, "label")
             label = _as_text(raw)
             label = label_map.get(label, label)
+            if label in spec.skip_labels:
+                skipped += 1
+                continue
         examples.append(Example(index=len(examples), text=text, text_pair=pair, label=label, line=lineno))
     if not examples:
         raise LitebertError(f"{path}: no data rows")

@@ -1,20 +1,24 @@
-"""Fine-tune, evaluate and predict: sequence classification / regression on labelled text files.
+"""Fine-tune, evaluate and predict: one run layer over the task kinds of :mod:`litebert.finetune.kinds`
+(sequence classification / regression, token classification, multiple choice, extractive QA).
 
-``finetune(FinetuneConfig)`` runs :func:`litebert.training.train` — the loop that pretraining uses — with a
-classification objective (summed loss, units = examples) and a dev-set ``eval_fn``. Output directory::
+``finetune(FinetuneConfig)`` runs :func:`litebert.training.train` — the loop that pretraining uses — with the
+kind's objective (summed loss) and a dev-set ``eval_fn``. Output directory::
 
-    OUTPUT/best/               the best checkpoint by the first dev metric: an HF model directory
-                               (config.json with label2id/id2label/problem_type, model.safetensors) + tokenizer files
-    OUTPUT/eval_results.json   dev metrics of best/ ({"accuracy": ..., "f1": ..., "mcc": ...} as applicable,
-                               plus "eval_loss", "num_examples", "best_step")
-    OUTPUT/predictions.tsv     dev predictions of best/: index, prediction, label
-    OUTPUT/test_predictions.tsv  with --test: index, prediction (and label when the test file has labels)
+    OUTPUT/best/               the best checkpoint by the kind's first dev metric: an HF model directory
+                               (config.json naming the head in ``architectures``, with label2id/id2label,
+                               model.safetensors) + tokenizer files
+    OUTPUT/eval_results.json   dev metrics of best/ (classification: {"accuracy": ..., "f1": ..., "mcc": ...} as
+                               applicable; NER: entity precision/recall/f1, token accuracy), plus "eval_loss",
+                               "num_examples", "best_step"
+    OUTPUT/predictions.tsv     dev predictions of best/ (classification, multiple choice: index, prediction, label;
+                               NER: predictions.txt / .jsonl in the input's layout)
+    OUTPUT/test_predictions.*  with --test: the same for the test file (labels when it has them)
     OUTPUT/test_results.json   with a labelled --test file: its metrics
     OUTPUT/finetune_config.json  the settings of the run, the label space, truncation counts
     OUTPUT/metrics.jsonl, tb/, train.log, checkpoints/   written by the training loop
 
 ``evaluate(EvaluateConfig)`` and ``predict(EvaluateConfig)`` load a fine-tuned directory (litebert's or
-transformers' ``AlbertForSequenceClassification``) and write ``eval_results.json`` / ``predictions.tsv``.
+transformers' head model) and write ``eval_results.json`` / the predictions file.
 """
 
 from __future__ import annotations
@@ -31,14 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from litebert.errors import LitebertError
-from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space,
-                                    encode_examples, label_space_from_config)
-from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
+from litebert.fileio import atomic_directory, atomic_write_json, read_json
+from litebert.finetune.classification import make_objective, run_inference, write_predictions  # noqa: F401
+from litebert.finetune.data import LabelSpace
+from litebert.finetune.kinds import TASK_TYPES, Features, TaskKind, infer, make_kind
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
 from litebert.precision import PRECISIONS, resolve_precision
@@ -61,6 +64,10 @@ class DataOptions:
             when any column is given by name.
         delimiter: field separator (``\\t``, ``,``, ``tab``, ``comma`` ...); default from the file extension.
         label_separator: separator between labels of a multi-label field.
+        task_type: ``classification``, ``token``, ``choice`` or ``qa`` (:data:`litebert.finetune.kinds.TASK_TYPES`)
+            for files of one's own; default the task preset's kind, else classification.
+        word_column / tag_column: token classification (CoNLL-style column files): the word and the tag column
+            (0-based index); default 0 and the last column.
     """
 
     task: str | None = None
@@ -70,16 +77,26 @@ class DataOptions:
     header: bool | None = None
     delimiter: str | None = None
     label_separator: str = ","
+    task_type: str | None = None
+    word_column: int | None = None
+    tag_column: int | None = None
 
     def __post_init__(self) -> None:
         from litebert.finetune.readers import parse_column
         self.text_column = parse_column(self.text_column)
         self.text_pair_column = parse_column(self.text_pair_column)
         self.label_column = parse_column(self.label_column)
+        if self.task_type is not None and self.task_type not in TASK_TYPES:
+            raise LitebertError(f"task_type must be one of {', '.join(TASK_TYPES)}, got {self.task_type!r}")
+        for name in ("word_column", "tag_column"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise LitebertError(f"{name} must be a 0-based column index, got {value!r}")
         if self.task is not None:
             get_task(self.task)  # fail early on an unknown name
-        if self.task is None and self.text_column is None:
-            raise LitebertError("give --task NAME or --text-column (and --label-column) to say where the data is")
+        if self.task is None and self.text_column is None and self.task_type in (None, "classification"):
+            raise LitebertError("give --task NAME or --text-column (and --label-column) to say where the data is, "
+                                "or --task-type token/choice/qa for files of one's own")
 
     @property
     def task_spec(self) -> TaskSpec | None:
@@ -331,28 +348,30 @@ def _load_tokenizer(model_dir: str, tokenizer_dir: str | None):
         raise LitebertError(f"{exc}{hint}") from exc
 
 
-def build_classifier(model_dir: str, space: LabelSpace, *, init: str = "pretrained", seed: int = 0,
-                     classifier_dropout: float | None = None, hidden_dropout: float | None = None,
-                     extra: dict | None = None):
-    """An ``AlbertForSequenceClassification`` for ``space`` with the encoder of ``model_dir``.
+def build_model(model_dir: str | Path, architecture: str, overrides: dict[str, Any], *, init: str = "pretrained",
+                seed: int = 0, head_prefixes: tuple[str, ...] = ("classifier.",),
+                classifier_dropout: float | None = None, hidden_dropout: float | None = None,
+                extra: dict | None = None):
+    """A ``litebert.modeling.<architecture>`` head model with the encoder of ``model_dir``.
 
     The encoder (``albert.*``) comes from the directory's weights — a pretraining ``final/``
-    (``AlbertForPreTraining``: its MLM/SOP heads are dropped), a masked-LM or a classification model. The
-    classifier is new (initialised from ``seed``) unless the directory already holds one of the same shape; a
-    missing pooler (masked-LM models have none) is initialised too. ``init="random"`` keeps only the architecture.
+    (``AlbertForPreTraining``: its MLM/SOP heads are dropped), a masked-LM or a fine-tuned model. The head
+    (parameters under ``head_prefixes``) is new (initialised from ``seed``) unless the directory already holds one
+    of the same shape. ``init="random"`` keeps only the architecture. ``overrides`` are ``AlbertConfig`` fields
+    (``num_labels``, ``id2label`` …); ``config.json`` names ``architecture`` in ``architectures``.
+
+    Returns:
+        ``(model, loading_info)`` with ``loading_info = {"missing", "unexpected", "mismatched"}``.
 
     Raises:
-        LitebertError: no ``config.json``; encoder weights missing from the directory.
+        LitebertError: no ``config.json``; encoder weights missing from the directory or of another shape.
     """
     from litebert.checkpoint import load_config, load_state_dict_file, load_weights
-    from litebert.modeling import AlbertForSequenceClassification
+    from litebert.modeling import MODEL_CLASSES
 
     directory = Path(model_dir)
     config = load_config(directory)
-    overrides: dict[str, Any] = dict(num_labels=space.num_labels, id2label=space.id2label,
-                                     label2id={v: k for k, v in space.id2label.items()},
-                                     problem_type=HF_PROBLEM_TYPES[space.problem_type],
-                                     architectures=["AlbertForSequenceClassification"])
+    overrides = {**overrides, "architectures": [architecture]}
     if classifier_dropout is not None:
         overrides["classifier_dropout_prob"] = classifier_dropout
     if hidden_dropout is not None:
@@ -361,121 +380,44 @@ def build_classifier(model_dir: str, space: LabelSpace, *, init: str = "pretrain
     config = dataclasses.replace(config, **overrides)
     config.extra = {**(config.extra or {}), **(extra or {})}
     torch.manual_seed(seed)
-    model = AlbertForSequenceClassification(config)
+    model = MODEL_CLASSES[architecture](config)
     if init == "random":
         return model, {"missing": sorted(model.state_dict()), "unexpected": [], "mismatched": []}
     state, source = load_state_dict_file(directory)
     report = load_weights(model, state, source, ignore_mismatched_sizes=True)
-    encoder_missing = [k for k in report["missing"] if k.startswith("albert.") and not k.startswith("albert.pooler.")]
+    encoder_missing = [k for k in report["missing"] if not k.startswith(head_prefixes)]
     if encoder_missing:
         raise LitebertError(f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
                             f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory matching its config.json?")
-    bad_shapes = [k for k in report["mismatched"] if not k.startswith("classifier.")]
+    bad_shapes = [k for k in report["mismatched"] if not k.startswith(head_prefixes)]
     if bad_shapes:
         raise LitebertError(f"{source}: tensors whose shape differs from config.json: {bad_shapes[:3]}")
     return model, report
 
 
-# --------------------------------------------------------------------------------------------- loss + inference
-def _forward_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                token_type_ids=batch["token_type_ids"])
-    return out.logits if hasattr(out, "logits") else out[0]
+def build_classifier(model_dir: str, space: LabelSpace, *, init: str = "pretrained", seed: int = 0,
+                     classifier_dropout: float | None = None, hidden_dropout: float | None = None,
+                     extra: dict | None = None):
+    """An ``AlbertForSequenceClassification`` for ``space`` (:func:`build_model` with the classification head;
+    a missing pooler — masked-LM models have none — is initialised too)."""
+    overrides = dict(num_labels=space.num_labels, id2label=space.id2label,
+                     label2id={v: k for k, v in space.id2label.items()},
+                     problem_type=HF_PROBLEM_TYPES[space.problem_type])
+    return build_model(model_dir, "AlbertForSequenceClassification", overrides, init=init, seed=seed,
+                       head_prefixes=("classifier.", "albert.pooler."), classifier_dropout=classifier_dropout,
+                       hidden_dropout=hidden_dropout, extra=extra)
 
 
-def _loss_sum(logits: torch.Tensor, labels: torch.Tensor, problem_type: str) -> torch.Tensor:
-    """Summed loss of a batch: cross-entropy (``[B, C]`` vs ``int64 [B]``), squared error (``[B, 1]`` vs
-    ``float [B]``), or binary cross-entropy over all ``B × L`` entries (multi-label) — transformers' losses, summed."""
-    logits = logits.float()
-    if problem_type == "regression":
-        return F.mse_loss(logits.squeeze(-1), labels.float(), reduction="sum")
-    if problem_type == "multi_label":
-        return F.binary_cross_entropy_with_logits(logits, labels.float(), reduction="sum")
-    return F.cross_entropy(logits, labels, reduction="sum")
+def _load_finetuned(model_dir: str | Path, device: torch.device, architecture: str = "AlbertForSequenceClassification"):
+    from litebert.modeling import MODEL_CLASSES
+    model = MODEL_CLASSES[architecture].from_pretrained(Path(model_dir))
+    return model.to(device).eval()
 
 
-def make_objective(problem_type: str, device: torch.device):
-    """The fine-tuning objective for :func:`litebert.training.train`: one term ``loss`` summed over the batch
-    (units: examples; label entries for multi-label) and the ratio ``accuracy`` (classification)."""
-    from litebert.training import LossOutput
-
-    def objective(model, batch):
-        batch = {k: v.to(device) for k, v in batch.items()}
-        logits = _forward_logits(model, batch)
-        loss = _loss_sum(logits, batch["labels"], problem_type)
-        ratios = {}
-        if problem_type == "single_label":
-            correct = (logits.detach().argmax(-1) == batch["labels"]).sum().item()
-            ratios["accuracy"] = (float(correct), float(len(logits)))
-        return LossOutput(sums={"loss": loss}, ratios=ratios)
-
-    def count(batch):
-        labels = batch["labels"]
-        return {"loss": int(labels.numel())}
-
-    return objective, count
-
-
-@torch.no_grad()
-def run_inference(model, encoded, space: LabelSpace, batch_size: int, pad_token_id: int,
-                  device: torch.device) -> tuple[np.ndarray, np.ndarray, float | None]:
-    """Predict every row of ``encoded``.
-
-    Returns:
-        ``(predictions, raw, loss)``: class ids ``int64 [N]`` / values ``float [N]`` / 0-1 ``int64 [N, L]``;
-        the raw outputs ``float32 [N, C]`` (logits); the mean loss per unit when labels are known, else ``None``.
-    Rows are batched by length (less padding on CPU) and returned in file order.
-    """
-    was_training = model.training
-    model.eval()
-    dataset = EncodedDataset(encoded)
-    collate = PadCollator(pad_token_id, space.problem_type)
-    order = np.argsort(np.asarray(encoded.lengths), kind="stable")
-    logits_out: list[np.ndarray] = [None] * len(dataset)  # type: ignore[list-item]
-    loss_sum, units = 0.0, 0
-    for start in range(0, len(order), batch_size):
-        idx = order[start: start + batch_size]
-        batch = {k: v.to(device) for k, v in collate([dataset[int(i)] for i in idx]).items()}
-        logits = _forward_logits(model, batch).float()
-        if "labels" in batch:
-            loss_sum += float(_loss_sum(logits, batch["labels"], space.problem_type))
-            units += batch["labels"].numel()
-        for row, i in enumerate(idx):
-            logits_out[int(i)] = logits[row].cpu().numpy()
-    model.train(was_training)
-    raw = np.stack(logits_out) if logits_out else np.zeros((0, space.num_labels), np.float32)  # (N, C)
-    if space.problem_type == "regression":
-        preds = raw[:, 0].astype(np.float64)
-    elif space.problem_type == "multi_label":
-        preds = (raw > 0).astype(np.int64)  # sigmoid > 0.5
-    else:
-        preds = raw.argmax(-1).astype(np.int64)
-    return preds, raw, (loss_sum / units if units else None)
-
-
-def _targets_array(encoded, space: LabelSpace) -> np.ndarray:
-    if space.problem_type == "regression":
-        return np.asarray(encoded.targets, dtype=np.float64)
-    return np.asarray(encoded.targets, dtype=np.int64)
-
-
-def write_predictions(path: Path, indices: list[int], predictions: list[str], labels: list[str] | None) -> Path:
-    """``index<TAB>prediction[<TAB>label]`` with a header, one row per example read; ``index`` is the example's
-    0-based data row in its file (``Example.index``), so rows match the file also after subsampling."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["index\tprediction" + ("\tlabel" if labels is not None else "")]
-    for i, (index, pred) in enumerate(zip(indices, predictions, strict=True)):
-        lines.append(f"{index}\t{pred}" + (f"\t{labels[i]}" if labels is not None else ""))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
+# ------------------------------------------------------------------------------------------------------ helpers
 def _write_json(path: Path, obj) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_json(path, obj, sort_keys=False)
 
 
 def _subsample(read: ReadResult, n: int | None, seed: int) -> ReadResult:
@@ -485,37 +427,10 @@ def _subsample(read: ReadResult, n: int | None, seed: int) -> ReadResult:
     return dataclasses.replace(read, examples=[read.examples[i] for i in keep])
 
 
-def sharded_inference(model, encoded, space: LabelSpace, batch_size: int, pad_token_id: int, dist
-                      ) -> tuple[np.ndarray, float | None]:
-    """:func:`run_inference` over ``dist.world_size`` processes: rank ``r`` predicts rows ``r, r + W, …`` and the
-    predictions and losses are all-gathered, so every rank returns the whole dev set's ``(predictions, loss)`` in
-    file order (the loss weighted by each rank's rows). One process: :func:`run_inference` itself."""
-    if dist.world_size == 1:
-        preds, _, loss = run_inference(model, encoded, space, batch_size, pad_token_id, dist.device)
-        return preds, loss
-    from litebert.training.distributed import all_gather_object
-
-    rows = list(range(dist.rank, len(encoded.input_ids), dist.world_size))
-    part = Encoded([encoded.input_ids[i] for i in rows], [encoded.token_type_ids[i] for i in rows],
-                   None if encoded.targets is None else [encoded.targets[i] for i in rows],
-                   lengths=[encoded.lengths[i] for i in rows])
-    preds, _, loss = (run_inference(model, part, space, batch_size, pad_token_id, dist.device) if rows
-                      else (None, None, None))
-    gathered = [g for g in all_gather_object((rows, preds, loss)) if g[0]]
-    first = gathered[0][1]
-    out = np.empty((len(encoded.input_ids), *first.shape[1:]), dtype=first.dtype)
-    for idx, p, _ in gathered:
-        out[idx] = p
-    if any(g[2] is None for g in gathered):
-        return out, None
-    return out, sum(len(idx) * lo for idx, _, lo in gathered) / len(encoded.input_ids)
-
-
-def _report_truncation(name: str, path: Path, encoded, max_seq_length: int) -> None:
-    if encoded.truncated:
+def _report_truncation(name: str, path: Path, feats, max_seq_length: int) -> None:
+    if feats.truncated:
         log.warning("%s: %d of %d rows of %s are longer than max_seq_length=%d (longest %d tokens) and were "
-                    "truncated", name, encoded.truncated, len(encoded.input_ids), path, max_seq_length,
-                    encoded.longest)
+                    "truncated", name, feats.truncated, len(feats.lengths), path, max_seq_length, feats.longest)
 
 
 def _check_seq_length(config, max_seq_length: int, model_dir) -> None:
@@ -530,9 +445,9 @@ def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, 
     ``litebert pretrain`` writes ``pretraining_max_seq_length`` (L) into ``config.json``: the position vectors
     ``P[L:]`` never received a gradient and are still their random initialisation, so every token at a position
     ≥ L enters the encoder with noise that the pretrained layers never saw (BERT pretrains its last 10 % of steps at
-    512 for this reason, Devlin et al. 2019 §A.2). ``encoded`` maps a split name to its :class:`Encoded` examples;
-    the message counts the rows longer than L in each. Models without the key (transformers', converted TF
-    checkpoints) give None.
+    512 for this reason, Devlin et al. 2019 §A.2). ``encoded`` maps a split name to its features (anything with
+    ``lengths``); the message counts the rows longer than L in each. Models without the key (transformers',
+    converted TF checkpoints) give None.
     """
     trained = config.extra.get("pretraining_max_seq_length")
     if not trained or max_seq_length <= int(trained):
@@ -545,19 +460,181 @@ def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, 
             f"--max-seq-length {trained}, or pretrain (or continue with --init-from) on {max_seq_length}-token data")
 
 
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
 # --------------------------------------------------------------------------------------------------- finetune
+@dataclass
+class _Split:
+    """One data file of a run: what was read and its features."""
+
+    read: ReadResult
+    feats: Features
+
+
+@dataclass
+class _Data:
+    tokenizer: Any
+    train: _Split
+    dev: _Split
+    test: _Split | None
+
+    @property
+    def truncated(self) -> dict[str, int]:
+        out = {"train": self.train.feats.truncated, "dev": self.dev.feats.truncated}
+        if self.test is not None:
+            out["test"] = self.test.feats.truncated
+        return out
+
+
+def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
+    """Read train/dev(/test), fit the kind on train, subsample, load the tokenizer and featurize (dev/test labels
+    are checked against train's here: unseen labels fail or are counted, as the kind says)."""
+    train_read = kind.read(cfg.train_file, require_labels=True)
+    dev_read = kind.read(cfg.dev_file, require_labels=True)
+    kind.fit(train_read)
+    train_read = _subsample(train_read, cfg.max_train_examples, cfg.data_seed)
+    dev_read = _subsample(dev_read, cfg.max_eval_examples, cfg.data_seed)
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
+    train = _Split(train_read, kind.featurize(train_read, tokenizer, cfg.max_seq_length, "train"))
+    dev = _Split(dev_read, kind.featurize(dev_read, tokenizer, cfg.max_seq_length, "dev"))
+    test = None
+    if cfg.test_file:
+        test_read = kind.read(cfg.test_file, require_labels=False)
+        test = _Split(test_read, kind.featurize(test_read, tokenizer, cfg.max_seq_length, "test"))
+    for name, split in (("train", train), ("dev", dev), ("test", test)):
+        if split is not None:
+            _report_truncation(name, split.read.path, split.feats, cfg.max_seq_length)
+    return _Data(tokenizer, train, dev, test)
+
+
+def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
+    """The head model of ``kind`` over ``cfg.model``'s encoder, checked against the data; returns
+    ``(model, untrained_positions_warning)``."""
+    model, load_info = build_model(cfg.model, kind.architecture, kind.config_overrides(), init=cfg.init,
+                                   seed=cfg.seed, head_prefixes=kind.head_prefixes,
+                                   classifier_dropout=cfg.classifier_dropout, hidden_dropout=cfg.hidden_dropout,
+                                   extra=kind.config_extra())
+    _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
+    positions_warning = (untrained_positions_warning(model.config, cfg.max_seq_length,
+                                                     {"train": data.train.feats, "dev": data.dev.feats}, cfg.model)
+                         if cfg.init == "pretrained" else None)
+    if positions_warning:
+        log.warning("finetune: %s", positions_warning)
+    if data.tokenizer.vocab_size > model.config.vocab_size:
+        raise LitebertError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's vocab_size is "
+                            f"{model.config.vocab_size}: tokenizer and model do not belong together")
+    log.info("finetune: %s init; newly initialised: %s", cfg.init,
+             ", ".join(load_info["missing"]) if cfg.init == "pretrained" else "all weights")
+    return model, positions_warning
+
+
+def evaluate_split(kind: TaskKind, model, split: _Split, batch_size: int, pad_token_id: int, dist
+                   ) -> tuple[Any, dict[str, float]]:
+    """Predictions of ``model`` for every example of ``split`` and, when it has labels, the kind's metrics plus
+    ``eval_loss`` (mean per loss unit)."""
+    outputs, loss = infer(kind, model, split.feats, batch_size, pad_token_id, dist)
+    preds = kind.postprocess(outputs, split.feats, split.read)
+    metrics: dict[str, float] = {}
+    if split.read.has_labels:
+        metrics = kind.score(preds, split.read, split.feats)
+        metrics["eval_loss"] = float(loss) if loss is not None else float("nan")
+    return preds, metrics
+
+
+class _BestKeeper:
+    """The loop's ``eval_fn`` (dev metrics + ``eval_loss``, predictions kept for the final files) and ``on_best``
+    (installs ``OUTPUT/best``: model, tokenizer, ``best_eval.json``)."""
+
+    def __init__(self, out: Path, kind: TaskKind, data: _Data, eval_batch_size: int, dist):
+        self.out, self.kind, self.data, self.eval_batch_size, self.dist = out, kind, data, eval_batch_size, dist
+        self.best_dir = out / "best"
+        self.last: dict[str, Any] = {}  # predictions of the latest evaluation, kept with best/ (no second dev pass)
+        self.best: dict[str, Any] = {}
+
+    def eval_fn(self, m) -> dict[str, float]:
+        from litebert.training.distributed import unwrap_model
+        preds, metrics = evaluate_split(self.kind, unwrap_model(m), self.data.dev, self.eval_batch_size,
+                                        self.data.tokenizer.pad_token_id, self.dist)
+        self.last.update(preds=preds, metrics=dict(metrics))
+        return metrics
+
+    def on_best(self, raw_model, eval_metrics: dict[str, float], step: int) -> None:
+        with atomic_directory(self.best_dir) as tmp:  # a kill mid-save keeps the previous best/ whole
+            raw_model.save_pretrained(tmp)
+            self.data.tokenizer.save(tmp)
+            _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
+        self.best.clear()
+        self.best.update(self.last)
+        primary = self.kind.metrics[0]
+        log.info("finetune: new best %s=%.4f at step %d -> %s", primary, eval_metrics[primary], step, self.best_dir)
+
+
+def _finish(cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeeper, model, result,
+            t0: float, precision) -> FinetuneResult:
+    """Rank 0 after training: dev results and predictions of ``best/`` (and the test file), the result."""
+    from litebert.training.distributed import DistInfo, unwrap_model
+
+    out, best_dir, primary = Path(cfg.output_dir), keeper.best_dir, kind.metrics[0]
+    if not cfg.keep_checkpoints and (out / "checkpoints").exists():
+        shutil.rmtree(out / "checkpoints")
+    if not best_dir.exists():  # no evaluation produced a best (cannot happen with eval_fn; keep the last model)
+        keeper.on_best(unwrap_model(model), result.last_eval or {primary: float("nan")}, result.step)
+    local = DistInfo(device=keeper.dist.device)
+    pad = data.tokenizer.pad_token_id
+    if "preds" in keeper.best:
+        preds, eval_results = keeper.best["preds"], keeper.best["metrics"]
+    else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
+        with precision.autocast(local.device):
+            preds, eval_results = evaluate_split(kind, _load_finetuned(best_dir, local.device, kind.architecture),
+                                                 data.dev, cfg.eval_batch_size, pad, local)
+    best_info = read_json(best_dir / "best_eval.json", what="best_eval.json", expect=dict)
+    _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(data.dev.read.examples),
+                                            "best_step": best_info.get("step"), "truncated": data.dev.feats.truncated})
+    kind.write_predictions(out / kind.predictions_name, data.dev.read, preds)
+    test_results = None
+    if data.test is not None:
+        best_model = _load_finetuned(best_dir, local.device, kind.architecture)
+        with precision.autocast(local.device):
+            tpreds, tmetrics = evaluate_split(kind, best_model, data.test, cfg.eval_batch_size, pad, local)
+        kind.write_predictions(out / f"test_{kind.predictions_name}", data.test.read, tpreds)
+        if data.test.read.has_labels:
+            test_results = tmetrics
+            _write_json(out / "test_results.json", {**test_results, "num_examples": len(data.test.read.examples)})
+    seconds = time.time() - t0
+    log.info("finetune: done in %.0fs; best %s=%.4f at step %s; dev %s", seconds, primary,
+             eval_results[primary], best_info.get("step"), json.dumps(eval_results))
+    return FinetuneResult(
+        output_dir=out, best_dir=best_dir, metric=primary, best_metric=result.best_metric,
+        best_step=best_info.get("step"), eval_results=eval_results, test_results=test_results, steps=result.step,
+        stopped_early=result.stopped_early, num_train=len(data.train.feats), num_dev=len(data.dev.feats),
+        truncated=data.truncated, labels=list(kind.labels),
+        seconds=seconds)
+
+
 def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     """Fine-tune ``cfg.model`` on ``cfg.train_file``, keep the best dev checkpoint in ``OUTPUT/best``.
 
+    The task kind (:mod:`litebert.finetune.kinds`: classification, token, choice, qa — from ``--task`` or
+    ``--task-type``) supplies reading, features, the head, the objective, post-processing, metrics and the
+    prediction files; this function is the same for all of them.
+
     Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is trained with DDP, ``cfg.batch_size`` sequences per
-    process and micro-batch; dev predictions are sharded over the ranks and gathered (:func:`sharded_inference`);
+    process and micro-batch; dev features are sharded over the ranks and gathered (:func:`kinds.infer`);
     rank 0 alone writes ``OUTPUT/`` and every rank returns its :class:`FinetuneResult`. Logs a warning when
     ``max_seq_length`` exceeds the model's ``pretraining_max_seq_length`` (:func:`untrained_positions_warning`).
 
     Raises:
-        LitebertError: bad files (see :mod:`litebert.finetune.readers`), a dev label unseen in training, an
-            unknown metric for the problem type, a model directory without weights or tokenizer, an output
-            directory that already holds a run's checkpoints.
+        LitebertError: bad files (the kind's readers), a dev label unseen in training, an unknown metric for the
+            problem type, a model directory without weights or tokenizer, an output directory that already holds a
+            run's checkpoints.
     """
     from litebert.optim import build_optimizer, build_scheduler
     from litebert.training import TrainingArgs, make_batch_factory, train
@@ -566,174 +643,52 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
 
     t0 = time.time()
     out = Path(cfg.output_dir)
-    data = cfg.data
-    task = data.task_spec
-    problem_type = cfg.problem_type or (task.problem_type if task else "single_label")
+    kind = make_kind(cfg.data, problem_type=cfg.problem_type, metrics=cfg.metrics)
+    data = _load_data(cfg, kind)
 
-    # ---- data: read, label space, subsample
-    train_read = data.read(cfg.train_file, require_label=True)
-    dev_read = data.read(cfg.dev_file, require_label=True)
-    space = build_label_space(train_read, problem_type, task.labels if task and cfg.problem_type in
-                              (None, task.problem_type) else None, data.label_separator)
-    metrics = check_metrics(cfg.metrics or (task.metrics if task and problem_type == task.problem_type
-                                            else default_metrics(problem_type, space.num_labels)), problem_type)
-    train_read = _subsample(train_read, cfg.max_train_examples, cfg.data_seed)
-    dev_read = _subsample(dev_read, cfg.max_eval_examples, cfg.data_seed)
-
-    # ---- tokenizer + encoding (the label check of dev happens here: unseen labels fail with file:line)
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
-    train_enc = encode_examples(train_read.examples, tokenizer, cfg.max_seq_length, space, train_read.path)
-    dev_enc = encode_examples(dev_read.examples, tokenizer, cfg.max_seq_length, space, dev_read.path, "training")
-    test_read = test_enc = None
-    if cfg.test_file:
-        test_read = data.read(cfg.test_file, require_label=False)
-        test_enc = encode_examples(test_read.examples, tokenizer, cfg.max_seq_length,
-                                   space if test_read.has_labels else None, test_read.path)
-    truncated = {"train": train_enc.truncated, "dev": dev_enc.truncated}
-    _report_truncation("train", train_read.path, train_enc, cfg.max_seq_length)
-    _report_truncation("dev", dev_read.path, dev_enc, cfg.max_seq_length)
-    if test_enc is not None:
-        truncated["test"] = test_enc.truncated
-        _report_truncation("test", test_read.path, test_enc, cfg.max_seq_length)
-
-    # ---- model
     # under torchrun: DDP over WORLD_SIZE processes, each a micro-batch of cfg.batch_size (global batch
-    # batch_size x world_size), dev predictions sharded and gathered; rank 0 alone writes OUTPUT/
+    # batch_size x world_size), dev features sharded and gathered; rank 0 alone writes OUTPUT/
     dist = D.init_distributed(cfg.device)
-    extra: dict[str, Any] = {"finetuning_task": data.task} if data.task else {}
-    if data.text_column is not None or data.label_column is not None or data.header is not None:
-        # the user's columns, so that evaluate/predict on a file of the same layout need no options
-        extra["litebert_data_options"] = _jsonable({k: v for k, v in dataclasses.asdict(data).items()
-                                                    if k != "task" and v is not None})
-    if space.problem_type == "multi_label":
-        extra["litebert_label_separator"] = space.separator
-    model, load_info = build_classifier(cfg.model, space, init=cfg.init, seed=cfg.seed,
-                                        classifier_dropout=cfg.classifier_dropout,
-                                        hidden_dropout=cfg.hidden_dropout, extra=extra)
-    _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
-    positions_warning = (untrained_positions_warning(model.config, cfg.max_seq_length,
-                                                     {"train": train_enc, "dev": dev_enc}, cfg.model)
-                         if cfg.init == "pretrained" else None)
-    if positions_warning:
-        log.warning("finetune: %s", positions_warning)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise LitebertError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
-                            f"{model.config.vocab_size}: tokenizer and model do not belong together")
-    log.info("finetune: %s init; newly initialised: %s", cfg.init,
-             ", ".join(load_info["missing"]) if cfg.init == "pretrained" else "all weights")
-    model.to(dist.device)
-    model = wrap_model(model, dist)
+    model, positions_warning = _build_for_training(cfg, kind, data)
+    model = wrap_model(model.to(dist.device), dist)
     precision = _resolve_finetune_precision(cfg, out, dist.device)
     log.info("finetune: %s", precision)
 
-    # ---- schedule
-    steps_per_epoch = math.ceil(len(train_enc.input_ids) / (cfg.batch_size * dist.world_size))
+    steps_per_epoch = math.ceil(len(data.train.feats) / (cfg.batch_size * dist.world_size))
     max_steps = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
     eval_steps = cfg.eval_steps or steps_per_epoch
     optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate,
                                 weight_decay=cfg.weight_decay)
     scheduler = build_scheduler(optimizer, warmup_steps=int(round(cfg.warmup_ratio * max_steps)),
                                 max_steps=max_steps)
-    batches = make_batch_factory(EncodedDataset(train_enc), cfg.batch_size,
-                                 PadCollator(tokenizer.pad_token_id, space.problem_type), seed=cfg.seed,
-                                 shuffle=True, drop_last=False, rank=dist.rank, world_size=dist.world_size)
-    objective, count = make_objective(space.problem_type, dist.device)
-
+    batches = make_batch_factory(data.train.feats.items, cfg.batch_size, kind.collator(data.tokenizer.pad_token_id),
+                                 seed=cfg.seed, shuffle=True, drop_last=False, rank=dist.rank,
+                                 world_size=dist.world_size)
+    objective, count = kind.objective(dist.device)
     out.mkdir(parents=True, exist_ok=True)
-    best_dir = out / "best"
-    primary = metrics[0]
-    dev_targets = _targets_array(dev_enc, space)
-
-    last_eval: dict[str, Any] = {}  # predictions of the latest evaluation, kept with best/ (no second dev pass)
-
-    def eval_fn(m) -> dict[str, float]:
-        preds, loss = sharded_inference(unwrap_model(m), dev_enc, space, cfg.eval_batch_size,
-                                        tokenizer.pad_token_id, dist)
-        result = compute_metrics(metrics, preds, dev_targets, space.num_labels)
-        result["eval_loss"] = float(loss)
-        last_eval.update(preds=preds, metrics=dict(result))
-        return result
-
-    best_eval: dict[str, Any] = {}
-
-    def on_best(raw_model, eval_metrics: dict[str, float], step: int) -> None:
-        tmp = out / ".best.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        raw_model.save_pretrained(tmp)
-        tokenizer.save(tmp)
-        _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
-        if best_dir.exists():
-            shutil.rmtree(best_dir)
-        tmp.rename(best_dir)
-        best_eval.clear()
-        best_eval.update(last_eval)
-        log.info("finetune: new best %s=%.4f at step %d -> %s", primary, eval_metrics[primary], step, best_dir)
+    keeper = _BestKeeper(out, kind, data, cfg.eval_batch_size, dist)
 
     run_settings = {
-        "finetune_config": _jsonable(dataclasses.asdict(cfg)),
-        "problem_type": space.problem_type, "labels": list(space.labels), "metrics": list(metrics),
-        "num_train": len(train_enc.input_ids), "num_dev": len(dev_enc.input_ids), "max_steps": max_steps,
-        "steps_per_epoch": steps_per_epoch, "eval_steps": eval_steps, "truncated": truncated,
+        "finetune_config": _jsonable(dataclasses.asdict(cfg)), **kind.settings(),
+        "num_train": len(data.train.feats), "num_dev": len(data.dev.feats), "max_steps": max_steps,
+        "steps_per_epoch": steps_per_epoch, "eval_steps": eval_steps, "truncated": data.truncated,
         "untrained_positions_warning": positions_warning, "precision": precision.to_dict(),
-        "columns": {"train": _jsonable(dataclasses.asdict(data.spec_for(cfg.train_file, labels=True)))},
     }
+    if hasattr(kind, "columns"):
+        run_settings["columns"] = {"train": kind.columns(cfg.train_file)}
     if dist.is_main:
         _write_json(out / "finetune_config.json", run_settings)
     args = TrainingArgs(
         output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
-        save_total_limit=1, precision=precision.precision, metric_for_best=primary, greater_is_better=True,
+        save_total_limit=1, precision=precision.precision, metric_for_best=kind.metrics[0], greater_is_better=True,
         early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar, resume=cfg.resume,
-        log_prefix=f"finetune {data.task or Path(cfg.train_file).name}")
-    result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=eval_fn,
-                   on_best=on_best,
-                   extra_state={"finetune": run_settings["finetune_config"], "precision": precision.precision},
-                   dist=dist)
-    final: FinetuneResult | None = None
-    if dist.is_main:  # under torchrun the other ranks wait for rank 0's results
-        if not cfg.keep_checkpoints and (out / "checkpoints").exists():
-            shutil.rmtree(out / "checkpoints")
-
-        # ---- final: evaluate best/ on dev (and test), write results and predictions
-        if not best_dir.exists():  # no evaluation produced a best (cannot happen with eval_fn; keep the last model)
-            on_best(unwrap_model(model), result.last_eval or {primary: float("nan")}, result.step)
-        if "preds" in best_eval:
-            preds, eval_results = best_eval["preds"], best_eval["metrics"]
-        else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
-            best_model = _load_finetuned(best_dir, dist.device)
-            with precision.autocast(dist.device):
-                preds, _, loss = run_inference(best_model, dev_enc, space, cfg.eval_batch_size,
-                                               tokenizer.pad_token_id, dist.device)
-            eval_results = compute_metrics(metrics, preds, dev_targets, space.num_labels)
-            eval_results["eval_loss"] = float(loss)
-        best_info = json.loads((best_dir / "best_eval.json").read_text())
-        _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(preds),
-                                                "best_step": best_info.get("step"), "truncated": truncated["dev"]})
-        write_predictions(out / "predictions.tsv", [ex.index for ex in dev_read.examples],
-                          [space.decode(p) for p in preds], [ex.label for ex in dev_read.examples])
-        test_results = None
-        if test_enc is not None:
-            best_model = _load_finetuned(best_dir, dist.device)
-            with precision.autocast(dist.device):
-                tpreds, _, tloss = run_inference(best_model, test_enc, space, cfg.eval_batch_size,
-                                                 tokenizer.pad_token_id, dist.device)
-            labels = [ex.label for ex in test_read.examples] if test_read.has_labels else None
-            write_predictions(out / "test_predictions.tsv", [ex.index for ex in test_read.examples],
-                              [space.decode(p) for p in tpreds], labels)
-            if test_enc.targets is not None:
-                test_results = compute_metrics(metrics, tpreds, _targets_array(test_enc, space), space.num_labels)
-                test_results["eval_loss"] = float(tloss)
-                _write_json(out / "test_results.json", {**test_results, "num_examples": len(tpreds)})
-        seconds = time.time() - t0
-        log.info("finetune: done in %.0fs; best %s=%.4f at step %s; dev %s", seconds, primary,
-                 eval_results[primary], best_info.get("step"), json.dumps(eval_results))
-        final = FinetuneResult(
-            output_dir=out, best_dir=best_dir, metric=primary, best_metric=result.best_metric,
-            best_step=best_info.get("step"), eval_results=eval_results, test_results=test_results, steps=result.step,
-            stopped_early=result.stopped_early, num_train=len(train_enc.input_ids), num_dev=len(dev_enc.input_ids),
-            truncated=truncated, labels=list(space.labels), seconds=seconds)
-    if dist.distributed:
+        log_prefix=f"finetune {cfg.data.task or Path(cfg.train_file).name}")
+    result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=keeper.eval_fn,
+                   on_best=keeper.on_best, dist=dist,
+                   extra_state={"finetune": run_settings["finetune_config"], "precision": precision.precision})
+    final = _finish(cfg, kind, data, keeper, model, result, t0, precision) if dist.is_main else None
+    if dist.distributed:  # under torchrun the other ranks wait for rank 0's results
         final = D.broadcast_object(final)
         D.destroy_distributed()
     return final
@@ -753,121 +708,79 @@ def _resolve_finetune_precision(cfg: FinetuneConfig, out: Path, device: torch.de
         checkpoint_precision(resume_from) if resume_from is not None else None))
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def _load_finetuned(model_dir: str | Path, device: torch.device):
-    from litebert.modeling import AlbertForSequenceClassification
-    model = AlbertForSequenceClassification.from_pretrained(Path(model_dir))
-    return model.to(device).eval()
-
-
 # ------------------------------------------------------------------------------------------ evaluate / predict
 def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     from litebert.checkpoint import load_config
+    from litebert.training import distributed as D
 
     directory = Path(cfg.model)
     config = load_config(directory)
+    extra = config.extra or {}
     data = cfg.data
-    saved_task = (config.extra or {}).get("finetuning_task")
-    saved_columns = (config.extra or {}).get("litebert_data_options")
+    saved_task, saved_columns = extra.get("finetuning_task"), extra.get("litebert_data_options")
+    saved_type = extra.get("litebert_task_type")
     if data is None:
-        if not saved_task and not saved_columns:
+        if not saved_task and not saved_columns and saved_type in (None, "classification"):
             raise LitebertError(f"{directory}/config.json names no finetuning_task: give --task or --text-column")
-        data = DataOptions(task=saved_task if saved_task in TASKS else None, **(saved_columns or {}))
-    space = label_space_from_config(config)
+        data = DataOptions(task=saved_task if saved_task in TASKS else None,
+                           task_type=saved_type if saved_type != "classification" else None, **(saved_columns or {}))
+    kind = make_kind(data, metrics=cfg.metrics)
+    kind.from_config(config)
     _check_seq_length(config, cfg.max_seq_length, directory)
-    read = data.read(cfg.data_file, require_label=need_labels)
+    read = kind.read(cfg.data_file, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
-    task = data.task_spec
-    metrics = check_metrics(cfg.metrics or (task.metrics if task and task.problem_type == space.problem_type
-                                            else default_metrics(space.problem_type, space.num_labels)),
-                            space.problem_type)
     tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
-    labelled = read.has_labels
-    eval_space = _lenient_space(space) if labelled else space
-    encoded = encode_examples(read.examples, tokenizer, cfg.max_seq_length, eval_space if labelled else None,
-                              read.path, "model's")
-    _report_truncation("data", read.path, encoded, cfg.max_seq_length)
-    from litebert.training import distributed as D
-
-    # under torchrun each rank predicts every W-th row (sharded_inference) and rank 0 alone writes
+    feats = kind.featurize(read, tokenizer, cfg.max_seq_length, "data")
+    _report_truncation("data", read.path, feats, cfg.max_seq_length)
+    # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
             else D.DistInfo(device=_device(cfg.device)))
-    model = _load_finetuned(directory, dist.device)
+    model = _load_finetuned(directory, dist.device, kind.architecture)
     precision = resolve_precision(cfg.precision, dist.device)
     log.info("%s: %s", "evaluate" if need_labels else "predict", precision)
-    return read, space, metrics, tokenizer, encoded, model, dist, precision
+    return kind, _Split(read, feats), tokenizer, model, dist, precision
 
 
-def _lenient_space(space: LabelSpace) -> LabelSpace:
-    """Models fine-tuned elsewhere often keep transformers' default names ``LABEL_0 ...``: then the file's labels
-    ``0``, ``1``, ... are read as class ids."""
-    if space.problem_type != "regression" and all(n == f"LABEL_{i}" for i, n in enumerate(space.labels)):
-        return LabelSpace(space.problem_type, tuple(str(i) for i in range(len(space.labels))), space.separator)
-    return space
+def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalResult:
+    kind, split, tokenizer, model, dist, precision = _prepare_eval(cfg, need_labels=need_labels)
+    with precision.autocast(dist.device):
+        preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
+    read = split.read
+    labels = [ex.label for ex in read.examples] if read.has_labels else None
+    res = EvalResult(metrics=metrics, predictions=[kind.decode(p) for p in preds], labels=labels,
+                     num_examples=len(read.examples), truncated=split.feats.truncated)
+    if cfg.output_dir and dist.is_main:
+        out = Path(cfg.output_dir)
+        if name == "evaluate":
+            res.results_file = _write_json(out / "eval_results.json", {**metrics, "num_examples": len(preds),
+                                                                       "truncated": split.feats.truncated})
+        res.predictions_file = kind.write_predictions(out / kind.predictions_name, read, preds)
+    if name == "evaluate":
+        log.info("evaluate: %s on %d rows of %s", json.dumps(metrics), len(preds), read.path)
+    if dist.distributed:
+        from litebert.training.distributed import destroy_distributed
+        destroy_distributed()
+    return res
 
 
 def evaluate(cfg: EvaluateConfig) -> EvalResult:
-    """Metrics of a fine-tuned model on a labelled file; writes ``OUTPUT/eval_results.json`` and
-    ``OUTPUT/predictions.tsv`` when ``cfg.output_dir`` is set. Under ``torchrun`` the rows are shared out over the
-    ranks (:func:`sharded_inference`), every rank returns the whole result, and rank 0 alone writes.
+    """Metrics of a fine-tuned model on a labelled file; writes ``OUTPUT/eval_results.json`` and the kind's
+    predictions file (``predictions.tsv`` for classification) when ``cfg.output_dir`` is set. The task kind comes
+    from the model's ``config.json`` (``litebert_task_type``, ``finetuning_task``). Under ``torchrun`` the
+    features are shared out over the ranks (:func:`kinds.infer`), every rank returns the whole result, and rank 0
+    alone writes.
 
     Raises:
         LitebertError: the file has no label column, a label the model does not know (``file:line``), and the
             reader's errors.
     """
-    read, space, metrics, tokenizer, encoded, model, dist, precision = _prepare_eval(cfg, need_labels=True)
-    with precision.autocast(dist.device):
-        preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
-    result = compute_metrics(metrics, preds, _targets_array(encoded, space), space.num_labels)
-    result["eval_loss"] = float(loss)
-    predictions = [space.decode(p) for p in preds]
-    labels = [ex.label for ex in read.examples]
-    res = EvalResult(metrics=result, predictions=predictions, labels=labels, num_examples=len(preds),
-                     truncated=encoded.truncated)
-    if cfg.output_dir and dist.is_main:
-        out = Path(cfg.output_dir)
-        res.results_file = _write_json(out / "eval_results.json", {**result, "num_examples": len(preds),
-                                                                   "truncated": encoded.truncated})
-        res.predictions_file = write_predictions(out / "predictions.tsv", [ex.index for ex in read.examples],
-                                                 predictions, labels)
-    log.info("evaluate: %s on %d rows of %s", json.dumps(result), len(preds), read.path)
-    _end_distributed(dist)
-    return res
+    return _evaluate_file(cfg, True, "evaluate")
 
 
 def predict(cfg: EvaluateConfig) -> EvalResult:
-    """Predictions of a fine-tuned model for every row of a file (labels optional); writes
-    ``OUTPUT/predictions.tsv`` (``index  prediction [label]``) when ``cfg.output_dir`` is set. Metrics are
-    computed when the file has labels. Under ``torchrun``: as :func:`evaluate`."""
-    read, space, metrics, tokenizer, encoded, model, dist, precision = _prepare_eval(cfg, need_labels=False)
-    with precision.autocast(dist.device):
-        preds, loss = sharded_inference(model, encoded, space, cfg.batch_size, tokenizer.pad_token_id, dist)
-    labels = [ex.label for ex in read.examples] if read.has_labels else None
-    result: dict[str, float] = {}
-    if encoded.targets is not None:
-        result = compute_metrics(metrics, preds, _targets_array(encoded, space), space.num_labels)
-        result["eval_loss"] = float(loss)
-    predictions = [space.decode(p) for p in preds]
-    res = EvalResult(metrics=result, predictions=predictions, labels=labels, num_examples=len(preds),
-                     truncated=encoded.truncated)
-    if cfg.output_dir and dist.is_main:
-        res.predictions_file = write_predictions(Path(cfg.output_dir) / "predictions.tsv",
-                                                 [ex.index for ex in read.examples], predictions, labels)
-    _end_distributed(dist)
-    return res
-
-
-def _end_distributed(dist) -> None:
-    if dist.distributed:
-        from litebert.training.distributed import destroy_distributed
-        destroy_distributed()
+    """Predictions of a fine-tuned model for every example of a file (labels optional); writes the kind's
+    predictions file (``predictions.tsv``: ``index  prediction [label]`` for classification) when
+    ``cfg.output_dir`` is set. Metrics are computed when the file has labels. Under ``torchrun``: as
+    :func:`evaluate`."""
+    return _evaluate_file(cfg, False, "predict")

@@ -56,6 +56,9 @@ class TaskSpec:
         metrics: metric names; the first selects the best checkpoint.
         problem_type: one of :data:`PROBLEM_TYPES`.
         description: one line for ``--help``.
+        kind: the task type (:data:`litebert.finetune.kinds.TASK_TYPES`) whose kind reads and trains the task;
+            ``layouts`` are the classification kind's, other kinds read their own formats.
+        options: kind-specific reader settings as ``(name, value)`` pairs (e.g. Weibo NER's segment digit).
     """
 
     name: str
@@ -64,6 +67,12 @@ class TaskSpec:
     metrics: tuple[str, ...]
     problem_type: str = "single_label"
     description: str = ""
+    kind: str = "classification"
+    options: tuple[tuple[str, object], ...] = ()
+
+    def option(self, name: str, default=None):
+        """The value of a kind-specific option, or ``default``."""
+        return dict(self.options).get(name, default)
 
     def layout_for(self, path: str | Path, delimiter: str | None = None) -> ColumnSpec:
         """Pick the layout for ``path`` from its first row.
@@ -105,6 +114,7 @@ def _hdr(text, pair=None, label=None, **kw) -> Layout:
 
 _NLI3 = ("contradiction", "entailment", "neutral")
 _BIN = ("0", "1")
+_TNEWS = ("100", "101", "102", "103", "104", "106", "107", "108", "109", "110", "112", "113", "114", "115", "116")
 
 TASKS: dict[str, TaskSpec] = {t.name: t for t in (
     TaskSpec("sst2", (_hdr("sentence", label="label"),), _BIN, ("accuracy",),
@@ -136,6 +146,19 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in (
         _hdr("sentence1", "sentence2", "label"),  # CLUE-style JSON lines / TSV
     ), _NLI3, ("accuracy",),
         description="XNLI (Chinese rows of XNLI 1.0 dev/test; XNLI-MT train: premise, hypo, label)"),
+    # CLUE classification tasks, JSON lines as the CLUE repository distributes them (string labels)
+    TaskSpec("tnews", (_hdr("sentence", label="label"),), _TNEWS, ("accuracy",),
+             description="CLUE TNEWS' news titles, 15 classes: sentence, label (\"100\"..\"116\"), keywords unused"),
+    TaskSpec("iflytek", (_hdr("sentence", label="label"),), None, ("accuracy",),
+             description="CLUE IFLYTEK app descriptions, 119 classes: sentence, label (\"0\"..\"118\")"),
+    TaskSpec("afqmc", (_hdr("sentence1", "sentence2", "label"),), _BIN, ("accuracy",),
+             description="CLUE AFQMC question matching: sentence1, sentence2, label"),
+    TaskSpec("ocnli", (_hdr("sentence1", "sentence2", "label", skip_labels=("-",)),), _NLI3, ("accuracy",),
+             description="CLUE OCNLI: sentence1, sentence2, label (rows labelled '-' dropped)"),
+    TaskSpec("cmnli", (_hdr("sentence1", "sentence2", "label", skip_labels=("-",)),), _NLI3, ("accuracy",),
+             description="CLUE CMNLI: sentence1, sentence2, label (rows labelled '-' dropped)"),
+    TaskSpec("csl", (_hdr("keyword", "abst", "label"),), _BIN, ("accuracy",),
+             description="CLUE CSL keyword-abstract match: keyword (list, joined by ','), abst, label"),
 )}
 
 

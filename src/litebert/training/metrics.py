@@ -13,6 +13,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from litebert.fileio import atomic_write_text
+
 
 def format_record(record: dict, prefix: str = "", max_steps: int | None = None) -> str:
     """One greppable line: ``[prefix] train step 100/1000 | loss 7.1234 | mlm_accuracy 0.1234 | lr 1.00e-03``."""
@@ -62,7 +64,7 @@ class MetricsLogger:
                         kept.append(line)
                 except (ValueError, KeyError, TypeError):
                     continue  # a line cut short by a kill
-        self.jsonl_path.write_text("".join(k + "\n" for k in kept))
+        atomic_write_text(self.jsonl_path, "".join(k + "\n" for k in kept))
         self._jsonl = open(self.jsonl_path, "a")
         self._log = open(out / "train.log", "a")
         if tensorboard:

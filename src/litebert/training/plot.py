@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write
 from litebert.training.metrics import read_metrics
 
 _SKIP = {"step", "split", "learning_rate", "grad_norm", "tokens_per_second", "mlm_perplexity"}
@@ -48,6 +49,6 @@ def plot_metrics(output_dir: str | Path, out: str | Path | None = None) -> Path:
     fig.suptitle(str(output_dir))
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=100, format=out.suffix.lstrip(".") or "png"))
     plt.close(fig)
     return out

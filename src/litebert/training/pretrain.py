@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_directory, atomic_write_json, read_json
 from litebert.precision import PRECISIONS, resolve_precision
 from litebert.training import distributed as D
 from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
@@ -293,20 +294,10 @@ def _copy_tokenizer(data_dir: Path, dest: Path) -> bool:
 
 def _write_model_dir(model: nn.Module, data_dir: Path | None, dest: Path) -> Path:
     """``dest``: the HF model directory + the data's tokenizer files, written to a temp dir and renamed over it."""
-    tmp = dest.parent / f".tmp-{dest.name}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    if data_dir is None or not _copy_tokenizer(data_dir, tmp):
-        print(f"warning: {data_dir}/tokenizer not found; {dest} has no tokenizer files", file=sys.stderr)
-    old = dest.parent / f".old-{dest.name}"
-    if dest.exists():
-        if old.exists():
-            shutil.rmtree(old)
-        os.rename(dest, old)
-    os.rename(tmp, dest)
-    if old.exists():
-        shutil.rmtree(old)
+    with atomic_directory(dest) as tmp:
+        model.save_pretrained(tmp)
+        if data_dir is None or not _copy_tokenizer(data_dir, tmp):
+            print(f"warning: {data_dir}/tokenizer not found; {dest} has no tokenizer files", file=sys.stderr)
     return dest
 
 
@@ -356,8 +347,12 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             if t_train.get("vocab_size") != t_eval.get("vocab_size"):
                 raise LitebertError(f"--eval-data {cfg.eval_data} was prepared with another tokenizer (vocab_size "
                                     f"{t_eval.get('vocab_size')} vs {t_train.get('vocab_size')})")
-        from litebert.training.state import (checkpoint_precision, find_latest_checkpoint, list_checkpoints,
-                                             verify_checkpoint)
+        from litebert.training.state import (
+            checkpoint_precision,
+            find_latest_checkpoint,
+            list_checkpoints,
+            verify_checkpoint,
+        )
 
         resume_from = None
         if cfg.resume is None and list_checkpoints(out, warn=False):
@@ -392,7 +387,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
                 config.save(out)
             # a resumed run keeps the original settings file and adds its own beside it
             name = "run_settings.json" if resume_from is None else f"run_settings.resume-{resume_from.name}.json"
-            (out / name).write_text(json.dumps(settings, indent=2, default=str) + "\n")
+            atomic_write_json(out / name, settings, sort_keys=False, default=str)
             log(f"pretrain: {cfg.model_config} ({n_params:,} parameters), {len(dataset):,} training sequences, "
                 f"{dist.world_size} process(es) x batch {cfg.batch_size} x {cfg.gradient_accumulation_steps} "
                 f"accumulation = {settings['global_batch_size']} sequences/step, {cfg.max_steps} steps, "
@@ -498,7 +493,7 @@ def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) 
     data_dir = None
     settings = run / "run_settings.json"
     if settings.is_file():
-        data = json.loads(settings.read_text()).get("pretrain_config", {}).get("data")
+        data = read_json(settings, what="run settings", expect=dict).get("pretrain_config", {}).get("data")
         if data:
             data_dir = Path(data) if Path(data).is_absolute() else Path.cwd() / data
     out.parent.mkdir(parents=True, exist_ok=True)

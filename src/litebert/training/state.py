@@ -18,8 +18,6 @@ on a file system without atomic rename) is ignored with a warning; a file whose 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
 import re
@@ -32,6 +30,7 @@ import numpy as np
 import torch
 
 from litebert.errors import LitebertError
+from litebert.fileio import atomic_write, atomic_write_json, install_directory, read_json, sha256_file
 
 COMPLETE_MARKER = "COMPLETE"
 _STEP_RE = re.compile(r"^step-(\d+)$")
@@ -45,32 +44,8 @@ def checkpoints_dir(output_dir: str | Path) -> Path:
     return Path(output_dir) / "checkpoints"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _save_file(obj: Any, path: Path) -> None:
-    with open(path, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
+    atomic_write(path, lambda p: torch.save(obj, p))
 
 
 def rng_state() -> dict:
@@ -158,10 +133,7 @@ def save_checkpoint(
         if scaler_state is not None:
             _save_file(scaler_state, tmp / "scaler.pt")
         state = dict(trainer_state, step=step, world_size=world_size)
-        with open(tmp / "trainer_state.json", "w") as f:
-            json.dump(state, f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
+        atomic_write_json(tmp / "trainer_state.json", state)
         if extra_files is not None:
             extra_files(tmp)
     barrier()
@@ -169,16 +141,10 @@ def save_checkpoint(
         files = {}
         for p in sorted(tmp.rglob("*")):
             if p.is_file():
-                files[str(p.relative_to(tmp))] = {"bytes": p.stat().st_size, "sha256": _sha256(p)}
-        with open(tmp / COMPLETE_MARKER, "w") as f:
-            json.dump({"step": step, "files": files}, f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        if final.exists():  # a stale copy of the same step (e.g. saved again after a resume): replace it
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-        _fsync_dir(root)
+                files[str(p.relative_to(tmp))] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+        atomic_write_json(tmp / COMPLETE_MARKER, {"step": step, "files": files})
+        # replaces a stale copy of the same step (e.g. saved again after a resume)
+        install_directory(tmp, final)
         if save_total_limit is not None and save_total_limit > 0:
             for _, old in list_checkpoints(output_dir, warn=False)[:-save_total_limit]:
                 shutil.rmtree(old, ignore_errors=True)
@@ -195,15 +161,15 @@ def verify_checkpoint(path: str | Path) -> dict:
     if not marker.is_file():
         raise LitebertError(f"checkpoint {path} is incomplete (no {COMPLETE_MARKER} marker); resume from another one")
     try:
-        info = json.loads(marker.read_text())
+        info = read_json(marker, what="checkpoint marker", expect=dict)
         files = info["files"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (LitebertError, KeyError) as exc:
         raise LitebertError(f"checkpoint marker {marker} is corrupted ({exc})") from None
     for name, meta in files.items():
         f = path / name
         if not f.is_file():
             raise LitebertError(f"checkpoint file {f} is missing")
-        if f.stat().st_size != meta["bytes"] or _sha256(f) != meta["sha256"]:
+        if f.stat().st_size != meta["bytes"] or sha256_file(f) != meta["sha256"]:
             raise LitebertError(f"checkpoint file {f} is corrupted (size/sha256 differ from {marker.name}); "
                                 f"resume from an older checkpoint with --resume PATH")
     return info
@@ -226,8 +192,8 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
     path = Path(path)
     verify_checkpoint(path)
     try:
-        trainer_state = json.loads((path / "trainer_state.json").read_text())
-    except ValueError as exc:
+        trainer_state = read_json(path / "trainer_state.json", what="trainer state", expect=dict)
+    except LitebertError as exc:
         raise LitebertError(f"checkpoint file {path / 'trainer_state.json'} is corrupted ({exc})") from None
     saved_ws = trainer_state.get("world_size", 1)
     if saved_ws != world_size:
@@ -248,10 +214,8 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
 
 def checkpoint_precision(path: str | Path) -> str | None:
     """The precision (``fp32``/``bf16``/``fp16``) a checkpoint was trained in, from ``trainer_state.json``
-    (``extra.precision``, written by pretrain and finetune); None for checkpoints that predate the record."""
-    try:
-        state = json.loads((Path(path) / "trainer_state.json").read_text())
-    except (OSError, ValueError):
-        return None
+    (``extra.precision``, written by pretrain and finetune); None for checkpoints that predate the record.
+    Raises :class:`LitebertError` when ``trainer_state.json`` is missing or not a JSON object."""
+    state = read_json(Path(path) / "trainer_state.json", what="checkpoint trainer state", expect=dict)
     value = (state.get("extra") or {}).get("precision")
     return value if isinstance(value, str) else None

@@ -1,0 +1,196 @@
+"""One helper per file chore: atomic writes, atomic directory installs, sha256, read-JSON-or-explain.
+
+Every file litebert writes goes through this module, so a kill at any moment leaves either the old file or the new
+one, never half of one:
+
+- :func:`atomic_write` (and the ``_bytes``/``_text``/``_json`` shorthands) writes to a temporary file in the same
+  directory, flushes and fsyncs it, then ``os.replace``-s it over the target (atomic on POSIX within one file
+  system) and fsyncs the directory so the rename itself survives a power cut.
+- :func:`atomic_directory` builds a whole directory under a temporary name beside the target and installs it with
+  :func:`install_directory` (rename the old one aside, rename the new one in, delete the old one). POSIX has no
+  portable atomic exchange of two directories: between the two renames the target name is briefly absent, but the
+  old complete copy still exists as ``.old-NAME`` and the new complete copy as the temporary name, so nothing is
+  ever half written.
+- :func:`sha256_file` streams a file through SHA-256; :func:`read_json` reads a JSON file or raises a
+  :class:`~litebert.errors.LitebertError` that names the file and what is wrong with it.
+
+Named ``fileio`` rather than ``io`` so that ``import io`` elsewhere in the package keeps meaning the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from litebert.errors import LitebertError
+
+__all__ = [
+    "atomic_directory",
+    "atomic_write",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "fsync_dir",
+    "install_directory",
+    "json_text",
+    "read_json",
+    "sha256_bytes",
+    "sha256_file",
+]
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Flush a directory's entries (a rename in it) to disk; a no-op where the platform cannot open directories."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _tmp_name(path: Path, tag: str = "tmp") -> Path:
+    # Hidden and pid-tagged: two processes writing the same target never share a temporary file, and directory
+    # listings (checkpoints/, data shards) can skip names that start with a dot.
+    return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
+    """Call ``write(tmp_path)`` to write the file, then fsync it and rename it to ``path``.
+
+    For writers that want a path (``safetensors.torch.save_file``, ``torch.save``); the temporary file is removed if
+    ``write`` raises. Returns ``path``.
+    """
+    path = Path(path)
+    tmp = _tmp_name(path)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same directory, fsync, rename). Returns ``path``."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    return atomic_write(path, write)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` as UTF-8 to ``path`` atomically. Returns ``path``."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def json_text(obj: Any, *, sort_keys: bool = True, default: Callable[[Any], Any] | None = None) -> str:
+    """litebert's JSON file format: 2-space indent, UTF-8 kept as is (not ``\\u`` escaped), a final newline."""
+    return json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False, default=default) + "\n"
+
+
+def atomic_write_json(
+    path: str | os.PathLike, obj: Any, *, sort_keys: bool = True, default: Callable[[Any], Any] | None = None
+) -> Path:
+    """Write ``obj`` as JSON (see :func:`json_text`) to ``path`` atomically. Returns ``path``.
+
+    ``sort_keys=False`` keeps the dict's order (for files people read, e.g. ``eval_results.json``); ``default`` is
+    :func:`json.dumps`' hook for values JSON cannot represent.
+    """
+    return atomic_write_text(path, json_text(obj, sort_keys=sort_keys, default=default))
+
+
+def install_directory(tmp: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Move the finished directory ``tmp`` to ``dest``, replacing what is there; both must be on one file system.
+
+    The old ``dest`` is first renamed to ``.old-NAME`` and removed only after ``tmp`` is in place, so a kill at any
+    moment leaves a complete copy under one of the two names. Returns ``dest``.
+    """
+    tmp, dest = Path(tmp), Path(dest)
+    fsync_dir(tmp)
+    old = dest.with_name(f".old-{dest.name}")
+    if old.exists():
+        shutil.rmtree(old)
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(tmp, dest)
+    fsync_dir(dest.parent)
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+@contextlib.contextmanager
+def atomic_directory(dest: str | os.PathLike) -> Iterator[Path]:
+    """Build a directory under a temporary name beside ``dest``; install it as ``dest`` when the block succeeds.
+
+    ``with atomic_directory(out / "best") as tmp: model.save_pretrained(tmp)``. A stale temporary directory of the
+    same name is removed first; if the block raises, the temporary directory is removed and ``dest`` is untouched.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(dest)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    install_directory(tmp, dest)
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_json(path: str | os.PathLike, *, what: str = "JSON file", expect: type | None = None) -> Any:
+    """Read a UTF-8 JSON file.
+
+    ``what`` names the file's role in messages (``"config file"``, ``"checkpoint marker"``); ``expect`` (``dict`` or
+    ``list``) checks the top-level type.
+
+    Raises:
+        LitebertError: ``"{path}: {what} not found"``, ``"{path}: not valid JSON (msg at line L column C)"``,
+            ``"{path}: not a UTF-8 text file ..."`` or ``"{path}: expected a JSON object, got list"``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise LitebertError(f"{path}: {what} not found")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise LitebertError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise LitebertError(f"{path}: not a UTF-8 text file (expected a {what})") from None
+    if expect is not None and not isinstance(data, expect):
+        kind = {dict: "a JSON object", list: "a JSON array"}.get(expect, expect.__name__)
+        raise LitebertError(f"{path}: expected {kind}, got {type(data).__name__}")
+    return data

@@ -1,0 +1,88 @@
+"""litebert.fileio: atomic writes and directory installs, sha256, read-JSON-or-explain."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from litebert.errors import LitebertError
+from litebert.fileio import (
+    atomic_directory,
+    atomic_write,
+    atomic_write_json,
+    install_directory,
+    read_json,
+    sha256_file,
+)
+
+
+def test_atomic_write_json_round_trip_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "a.json"
+    atomic_write_json(path, {"b": 1, "a": "é"})
+    assert path.read_text(encoding="utf-8") == '{\n  "a": "é",\n  "b": 1\n}\n'  # sorted, UTF-8 kept, final newline
+    atomic_write_json(path, {"b": 2, "a": 1}, sort_keys=False)
+    assert read_json(path) == {"b": 2, "a": 1} and list(read_json(path)) == ["b", "a"]
+    assert sorted(os.listdir(tmp_path)) == ["a.json"]
+
+
+def test_atomic_write_failure_keeps_the_old_file(tmp_path):
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"old")
+
+    def write(tmp):
+        tmp.write_bytes(b"half")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(path, write)
+    assert path.read_bytes() == b"old" and sorted(os.listdir(tmp_path)) == ["weights.bin"]
+
+
+def test_atomic_directory_replaces_whole_or_not_at_all(tmp_path):
+    dest = tmp_path / "best"
+    with atomic_directory(dest) as tmp:
+        (tmp / "x").write_text("1")
+    assert (dest / "x").read_text() == "1"
+    with pytest.raises(RuntimeError), atomic_directory(dest) as tmp:
+        (tmp / "y").write_text("2")
+        raise RuntimeError("killed while saving")
+    assert sorted(os.listdir(dest)) == ["x"]  # the failed build left dest untouched
+    with atomic_directory(dest) as tmp:
+        (tmp / "y").write_text("2")
+    assert sorted(os.listdir(dest)) == ["y"]  # replaced, not merged
+    assert sorted(os.listdir(tmp_path)) == ["best"]  # no temporary or old copy left behind
+
+
+def test_install_directory_recovers_from_a_stale_old_copy(tmp_path):
+    dest, new = tmp_path / "final", tmp_path / "new"
+    dest.mkdir()
+    (tmp_path / ".old-final").mkdir()  # left by a kill between the two renames of an earlier install
+    new.mkdir()
+    (new / "f").write_text("new")
+    install_directory(new, dest)
+    assert (dest / "f").read_text() == "new" and sorted(os.listdir(tmp_path)) == ["final"]
+
+
+def test_sha256_file_matches_hashlib(tmp_path):
+    data = os.urandom(3 << 20)  # several 1 MiB blocks
+    (tmp_path / "f").write_bytes(data)
+    assert sha256_file(tmp_path / "f") == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, r"x\.json: manifest not found"),
+        (b'{"a": ', r"x\.json: not valid JSON \(Expecting value at line 1 column 7\)"),
+        (b"\xff\xfe", r"x\.json: not a UTF-8 text file \(expected a manifest\)"),
+        (b"[1]", r"x\.json: expected a JSON object, got list"),
+    ],
+)
+def test_read_json_errors_name_the_file(tmp_path, content, message):
+    path = tmp_path / "x.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(LitebertError, match=message):
+        read_json(path, what="manifest", expect=dict)
