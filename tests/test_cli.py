@@ -28,13 +28,15 @@ def test_abbreviated_option_and_bad_integer_are_usage_errors(capsys):
     assert exc.value.code == 2 and "expected an integer, got 'x'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, dest", [
-    (["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o"], "no_progress"),
-    (["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o"], "no_progress_bar"),
-    (["finetune", "--model", "m", "--train", "t", "--dev", "d", "--output", "o"], "no_progress"),
+@pytest.mark.parametrize("argv, field", [
+    (["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o"], "progress"),
+    (["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o"], "progress_bar"),
+    (["finetune", "--model", "m", "--train", "t", "--dev", "d", "--output", "o", "--task", "sst2"], "progress_bar"),
 ])
-def test_both_spellings_of_no_progress(argv, dest):
+def test_both_spellings_of_no_progress(argv, field):
+    from litebert.cli.options import config_from_args
+
     parser = build_parser()
-    assert getattr(parser.parse_args(argv), dest) is False
+    assert getattr(config_from_args(parser.parse_args(argv)), field) is True
     for flag in ("--no-progress", "--no-progress-bar"):
-        assert getattr(parser.parse_args([*argv, flag]), dest) is True
+        assert getattr(config_from_args(parser.parse_args([*argv, flag])), field) is False

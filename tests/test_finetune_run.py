@@ -8,6 +8,7 @@ minute on 2 cores. These tests check the machinery, not accuracy (scripts/compar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -228,7 +229,7 @@ def test_bad_input(en_model, tmp_path):
         finetune(_config(en_model, short, dev, tmp_path / "o4", data=data))
     with pytest.raises(LitebertError, match="unknown task"):
         DataOptions(task="squad")
-    with pytest.raises(LitebertError, match="learning_rate"):
+    with pytest.raises(LitebertError, match=r"^--learning-rate 0\.0: must be > 0$"):
         _config(en_model, train, dev, tmp_path / "o5", data=data, learning_rate=0)
 
 
@@ -299,6 +300,16 @@ def test_cli(en_model, shared_data, tmp_path, capsys):
     assert code == 0 and (out / "best/model.safetensors").exists() and not (out / "checkpoints").exists()
     printed = capsys.readouterr().out  # the loop's log lines, then the result as JSON
     assert json.loads(printed[printed.index("{\n"):])["metric"] == "accuracy"
+    # run_settings.json holds the settings that `finetune --config` reads back: the same run, another output
+    from litebert.cli import build_parser
+    from litebert.cli.options import config_from_args
+
+    settings = str(out / "run_settings.json")
+    first = config_from_args(build_parser().parse_args(["finetune", "--config", settings]))
+    again = config_from_args(build_parser().parse_args(["finetune", "--config", settings, "--output",
+                                                         str(tmp_path / "again")]))
+    assert again == dataclasses.replace(first, output_dir=str(tmp_path / "again")) and first.max_steps == 2
+    assert first.data.task == "sst2" and first.progress_bar is False and first.keep_checkpoints is False
     code = main(["evaluate", "--model", str(out / "best"), "--data", str(glue / "dev.tsv"), "--max-examples", "20",
                  "--max-seq-length", "64"])
     assert code == 0 and "accuracy" in json.loads(capsys.readouterr().out)

@@ -71,16 +71,16 @@ def test_explicit_choices_and_bad_values(cpu_with_bf16):
     assert P.resolve_precision("bf16", "cpu").native
     with pytest.raises(ValueError, match="expected one of auto, fp32, bf16, fp16"):
         P.resolve_precision("fp8", "cpu")
-    with pytest.raises(LitebertError, match="--precision 'fp8'"):
-        PretrainConfig(data="d", output="o", precision="fp8")
-    assert PretrainConfig(data="d", output="o").precision == "auto"
+    with pytest.raises(LitebertError, match="--precision 'fp8': expected one of auto, fp32, bf16, fp16"):
+        PretrainConfig(data="d", output="o", model_config="albert-debug", precision="fp8")
+    assert PretrainConfig(data="d", output="o", model_config="albert-debug").precision == "auto"
     from litebert.finetune.run import EvaluateConfig, FinetuneConfig
 
     for make in (lambda **kw: FinetuneConfig(model="m", train_file="t", dev_file="d", output_dir="o",
                                              data={"task": "sst2"}, **kw),
                  lambda **kw: EvaluateConfig(model="m", data_file="f", **kw)):
         assert make().precision == "auto"
-        with pytest.raises(LitebertError, match="precision"):
+        with pytest.raises(LitebertError, match="--precision 'fp8'"):
             make(precision="fp8")
 
 

@@ -200,6 +200,37 @@ def test_init_from_starts_from_a_model_directory(tiny_data, tmp_path, capsys):
     assert "model.safetensors" in err and "ffn" in err, err
 
 
+def test_config_run_settings_repeats_the_run_bit_for_bit(tiny_data, tmp_path):
+    """`pretrain --config RUN/run_settings.json --output NEW` repeats RUN: the same final weights, bit for bit."""
+    run, new = tmp_path / "run", tmp_path / "new"
+    assert main(_args(tiny_data, run, "--max-steps", 3, "--batch-size", 4, "--seed", 7, "--device", "cpu")) == 0
+    assert main(["pretrain", "--config", str(run / "run_settings.json"), "--output", str(new)]) == 0
+    first, again = _weights(run), _weights(new)
+    assert sorted(first) == sorted(again) and all(torch.equal(first[k], again[k]) for k in first)
+    settings = [json.loads((d / "run_settings.json").read_text())["pretrain_config"] for d in (run, new)]
+    assert settings[1] == {**settings[0], "output": str(new)}
+    assert settings[0]["seed"] == 7 and settings[0]["learning_rate"] == 5e-3
+
+
+def test_eval_data_longer_than_the_position_table_is_refused_before_the_first_step(tiny_data, tmp_path, capsys):
+    """Defect 1: --eval-data prepared at 256 tokens for albert-debug (128 positions) trained every step and then
+    died at the final evaluation with a traceback (no final/, no checkpoint). Now: one error line, no step run."""
+    from litebert.data import PrepareConfig, prepare
+
+    root = tiny_data.parent
+    corpus = tmp_path / "eval.txt"
+    corpus.write_text((root / "corpus.txt").read_text(encoding="utf-8")[:40_000], encoding="utf-8")
+    long_eval = tmp_path / "eval256"
+    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(root / "tok"), output=str(long_eval),
+                          max_seq_length=256, seed=1, progress=False))
+    out = tmp_path / "run"
+    assert main(_args(tiny_data, out, "--eval-data", long_eval, "--max-steps", 2, "--batch-size", 4)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --eval-data {long_eval}: data does not match the model") and \
+        "max_position_embeddings=128" in err, err
+    assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()
+
+
 def test_incomplete_checkpoint_is_ignored_with_a_warning(tiny_data, tmp_path):
     out = tmp_path / "run"
     assert main(_args(tiny_data, out, "--max-steps", 2, "--batch-size", 4, "--save-steps", 1)) == 0

@@ -19,6 +19,9 @@ from torch import nn
 
 from litebert.errors import LitebertError
 
+#: the optimizers :func:`build_optimizer` builds (the choices of every command's ``--optimizer``)
+OPTIMIZERS = ("lamb", "adamw")
+
 #: Substrings of parameter names that get neither weight decay nor the LAMB trust ratio (SPEC.md §4).
 NO_DECAY_PATTERNS: tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
 

@@ -3,30 +3,90 @@
 Each area registers its subcommands from its own module (``register(subparsers)``); every subcommand parses its
 options and calls a library function that tests call too. A :class:`~litebert.errors.LitebertError` is printed as
 one ``error:`` line with exit status 2, and so is an ``OSError`` (the file system refusing: permissions, a full
-disk, a file where a directory goes); unknown options fail loudly (argparse).
+disk, a file where a directory goes); unknown options fail loudly (argparse), before any missing required
+option is reported, with the closest valid option named.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import difflib
 import os
 import sys
 
 from litebert.errors import LitebertError
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with ``allow_abbrev=False`` (a typo such as ``--max-step`` must not pass as ``--max-steps``) and
+    unknown options reported first, each with the closest valid option: ``unrecognized arguments: --max-stepz
+    (did you mean --max-steps?)``, also when a required option is missing too (argparse would only say that)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._argv: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            target = self._command_parser(ns) or self
+            target.error(f"unrecognized arguments: {target.describe_unknown(extras)}")
+        return ns
+
+    def _command_parser(self, ns) -> Parser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(ns, action.dest, None))
+        return None
+
+    def _unknown(self, tokens: list[str]) -> list[str]:
+        known = {s for a in self._actions for s in a.option_strings}
+        out = []
+        for tok in tokens:
+            if tok == "--":
+                break
+            name = tok.split("=", 1)[0]
+            if tok.startswith("-") and len(tok) > 1 and not _is_number(tok) and name not in known:
+                out.append(name)
+        return out
+
+    def describe_unknown(self, tokens: list[str]) -> str:
+        known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+        hints = []
+        for name in self._unknown(tokens):
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"{name}: did you mean {close[0]}?")
+        return " ".join(tokens) + (f" ({'; '.join(hints)})" if hints else "")
+
+    def error(self, message: str):
+        if message.startswith("the following arguments are required"):
+            unknown = self._unknown(self._argv)
+            if unknown:
+                message = f"unrecognized arguments: {self.describe_unknown(unknown)}"
+        super().error(message)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from litebert import __version__
     from litebert.cli import data_cmds, finetune_cmds, model_cmds, pretrain_cmds
 
-    from litebert import __version__
-
-    parser = argparse.ArgumentParser(prog="litebert", allow_abbrev=False,
-                                     description="ALBERT in PyTorch: tokenize, prepare, pretrain, fine-tune.")
+    parser = Parser(prog="litebert", description="ALBERT in PyTorch: tokenize, prepare, pretrain, fine-tune.")
     parser.add_argument("--version", action="version", version=f"litebert {__version__}")
-    # Subcommands reject abbreviated options too: a typo such as --max-step must not pass as --max-steps.
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds):
         module.register(sub)

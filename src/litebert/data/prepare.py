@@ -29,12 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from litebert.data.corpus import CorpusStats, expand_document, read_documents, resolve_corpus_files
+from litebert.data.corpus import FORMATS, CorpusStats, expand_document, read_documents, resolve_corpus_files
 from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
 from litebert.data.masking import mask_batch, mask_keys
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_shard
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json
+from litebert.settings import check, fail, setting
 
 UNIT_DOCS = 64
 UNIT_BYTES = 512 * 1024
@@ -42,84 +43,51 @@ UNIT_BYTES = 512 * 1024
 
 @dataclass
 class PrepareConfig:
-    """Settings of ``litebert prepare`` (SPEC.md §2, §3). Validated on construction.
+    """Settings of ``litebert prepare`` (SPEC.md §2, §3): the command's options, one field each (derived from here).
 
-    Attributes:
-        corpus: corpus files or directories.
-        tokenizer: tokenizer directory (see :func:`litebert.tokenization.load_tokenizer`).
-        output: output directory (created; must not exist or be empty unless ``overwrite``).
-        max_seq_length: tokens per instance including ``[CLS]`` and two ``[SEP]``; ≤ ``max_position_embeddings``.
-        max_predictions_per_seq: P, the most masked tokens per instance.
-        masked_lm_prob: fraction of tokens to predict.
-        max_ngram: longest n-gram (in words); 1 gives plain whole-word masking.
-        short_seq_prob: probability that a document's target length is drawn from [2, max_seq_length − 3].
-        inter_sentence_task: ``sop`` (default), ``nsp`` (B from another nearby document with p 0.5) or ``none``
-            (A and B always in order, label 0; the trainer should not use the sentence loss).
-        seed: seed of every random choice.
-        workers: processes that tokenize and build instances (output is identical for any value).
-        static_masking: write masks into the shards (``dupe_factor`` passes) instead of masking per epoch.
-        dupe_factor: passes over the corpus with static masking (must be 1 without it).
-        whole_word_mask_zh: group Chinese characters into words with ``jieba`` for whole-word masking.
-        format: corpus format (``auto`` detects per file).
-        max_position_embeddings: the model's position table size; ``max_seq_length`` may not exceed it.
-        shard_size: instances per shard (about; shards end at unit boundaries).
-        on_invalid: ``skip`` (count) or ``error`` for lines that are not valid UTF-8.
-        overwrite: replace an existing non-empty output directory.
-        progress: show a tqdm progress bar (stderr).
+    Raises :class:`~litebert.errors.LitebertError` ``"--option value: why"`` on construction for a bad value.
     """
 
-    corpus: list[str]
-    tokenizer: str
-    output: str
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    max_ngram: int = 3
-    short_seq_prob: float = 0.1
-    inter_sentence_task: str = "sop"
-    seed: int = 12345
-    workers: int = 1
-    static_masking: bool = False
-    dupe_factor: int = 1
-    whole_word_mask_zh: bool = False
-    format: str = "auto"
-    max_position_embeddings: int = 512
-    shard_size: int = 100_000
-    on_invalid: str = "skip"
-    overwrite: bool = False
-    progress: bool = True
+    corpus: list[str] = setting(metavar="FILE", help="corpus files or directories")
+    tokenizer: str = setting(metavar="DIR", help="tokenizer directory (see litebert.tokenization.load_tokenizer)")
+    output: str = setting(metavar="DIR", help="output directory (created; must not exist or be empty unless "
+                                              "--overwrite)")
+    max_seq_length: int = setting(128, ge=5, help="tokens per instance including [CLS] and two [SEP] "
+                                                  "(at least 5: [CLS] A [SEP] B [SEP]; at most the position table)")
+    max_predictions_per_seq: int = setting(20, ge=1, help="P, the most masked tokens per instance")
+    masked_lm_prob: float = setting(0.15, ge=0, le=1, help="fraction of tokens to predict")
+    max_ngram: int = setting(3, ge=1, help="longest masked n-gram in words (1: plain whole-word masking)")
+    short_seq_prob: float = setting(0.1, ge=0, le=1, help="probability that a document's target length is drawn "
+                                                          "from [2, max_seq_length - 3]")
+    inter_sentence_task: str = setting("sop", choices=("sop", "nsp", "none"),
+                                       help="sop; nsp (B from another nearby document with p 0.5); none (A and B "
+                                            "always in order, label 0: the trainer uses MLM only)")
+    seed: int = setting(12345, help="seed of every random choice")
+    workers: int = setting(1, ge=1, help="processes that tokenize and build instances (output identical for any)")
+    static_masking: bool = setting(False, help="write masks into the shards (--dupe-factor passes) instead of "
+                                               "masking per epoch")
+    dupe_factor: int | None = setting(None, ge=1, help="passes over the corpus with --static-masking (default 10 "
+                                                       "with it, as BERT's create_pretraining_data.py; 1 without)")
+    whole_word_mask_zh: bool = setting(False, help="Chinese whole words from jieba")
+    format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
+    max_position_embeddings: int = setting(512, ge=1, help="the model's position table size: --max-seq-length "
+                                                           "may not exceed it")
+    shard_size: int = setting(100_000, ge=1, help="instances per shard (about; shards end at unit boundaries)")
+    on_invalid: str = setting("skip", option="--on-invalid-utf8", choices=("skip", "error"),
+                              help="lines that are not valid UTF-8: skip (and count) or error")
+    overwrite: bool = setting(False, help="replace an existing non-empty output directory")
+    progress: bool = setting(True, option="--no-progress", aliases=("--no-progress-bar",), negate=True,
+                             help="no progress bar")
 
     def __post_init__(self) -> None:
-        if isinstance(self.corpus, (str, os.PathLike)):
-            self.corpus = [self.corpus]
-        self.corpus = [str(c) for c in self.corpus]
-        self.tokenizer, self.output = str(self.tokenizer), str(self.output)
+        check(self)
         if self.max_seq_length > self.max_position_embeddings:
-            raise LitebertError(f"--max-seq-length {self.max_seq_length} is above max_position_embeddings "
-                                f"{self.max_position_embeddings}: the model has no positions beyond that")
-        if self.max_seq_length < 5:
-            raise LitebertError("--max-seq-length must be at least 5 ([CLS] A [SEP] B [SEP]), "
-                                f"got {self.max_seq_length}")
-        if not 0.0 <= self.masked_lm_prob <= 1.0:
-            raise LitebertError(f"--masked-lm-prob must be in [0, 1], got {self.masked_lm_prob}")
-        if self.max_predictions_per_seq < 1:
-            raise LitebertError(f"--max-predictions-per-seq must be ≥ 1, got {self.max_predictions_per_seq}")
-        if self.max_ngram < 1:
-            raise LitebertError(f"--max-ngram must be ≥ 1, got {self.max_ngram}")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise LitebertError(f"--short-seq-prob must be in [0, 1], got {self.short_seq_prob}")
-        if self.inter_sentence_task not in ("sop", "nsp", "none"):
-            raise LitebertError(f"--inter-sentence-task must be sop, nsp or none, got {self.inter_sentence_task!r}")
-        if self.workers < 1:
-            raise LitebertError(f"--workers must be ≥ 1, got {self.workers}")
-        if self.dupe_factor < 1:
-            raise LitebertError(f"--dupe-factor must be ≥ 1, got {self.dupe_factor}")
+            fail(self, "max_seq_length", f"is above max_position_embeddings {self.max_position_embeddings}: "
+                                         "the model has no positions beyond that")
+        if self.dupe_factor is None:
+            self.dupe_factor = 10 if self.static_masking else 1
         if self.dupe_factor > 1 and not self.static_masking:
-            raise LitebertError("--dupe-factor > 1 needs --static-masking (dynamic masking draws new masks each epoch)")
-        if self.shard_size < 1:
-            raise LitebertError(f"shard_size must be ≥ 1, got {self.shard_size}")
-        if self.on_invalid not in ("skip", "error"):
-            raise LitebertError(f"on_invalid must be skip or error, got {self.on_invalid!r}")
+            fail(self, "dupe_factor", "> 1 needs --static-masking (dynamic masking draws new masks each epoch)")
 
     def settings(self) -> dict:
         """The settings recorded in the manifest (what determines the bytes; not workers/progress/paths)."""

@@ -16,8 +16,15 @@ import torch
 import torch.nn.functional as F
 
 from litebert.fileio import atomic_write_text
-from litebert.finetune.data import (Encoded, EncodedDataset, LabelSpace, PadCollator, build_label_space,
-                                    encode_examples, label_space_from_config)
+from litebert.finetune.data import (
+    Encoded,
+    EncodedDataset,
+    LabelSpace,
+    PadCollator,
+    build_label_space,
+    encode_examples,
+    label_space_from_config,
+)
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
 from litebert.finetune.tasks import HF_PROBLEM_TYPES

@@ -15,6 +15,7 @@ kind's objective (summed loss) and a dev-set ``eval_fn``. Output directory::
     OUTPUT/test_predictions.*  with --test: the same for the test file (labels when it has them)
     OUTPUT/test_results.json   with a labelled --test file: its metrics
     OUTPUT/finetune_config.json  the settings of the run, the label space, truncation counts
+    OUTPUT/run_settings.json   the same with the settings under "finetune_config" (read back by ``--config``)
     OUTPUT/metrics.jsonl, tb/, train.log, checkpoints/   written by the training loop
 
 ``evaluate(EvaluateConfig)`` and ``predict(EvaluateConfig)`` load a fine-tuned directory (litebert's or
@@ -42,58 +43,60 @@ from litebert.fileio import atomic_directory, atomic_write_json, read_json
 from litebert.finetune.classification import make_objective, run_inference, write_predictions  # noqa: F401
 from litebert.finetune.data import LabelSpace
 from litebert.finetune.kinds import TASK_TYPES, Features, TaskKind, infer, make_kind
+from litebert.finetune.metrics import METRICS
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
+from litebert.optim import OPTIMIZERS
+from litebert.settings import check, fail, setting
 from litebert.precision import PRECISIONS, resolve_precision
 
 log = logging.getLogger("litebert.finetune")
 
-OPTIMIZERS = ("adamw", "lamb")
 INITS = ("pretrained", "random")
 
 
 # ------------------------------------------------------------------------------------------------------- configs
 @dataclass
 class DataOptions:
-    """How to read the data files (shared by finetune, evaluate and predict).
+    """How to read the data files (shared by finetune, evaluate and predict); each field's ``help`` documents it.
 
-    Attributes:
-        task: a preset name (:data:`litebert.finetune.tasks.TASKS`) that fills in columns, labels and metrics.
-        text_column / text_pair_column / label_column: header name or 0-based index; override the task's.
-        header: ``False`` = the files have no header (``--no-header``); ``None`` = the task's layout, or a header
-            when any column is given by name.
-        delimiter: field separator (``\\t``, ``,``, ``tab``, ``comma`` ...); default from the file extension.
-        label_separator: separator between labels of a multi-label field.
-        task_type: ``classification``, ``token``, ``choice`` or ``qa`` (:data:`litebert.finetune.kinds.TASK_TYPES`)
-            for files of one's own; default the task preset's kind, else classification.
-        word_column / tag_column: token classification (CoNLL-style column files): the word and the tag column
-            (0-based index); default 0 and the last column.
+    ``header``: ``False`` = the files have no header (``--no-header``); ``None`` = the task's layout, or a header
+    when any column is given by name. ``task_type`` (:data:`litebert.finetune.kinds.TASK_TYPES`) is for files of
+    one's own; default the task preset's kind. Raises LitebertError ``"--option value: why"`` when invalid.
     """
 
-    task: str | None = None
-    text_column: Column | None = None
-    text_pair_column: Column | None = None
-    label_column: Column | None = None
-    header: bool | None = None
-    delimiter: str | None = None
-    label_separator: str = ","
-    task_type: str | None = None
-    word_column: int | None = None
-    tag_column: int | None = None
+    task: str | None = setting(None, metavar="NAME", group="data layout",
+                               help=f"known task: fills in columns, labels and metrics ({', '.join(TASKS)})")
+    text_column: Column | None = setting(None, metavar="C", group="data layout",
+                                         help="text column: header name or 0-based index")
+    text_pair_column: Column | None = setting(None, metavar="C", group="data layout",
+                                              help="second text column of sentence-pair tasks")
+    label_column: Column | None = setting(None, metavar="C", group="data layout",
+                                          help="label column: header name or 0-based index")
+    header: bool | None = setting(None, option="--no-header", const=False, group="data layout",
+                                  help="the files have no header row (columns by index)")
+    delimiter: str | None = setting(None, metavar="D", group="data layout",
+                                    help="field separator: \\t (default for .tsv), ',' (.csv), ';' ...")
+    label_separator: str = setting(",", metavar="S", group="data layout",
+                                   help="separator between the labels of a multi-label field")
+    task_type: str | None = setting(None, choices=TASK_TYPES, group="data layout",
+                                    help="kind of task for files of one's own (default: the --task preset's, else "
+                                         "classification)")
+    word_column: int | None = setting(None, ge=0, metavar="I", group="data layout",
+                                      help="token classification: 0-based word column of a CoNLL-style file "
+                                           "(default 0)")
+    tag_column: int | None = setting(None, ge=0, metavar="I", group="data layout",
+                                     help="token classification: 0-based tag column of a CoNLL-style file "
+                                          "(default: the last)")
 
     def __post_init__(self) -> None:
         from litebert.finetune.readers import parse_column
+        check(self)
         self.text_column = parse_column(self.text_column)
         self.text_pair_column = parse_column(self.text_pair_column)
         self.label_column = parse_column(self.label_column)
-        if self.task_type is not None and self.task_type not in TASK_TYPES:
-            raise LitebertError(f"task_type must be one of {', '.join(TASK_TYPES)}, got {self.task_type!r}")
-        for name in ("word_column", "tag_column"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise LitebertError(f"{name} must be a 0-based column index, got {value!r}")
-        if self.task is not None:
-            get_task(self.task)  # fail early on an unknown name
+        if self.task is not None and self.task.lower().replace("-", "").replace("_", "") not in TASKS:
+            fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
         if self.task is None and self.text_column is None and self.task_type in (None, "classification"):
             raise LitebertError("give --task NAME or --text-column (and --label-column) to say where the data is, "
                                 "or --task-type token/choice/qa for files of one's own")
@@ -124,157 +127,109 @@ class DataOptions:
 
 @dataclass
 class FinetuneConfig:
-    """Settings of one fine-tuning run (``litebert finetune``); validated on construction.
+    """Settings of one fine-tuning run: the ``litebert finetune`` options, one field each (derived from here).
 
-    Attributes:
-        model: a model directory (HF format: ``config.json`` + weights, tokenizer files), e.g. ``OUTPUT/final`` of
-            pretraining, a transformers ALBERT directory or an albert_zh conversion.
-        train_file / dev_file / test_file: data files (TSV, CSV, JSON lines).
-        output_dir: where everything goes (see the module docstring).
-        data: how to read the files.
-        metrics: metric names; default the task's, else by problem type. The first selects the best checkpoint.
-        problem_type: ``single_label`` (default; ``regression`` for a regression task), ``multi_label``,
-            ``regression``.
-        epochs: passes over the training set (fractions allowed); ignored when ``max_steps`` is set.
-        max_steps: optimizer steps; overrides ``epochs``.
-        batch_size: examples per optimizer step. eval_batch_size: examples per forward at evaluation.
-        learning_rate: peak learning rate after linear warm-up; linear decay to 0 at the last step.
-        warmup_ratio: fraction of the steps spent warming up, in [0, 1).
-        weight_decay: decoupled weight decay (not on biases and LayerNorm).
-        max_grad_norm: global gradient-norm clip (0 = off).
-        optimizer: ``adamw`` (default) or ``lamb``.
-        max_seq_length: tokens per example including ``[CLS]``/``[SEP]``; longer rows are truncated and counted.
-        seed: model init of the head (and of all weights with ``init="random"``), shuffling, dropout.
-        data_seed: seed of the ``max_train_examples``/``max_eval_examples`` subsample (kept apart from ``seed`` so
-            that runs with different seeds see the same examples).
-        eval_steps: evaluate on dev every N steps; 0 = once per epoch.
-        logging_steps: training log line every N steps.
-        early_stopping_patience: stop after N evaluations without a better dev metric; None = never.
-        resume: None (fresh run; refused if ``OUTPUT/checkpoints/`` holds checkpoints), ``"auto"`` (continue from
-            the newest complete checkpoint in ``OUTPUT/checkpoints/``) or a ``step-N`` directory.
-        max_train_examples / max_eval_examples: random subsample of the train / dev rows (None = all).
-        init: ``pretrained`` (load the weights) or ``random`` (same architecture, fresh weights: the baseline).
-        tokenizer: tokenizer directory; default ``model``.
-        classifier_dropout: overrides ``classifier_dropout_prob`` of the model config.
-        hidden_dropout: overrides ``hidden_dropout_prob`` (and attention dropout) of the model config.
-        precision: ``auto`` (bf16 autocast where the device computes bf16 natively, else fp32; on resume the
-            checkpoint's), ``fp32``, ``bf16`` or ``fp16``: see :mod:`litebert.precision`.
-        device: ``None`` (CUDA when available), ``cpu`` or ``cuda``.
-        progress_bar: tqdm bar in the training loop.
-        keep_checkpoints: keep the loop's training-state ``checkpoints/`` (optimizer etc.); ``best/`` is always kept.
+    ``model`` is an HF-format model directory (``config.json`` + weights, tokenizer files): a pretraining
+    ``final/``, a transformers ALBERT directory or an albert_zh conversion. ``resume``: None (fresh run; refused
+    if ``OUTPUT/checkpoints/`` holds checkpoints), ``"auto"`` or a ``step-N`` directory. ``data_seed`` is kept
+    apart from ``seed`` so that runs with different seeds see the same subsample. Raises LitebertError
+    ``"--option value: why"`` on construction for a bad value.
     """
 
-    model: str
-    train_file: str
-    dev_file: str
-    output_dir: str
-    test_file: str | None = None
+    model: str = setting(metavar="DIR", help="model directory (HF format, e.g. pretraining final/)")
+    train_file: str = setting(option="--train", metavar="FILE", help="training data (TSV, CSV, JSON lines)")
+    dev_file: str = setting(option="--dev", metavar="FILE", help="dev data: selects best/")
+    output_dir: str = setting(option="--output", metavar="DIR", help="run directory")
+    test_file: str | None = setting(None, option="--test", metavar="FILE",
+                                    help="also predict this file (OUTPUT/test_predictions.tsv)")
     data: DataOptions = field(default_factory=DataOptions)
-    metrics: tuple[str, ...] | None = None
-    problem_type: str | None = None
-    epochs: float = 3.0
-    max_steps: int | None = None
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    learning_rate: float = 2e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    optimizer: str = "adamw"
-    max_seq_length: int = 128
-    seed: int = 42
-    data_seed: int = 0
-    eval_steps: int = 0
-    logging_steps: int = 50
-    early_stopping_patience: int | None = None
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    init: str = "pretrained"
-    tokenizer: str | None = None
-    classifier_dropout: float | None = None
-    hidden_dropout: float | None = None
-    precision: str = "auto"
-    device: str | None = None
-    resume: str | None = None
-    progress_bar: bool = True
-    keep_checkpoints: bool = True
+    metrics: tuple[str, ...] | None = setting(None, option="--metric", metavar="NAME",
+                                              help=f"metrics; the first picks the best checkpoint (classification: "
+                                                   f"{', '.join(METRICS)}; NER: f1, precision, recall, accuracy; "
+                                                   "multiple choice: accuracy)")
+    problem_type: str | None = setting(None, choices=PROBLEM_TYPES,
+                                       help="default single_label (regression for a regression task)")
+    epochs: float = setting(3.0, help="passes over the training set (> 0; fractions allowed; a max_steps "
+                                      "setting overrides it)")
+    max_steps: int | None = setting(None, gt=0, help="optimizer steps (overrides --epochs)")
+    batch_size: int = setting(32, gt=0, help="examples per optimizer step (per process)")
+    eval_batch_size: int = setting(64, gt=0, help="examples per forward at evaluation")
+    learning_rate: float = setting(2e-5, gt=0, help="peak learning rate (linear warm-up, linear decay to 0)")
+    warmup_ratio: float = setting(0.1, ge=0, lt=1, help="fraction of the steps spent warming up")
+    weight_decay: float = setting(0.01, ge=0, help="decoupled weight decay (not on biases and LayerNorm)")
+    max_grad_norm: float = setting(1.0, ge=0, help="global-norm clip; 0 = off")
+    optimizer: str = setting("adamw", choices=OPTIMIZERS, help="AdamW or LAMB")
+    max_seq_length: int = setting(128, ge=4, group="data layout",
+                                  help="tokens per example; longer rows are truncated")
+    seed: int = setting(42, help="model init of the head (all weights with --init random), shuffling, dropout")
+    data_seed: int = setting(0, help="seed of the --max-*-examples subsample")
+    eval_steps: int = setting(0, ge=0, help="evaluate every N steps (0 = once per epoch)")
+    logging_steps: int = setting(50, gt=0, help="training log line every N steps")
+    early_stopping_patience: int | None = setting(None, gt=0, metavar="N",
+                                                  help="stop after N evaluations without improvement")
+    max_train_examples: int | None = setting(None, gt=0, metavar="N", help="random subsample of train")
+    max_eval_examples: int | None = setting(None, gt=0, metavar="N", help="random subsample of dev")
+    init: str = setting("pretrained", choices=INITS,
+                        help="'random': same architecture, fresh weights (the baseline of "
+                             "scripts/compare_pretraining.py)")
+    tokenizer: str | None = setting(None, metavar="DIR", group="data layout",
+                                    help="tokenizer directory (default: the model directory)")
+    classifier_dropout: float | None = setting(None, ge=0, lt=1, help="override classifier_dropout_prob")
+    hidden_dropout: float | None = setting(None, ge=0, lt=1, help="override hidden/attention dropout")
+    precision: str = setting("auto", choices=PRECISIONS,
+                             help="auto: bf16 autocast where the device computes bf16 natively, else fp32 (on resume: "
+                                  "the checkpoint's); bf16/fp16: autocast; weights and checkpoints stay fp32")
+    device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
+                                 help="default: cuda when available")
+    resume: str | None = setting(None, metavar="auto|PATH",
+                                 help="continue from the newest complete checkpoint in OUTPUT/checkpoints (auto) or "
+                                      "from PATH")
+    progress_bar: bool = setting(True, option="--no-progress", aliases=("--no-progress-bar",), negate=True,
+                                 help="no progress bar")
+    keep_checkpoints: bool = setting(True, option="--no-checkpoints", negate=True,
+                                     help="delete the training-state checkpoints/ at the end (best/ is kept)")
 
     def __post_init__(self) -> None:
-        def fail(name: str, why: str) -> None:
-            raise LitebertError(f"finetune: {name} {why}")
-
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
-        if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
-            fail("problem_type", f"must be one of {', '.join(PROBLEM_TYPES)}, got {self.problem_type!r}")
-        if self.optimizer not in OPTIMIZERS:
-            fail("optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.init not in INITS:
-            fail("init", f"must be one of {', '.join(INITS)}, got {self.init!r}")
+        check(self)
         if not self.epochs > 0 and self.max_steps is None:
-            fail("epochs", f"must be > 0, got {self.epochs}")
-        for name in ("batch_size", "eval_batch_size", "logging_steps"):
-            if int(getattr(self, name)) < 1:
-                fail(name, f"must be >= 1, got {getattr(self, name)}")
-        for name in ("max_steps", "max_train_examples", "max_eval_examples", "early_stopping_patience"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                fail(name, f"must be >= 1 (or unset), got {value}")
-        if self.eval_steps < 0:
-            fail("eval_steps", f"must be >= 0, got {self.eval_steps}")
-        if self.precision not in PRECISIONS:
-            fail("precision", f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if not 0 <= self.warmup_ratio < 1:
-            fail("warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
-        if not self.learning_rate > 0:
-            fail("learning_rate", f"must be > 0, got {self.learning_rate}")
-        if self.max_seq_length < 4:
-            fail("max_seq_length", f"must be >= 4, got {self.max_seq_length}")
-        for name in ("classifier_dropout", "hidden_dropout"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < 1:
-                fail(name, f"must be in [0, 1), got {value}")
-        if self.metrics is not None:
-            self.metrics = tuple(self.metrics)
+            fail(self, "epochs", "must be > 0 (or give --max-steps)")
 
 
 @dataclass
 class EvaluateConfig:
-    """Settings of ``litebert evaluate`` / ``litebert predict``.
+    """Settings of ``litebert evaluate`` / ``litebert predict`` (their options derive from here).
 
-    Attributes:
-        model: a fine-tuned model directory (``config.json`` with ``id2label``; tokenizer files or ``tokenizer``).
-        data_file: the file to evaluate / predict.
-        output_dir: where ``eval_results.json`` / ``predictions.tsv`` go (default: the model directory's
-            ``eval``/``predict`` subdirectory is NOT used; ``None`` writes nothing).
-        data: how to read the file; ``None`` uses what fine-tuning saved in ``config.json``: the task
-            (``finetuning_task``) or the user's column options (``litebert_data_options``).
-        metrics: metric names (default: the task's or by problem type).
-        batch_size, max_seq_length, tokenizer, device, precision: as in :class:`FinetuneConfig`.
-        max_examples: evaluate only the first N rows.
+    ``data``: how to read the file; ``None`` uses what fine-tuning saved in ``config.json``: the task
+    (``finetuning_task``) or the user's column options (``litebert_data_options``). ``output_dir`` None writes
+    nothing.
     """
 
-    model: str
-    data_file: str
-    output_dir: str | None = None
+    model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best)")
+    data_file: str = setting(option="--data", metavar="FILE", help="the file to evaluate / predict")
+    output_dir: str | None = setting(None, option="--output", metavar="DIR",
+                                     help="write eval_results.json / predictions.tsv here (predict without it "
+                                          "prints the predictions)")
     data: DataOptions | None = None
-    metrics: tuple[str, ...] | None = None
-    batch_size: int = 64
-    max_seq_length: int = 128
-    tokenizer: str | None = None
-    device: str | None = None
-    max_examples: int | None = None
-    precision: str = "auto"
+    metrics: tuple[str, ...] | None = setting(None, option="--metric", metavar="NAME",
+                                              help="metrics (default: the task's, else by problem type)")
+    batch_size: int = setting(64, gt=0, help="examples per forward")
+    max_seq_length: int = setting(128, ge=4, group="data layout",
+                                  help="tokens per example; longer rows are truncated")
+    tokenizer: str | None = setting(None, metavar="DIR", group="data layout",
+                                    help="tokenizer directory (default: the model directory)")
+    device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
+                                 help="default: cuda when available")
+    max_examples: int | None = setting(None, gt=0, metavar="N", help="only the first N rows")
+    precision: str = setting("auto", choices=PRECISIONS,
+                             help="auto: bf16 autocast where the device computes bf16 natively, else fp32; "
+                                  "bf16/fp16: autocast")
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
-        if self.precision not in PRECISIONS:
-            raise LitebertError(f"evaluate: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.batch_size < 1:
-            raise LitebertError(f"evaluate: batch_size must be >= 1, got {self.batch_size}")
-        if self.max_seq_length < 4:
-            raise LitebertError(f"evaluate: max_seq_length must be >= 4, got {self.max_seq_length}")
+        check(self)
 
 
 # ------------------------------------------------------------------------------------------------------- results
@@ -388,7 +343,8 @@ def build_model(model_dir: str | Path, architecture: str, overrides: dict[str, A
     encoder_missing = [k for k in report["missing"] if not k.startswith(head_prefixes)]
     if encoder_missing:
         raise LitebertError(f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
-                            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory matching its config.json?")
+                            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory matching its "
+                            f"config.json?")
     bad_shapes = [k for k in report["mismatched"] if not k.startswith(head_prefixes)]
     if bad_shapes:
         raise LitebertError(f"{source}: tensors whose shape differs from config.json: {bad_shapes[:3]}")
@@ -640,6 +596,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
     from litebert.training.distributed import unwrap_model, wrap_model
+    from litebert.training.run import resolve_resume, resolve_run_precision, start, teardown, write_run_settings
+    from litebert.training.run import run_settings as make_run_settings
 
     t0 = time.time()
     out = Path(cfg.output_dir)
@@ -648,18 +606,16 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
 
     # under torchrun: DDP over WORLD_SIZE processes, each a micro-batch of cfg.batch_size (global batch
     # batch_size x world_size), dev features sharded and gathered; rank 0 alone writes OUTPUT/
-    dist = D.init_distributed(cfg.device)
+    dist = start(cfg.device)
     model, positions_warning = _build_for_training(cfg, kind, data)
     model = wrap_model(model.to(dist.device), dist)
-    precision = _resolve_finetune_precision(cfg, out, dist.device)
-    log.info("finetune: %s", precision)
 
     steps_per_epoch = math.ceil(len(data.train.feats) / (cfg.batch_size * dist.world_size))
     max_steps = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
     eval_steps = cfg.eval_steps or steps_per_epoch
     optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate,
                                 weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup_steps=int(round(cfg.warmup_ratio * max_steps)),
+    scheduler = build_scheduler(optimizer, warmup_steps=round(cfg.warmup_ratio * max_steps),
                                 max_steps=max_steps)
     batches = make_batch_factory(data.train.feats.items, cfg.batch_size, kind.collator(data.tokenizer.pad_token_id),
                                  seed=cfg.seed, shuffle=True, drop_last=False, rank=dist.rank,
@@ -672,17 +628,24 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "finetune_config": _jsonable(dataclasses.asdict(cfg)), **kind.settings(),
         "num_train": len(data.train.feats), "num_dev": len(data.dev.feats), "max_steps": max_steps,
         "steps_per_epoch": steps_per_epoch, "eval_steps": eval_steps, "truncated": data.truncated,
-        "untrained_positions_warning": positions_warning, "precision": precision.to_dict(),
+        "untrained_positions_warning": positions_warning,
     }
     if hasattr(kind, "columns"):
         run_settings["columns"] = {"train": kind.columns(cfg.train_file)}
+    resume_from = resolve_resume(out, cfg.resume, dist, verify=True)  # before anything is written
+    precision = resolve_run_precision(cfg.precision, dist.device, resume_from)
+    log.info("finetune: %s", precision)
+    run_settings["precision"] = precision.to_dict()
     if dist.is_main:
         _write_json(out / "finetune_config.json", run_settings)
+        write_run_settings(out, make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items()
+                                                                    if k != "finetune_config"}), resume_from)
     args = TrainingArgs(
         output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
         save_total_limit=1, precision=precision.precision, metric_for_best=kind.metrics[0], greater_is_better=True,
-        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar, resume=cfg.resume,
+        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar,
+        resume=None if resume_from is None else str(resume_from),
         log_prefix=f"finetune {cfg.data.task or Path(cfg.train_file).name}")
     result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=keeper.eval_fn,
                    on_best=keeper.on_best, dist=dist,
@@ -690,22 +653,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     final = _finish(cfg, kind, data, keeper, model, result, t0, precision) if dist.is_main else None
     if dist.distributed:  # under torchrun the other ranks wait for rank 0's results
         final = D.broadcast_object(final)
-        D.destroy_distributed()
+        teardown()
     return final
-
-
-def _resolve_finetune_precision(cfg: FinetuneConfig, out: Path, device: torch.device):
-    """:func:`litebert.precision.resolve_precision` for a fine-tuning run; a resumed run passes the precision its
-    checkpoint records (``OUTPUT/checkpoints/step-N`` for ``--resume auto``, or the given path)."""
-    from litebert.training.state import checkpoint_precision, find_latest_checkpoint
-
-    resume_from = None
-    if cfg.resume == "auto":
-        resume_from = find_latest_checkpoint(out)
-    elif cfg.resume is not None:
-        resume_from = Path(cfg.resume)
-    return resolve_precision(cfg.precision, device, checkpoint_precision=(
-        checkpoint_precision(resume_from) if resume_from is not None else None))
 
 
 # ------------------------------------------------------------------------------------------ evaluate / predict
@@ -752,6 +701,9 @@ def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalRes
                      num_examples=len(read.examples), truncated=split.feats.truncated)
     if cfg.output_dir and dist.is_main:
         out = Path(cfg.output_dir)
+        from litebert.training.run import run_settings, write_run_settings
+
+        write_run_settings(out, run_settings(name, cfg))
         if name == "evaluate":
             res.results_file = _write_json(out / "eval_results.json", {**metrics, "num_examples": len(preds),
                                                                        "truncated": split.feats.truncated})

@@ -114,6 +114,7 @@ def _hdr(text, pair=None, label=None, **kw) -> Layout:
 
 _NLI3 = ("contradiction", "entailment", "neutral")
 _BIN = ("0", "1")
+_NER = ("f1", "precision", "recall", "accuracy")
 _TNEWS = ("100", "101", "102", "103", "104", "106", "107", "108", "109", "110", "112", "113", "114", "115", "116")
 
 TASKS: dict[str, TaskSpec] = {t.name: t for t in (
@@ -144,6 +145,7 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in (
         _hdr("sentence1", "sentence2", "gold_label", filter_column="language", filter_value="zh"),  # XNLI 1.0
         _hdr("premise", "hypo", "label", label_map=(("contradictory", "contradiction"),)),  # XNLI-MT train
         _hdr("sentence1", "sentence2", "label"),  # CLUE-style JSON lines / TSV
+        _hdr("text_a", "text_b", "label"),  # Baidu ERNIE task_data (xnli_zh/dev.tsv)
     ), _NLI3, ("accuracy",),
         description="XNLI (Chinese rows of XNLI 1.0 dev/test; XNLI-MT train: premise, hypo, label)"),
     # CLUE classification tasks, JSON lines as the CLUE repository distributes them (string labels)
@@ -159,6 +161,21 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in (
              description="CLUE CMNLI: sentence1, sentence2, label (rows labelled '-' dropped)"),
     TaskSpec("csl", (_hdr("keyword", "abst", "label"),), _BIN, ("accuracy",),
              description="CLUE CSL keyword-abstract match: keyword (list, joined by ','), abst, label"),
+    # token classification (litebert/finetune/token.py): CoNLL-style column files or tokens/tags JSON lines
+    TaskSpec("conll2003", (), None, _NER, kind="token",
+             description="CoNLL-2003 English NER: 'word POS chunk tag' columns, IOB2, -DOCSTART- lines"),
+    TaskSpec("weibo_ner", (), None, _NER, kind="token", options=(("strip_segment_digits", True),),
+             description="Weibo NER (2nd revision): '<char><segment position>\\t<tag>', BIO, 8 types X.NAM/X.NOM"),
+    TaskSpec("msra_ner", (), None, _NER, kind="token",
+             description="MSRA NER (SIGHAN 2006): '<char>\\t<tag>', BIO, PER/LOC/ORG"),
+    # multiple choice (litebert/finetune/choice.py): the layout is recognised from the file
+    TaskSpec("c3", (), None, ("accuracy",), kind="choice",
+             description="CLUE C3: [[paragraphs], [{question, choice, answer}], id] documents, 2-4 options"),
+    TaskSpec("swag", (), None, ("accuracy",), kind="choice",
+             description="SWAG: sent1, sent2, ending0..3, label (JSON lines or the official CSV); HellaSwag JSON "
+                         "lines"),
+    TaskSpec("race", (), None, ("accuracy",), kind="choice",
+             description="RACE: article, questions, options, answers (A-D); one JSON object per file or per line"),
 )}
 
 
@@ -168,7 +185,10 @@ def get_task(name: str) -> TaskSpec:
     Raises:
         LitebertError: unknown name (the message lists the known ones).
     """
-    key = name.lower().replace("-", "").replace("_", "")
-    if key not in TASKS:
+    def norm(n: str) -> str:
+        return n.lower().replace("-", "").replace("_", "")
+
+    found = {norm(k): v for k, v in TASKS.items()}.get(norm(name))
+    if found is None:
         raise LitebertError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
-    return TASKS[key]
+    return found

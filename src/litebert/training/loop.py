@@ -19,11 +19,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from litebert.errors import LitebertError
+from litebert.precision import RESOLVED_PRECISIONS
 from litebert.training import distributed as D
 from litebert.training import state as S
 from litebert.training.metrics import MetricsLogger
 
 Batch = dict[str, torch.Tensor]
+
+#: what the loop computes in (a command's ``--precision``, litebert.precision.PRECISIONS, resolves to one of these)
+PRECISIONS = RESOLVED_PRECISIONS
 
 
 @dataclass
@@ -73,7 +77,7 @@ class TrainingArgs:
         need(self.eval_steps >= 0, "eval_steps", "must be >= 0")
         need(self.save_steps >= 0, "save_steps", "must be >= 0")
         need(self.save_total_limit is None or self.save_total_limit >= 1, "save_total_limit", "must be >= 1")
-        need(self.precision in ("fp32", "bf16", "fp16"), "precision", "expected fp32, bf16 or fp16")
+        need(self.precision in PRECISIONS, "precision", f"expected {', '.join(PRECISIONS)}")
         need(self.max_bad_steps >= 1, "max_bad_steps", "must be >= 1")
         need(self.early_stopping_patience is None or self.metric_for_best is not None, "early_stopping_patience",
              "needs metric_for_best")
@@ -225,21 +229,9 @@ def _load_scheduler(scheduler, optimizer, state: dict) -> None:
 
 
 def _resolve_resume(args: TrainingArgs, dist: D.DistInfo) -> Path | None:
-    out = Path(args.output_dir)
-    if args.resume is None:
-        existing = S.list_checkpoints(out, warn=False)
-        if existing:
-            raise LitebertError(f"{out} already holds checkpoints (newest {existing[-1][1].name}); pass "
-                                "--resume auto to continue, or choose another --output (nothing was overwritten)")
-        return None
-    if args.resume == "auto":
-        # every rank must pick the same directory: rank 0 decides
-        path = D.broadcast_object(S.find_latest_checkpoint(out) if dist.is_main else None)
-        return path
-    path = Path(args.resume)
-    if not path.is_dir():
-        raise LitebertError(f"--resume {path}: no such checkpoint directory")
-    return path
+    from litebert.training.run import resolve_resume  # the run layer's policy (run.py imports no loop code)
+
+    return resolve_resume(args.output_dir, args.resume, dist)
 
 
 def _sync_context(model: nn.Module, sync: bool):

@@ -10,11 +10,9 @@ optimizer step (all micro-batches, all ranks) + SOP CE averaged over every seque
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
-import platform
 import shutil
 import sys
 import time
@@ -26,97 +24,73 @@ import torch.nn.functional as F
 from torch import nn
 
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_directory, atomic_write_json, read_json
-from litebert.precision import PRECISIONS, resolve_precision
+from litebert.fileio import atomic_directory, read_json
+from litebert.optim import OPTIMIZERS
+from litebert.precision import PRECISIONS
+from litebert.settings import check, fail, setting
 from litebert.training import distributed as D
+from litebert.training import run as R
 from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
 
 
 @dataclass
 class PretrainConfig:
-    """Settings of one pretraining run (the ``litebert pretrain`` options, one field each)."""
+    """Settings of one pretraining run: the ``litebert pretrain`` options, one field each (derived from here).
 
-    #: prepared shards directory (``litebert prepare`` output, with manifest.json)
-    data: str
-    #: run directory: config.json, run_settings.json, metrics.jsonl, tb/, checkpoints/, final/
-    output: str
-    #: model preset name (``albert-base`` …) or a config.json path; vocab_size is taken from the data's tokenizer
-    model_config: str = "albert-base"
-    #: prepared shards to evaluate on (MLM accuracy, MLM perplexity, SOP accuracy); None = no evaluation
-    eval_data: str | None = None
-    #: "lamb" (SPEC.md §4) or "adamw"
-    optimizer: str = "lamb"
-    #: peak learning rate (paper: 0.00176 at batch 4096)
-    learning_rate: float = 1.76e-3
-    #: linear warmup steps from 0 to the peak
-    warmup_steps: int = 0
-    #: optimizer steps
-    max_steps: int = 1000
-    #: sequences per process per micro-batch
-    batch_size: int = 32
-    gradient_accumulation_steps: int = 1
-    #: global gradient-norm clipping (0 = off)
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.01
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-6
-    #: LAMB bias correction (off in the official code)
-    bias_correction: bool = False
-    #: polynomial decay power after warmup (1 = linear)
-    lr_decay_power: float = 1.0
-    logging_steps: int = 50
-    #: evaluate every N steps (0 = only at the end)
-    eval_steps: int = 0
-    #: evaluate on at most this many eval batches (None = the whole eval set)
-    max_eval_batches: int | None = None
-    eval_batch_size: int | None = None
-    #: checkpoint every N steps (0 = only at the end)
-    save_steps: int = 0
-    save_total_limit: int | None = None
-    seed: int = 42
-    #: None, "auto" or a checkpoint directory
-    resume: str | None = None
-    #: model directory (litebert ``final/``, a transformers ALBERT) whose weights start the run instead of a random
-    #: init: continued, domain- or task-adaptive pretraining (Gururangan et al. 2020). Its shapes must match
-    #: ``model_config`` (pass its ``config.json``); a resumed run takes its weights from the checkpoint instead.
-    init_from: str | None = None
-    #: "auto" (bf16 autocast where the device computes bf16 natively, else fp32; on resume: the checkpoint's),
-    #: "fp32", "bf16" or "fp16" (autocast; fp16 adds loss scaling). Weights, optimizer state, checkpoints: fp32
-    precision: str = "auto"
-    #: DataLoader worker processes per rank
-    num_workers: int = 0
-    #: torch.compile the model
-    compile: bool = False
-    #: FSDP2 (fully_shard) instead of DDP; GPUs, under torchrun
-    fsdp: bool = False
-    #: "cpu", "cuda" or None (cuda when available)
-    device: str | None = None
-    #: this many non-finite steps in a row stop the run
-    max_bad_steps: int = 5
-    progress_bar: bool = True
+    Raises :class:`~litebert.errors.LitebertError` ``"--option value: why"`` on construction for a bad value.
+    """
+
+    data: str = setting(help="prepared training data directory (litebert prepare output, with manifest.json)")
+    output: str = setting(help="run directory: config.json, run_settings.json, metrics.jsonl, tb/, checkpoints/, "
+                               "final/")
+    model_config: str = setting(help="model preset name (e.g. albert-unittest, albert-base) or config.json path; "
+                                     "vocab_size is taken from the data's tokenizer")
+    eval_data: str | None = setting(None, help="prepared evaluation data (MLM accuracy/perplexity, SOP accuracy)")
+    optimizer: str = setting("lamb", choices=OPTIMIZERS, help="LAMB (the paper's) or AdamW")
+    learning_rate: float = setting(1.76e-3, gt=0, help="peak learning rate (paper: 0.00176 at batch 4096)")
+    warmup_steps: int = setting(0, ge=0, help="linear warmup from 0 to the peak lr")
+    max_steps: int = setting(1000, gt=0, help="optimizer steps in the whole run")
+    batch_size: int = setting(32, gt=0, help="sequences per process per micro-batch")
+    gradient_accumulation_steps: int = setting(1, gt=0, help="micro-batches per optimizer step")
+    max_grad_norm: float = setting(1.0, ge=0, help="global-norm clipping (0 = off)")
+    weight_decay: float = setting(0.01, ge=0, help="decoupled weight decay (not on biases and LayerNorm)")
+    adam_beta1: float = setting(0.9, ge=0, lt=1, help="beta1 of LAMB/AdamW")
+    adam_beta2: float = setting(0.999, ge=0, lt=1, help="beta2 of LAMB/AdamW")
+    adam_epsilon: float = setting(1e-6, gt=0, help="epsilon of LAMB/AdamW")
+    bias_correction: bool = setting(False, help="LAMB with Adam bias correction (off in the paper)")
+    lr_decay_power: float = setting(1.0, gt=0, help="polynomial decay power after warmup (1 = linear)")
+    logging_steps: int = setting(50, gt=0, help="log train metrics every N steps")
+    eval_steps: int = setting(0, ge=0, help="evaluate every N steps (0 = at the end)")
+    max_eval_batches: int | None = setting(None, gt=0, help="cap on evaluation batches (default: all)")
+    eval_batch_size: int | None = setting(None, gt=0, help="sequences per process per evaluation batch "
+                                                           "(default: --batch-size)")
+    save_steps: int = setting(0, ge=0, help="checkpoint every N steps (0 = at the end)")
+    save_total_limit: int | None = setting(None, gt=0, help="keep the newest K checkpoints (default: all)")
+    seed: int = setting(42, help="seed of init, data order and masking")
+    resume: str | None = setting(None, metavar="{auto,PATH}",
+                                 help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a "
+                                      "checkpoints/step-N path")
+    init_from: str | None = setting(
+        None, metavar="DIR",
+        help="start from this model directory's weights (continued / domain-adaptive pretraining, Gururangan et "
+             "al. 2020); pass its config.json as --model-config; a resumed run takes its weights from the "
+             "checkpoint instead")
+    precision: str = setting("auto", choices=PRECISIONS,
+                             help="auto: bf16 autocast where the device computes bf16 natively, else fp32 (on resume: "
+                                  "the checkpoint's); bf16/fp16: autocast (fp16 adds loss scaling); weights, optimizer "
+                                  "state and checkpoints stay fp32")
+    num_workers: int = setting(0, ge=0, help="DataLoader workers per process")
+    compile: bool = setting(False, help="torch.compile the model")
+    fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun)")
+    device: str | None = setting(None, choices=("cpu", "cuda"), help="default: cuda when available")
+    max_bad_steps: int = setting(5, gt=0, help="this many non-finite steps in a row stop the run")
+    progress_bar: bool = setting(True, option="--no-progress-bar", aliases=("--no-progress",), negate=True,
+                                 help="log lines only, no tqdm bar")
 
     def __post_init__(self) -> None:
-        def need(cond: bool, name: str, what: str) -> None:
-            if not cond:
-                raise LitebertError(f"--{name.replace('_', '-')} {getattr(self, name)!r}: {what}")
-
-        need(self.optimizer in ("lamb", "adamw"), "optimizer", "expected lamb or adamw")
-        need(self.learning_rate > 0, "learning_rate", "must be > 0")
-        need(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
-        need(self.max_steps > 0, "max_steps", "must be > 0")
-        need(self.warmup_steps <= self.max_steps, "warmup_steps", "must not exceed --max-steps")
-        need(self.batch_size > 0, "batch_size", "must be > 0")
-        need(self.gradient_accumulation_steps > 0, "gradient_accumulation_steps", "must be > 0")
-        need(self.max_grad_norm >= 0, "max_grad_norm", "must be >= 0")
-        need(self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        need(self.precision in PRECISIONS, "precision", f"expected one of {', '.join(PRECISIONS)}")
-        need(self.num_workers >= 0, "num_workers", "must be >= 0")
-        need(self.logging_steps > 0, "logging_steps", "must be > 0")
-        need(self.eval_steps >= 0, "eval_steps", "must be >= 0")
-        need(self.save_steps >= 0, "save_steps", "must be >= 0")
-        need(self.save_total_limit is None or self.save_total_limit > 0, "save_total_limit", "must be > 0")
-        need(self.lr_decay_power > 0, "lr_decay_power", "must be > 0")
+        check(self)
+        if self.warmup_steps > self.max_steps:
+            fail(self, "warmup_steps", "must not exceed --max-steps")
 
 
 @dataclass
@@ -225,6 +199,16 @@ def _read_data(path: str, what: str):
     return manifest, dataset
 
 
+def _check_data(manifest: dict, config, what: str) -> None:
+    """``check_data_matches_model`` with the data set named: every data set is checked before the first step."""
+    from litebert import data as litebert_data
+
+    try:
+        litebert_data.check_data_matches_model(manifest, config)
+    except LitebertError as exc:
+        raise LitebertError(f"{what}: {exc}") from None
+
+
 def _tokenizer_info(manifest: dict) -> dict:
     info = manifest.get("tokenizer") or {}
     if not isinstance(info, dict):
@@ -308,8 +292,7 @@ def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
 
 def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int,
                   precision=None) -> dict:
-    return {
-        "pretrain_config": dataclasses.asdict(cfg),
+    return R.run_settings("pretrain", cfg, {
         "precision": precision.to_dict() if precision is not None else None,
         "world_size": dist.world_size,
         "device": str(dist.device),
@@ -318,10 +301,7 @@ def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict,
         "num_parameters": n_params,
         "data_manifest": {k: manifest.get(k) for k in ("format", "version", "settings", "counts", "tokenizer")
                           if k in manifest},
-        "versions": {"python": platform.python_version(), "torch": torch.__version__},
-        "argv": sys.argv,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    })
 
 
 # ---------------------------------------------------------------------------------------------- main entry
@@ -334,7 +314,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
     from litebert.modeling import AlbertForPreTraining
 
     t0 = time.perf_counter()
-    dist = D.init_distributed(cfg.device)
+    dist = R.start(cfg.device)
     try:
         out = Path(cfg.output)
         log = print if dist.is_main else (lambda *a, **k: None)
@@ -347,26 +327,10 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             if t_train.get("vocab_size") != t_eval.get("vocab_size"):
                 raise LitebertError(f"--eval-data {cfg.eval_data} was prepared with another tokenizer (vocab_size "
                                     f"{t_eval.get('vocab_size')} vs {t_train.get('vocab_size')})")
-        from litebert.training.state import (
-            checkpoint_precision,
-            find_latest_checkpoint,
-            list_checkpoints,
-            verify_checkpoint,
-        )
-
-        resume_from = None
-        if cfg.resume is None and list_checkpoints(out, warn=False):
-            raise LitebertError(f"{out} already holds checkpoints; pass --resume auto to continue, or choose "
-                                "another --output (nothing was overwritten)")
-        if cfg.resume is not None:
-            # check the checkpoint before anything is written, so a bad one harms nothing already saved
-            resume_from = (find_latest_checkpoint(out) if dist.is_main else None) if cfg.resume == "auto" \
-                else Path(cfg.resume)
-            resume_from = D.broadcast_object(resume_from)
-            if resume_from is not None:
-                verify_checkpoint(resume_from)
-        precision = resolve_precision(cfg.precision, dist.device, checkpoint_precision=(
-            checkpoint_precision(resume_from) if resume_from is not None else None))
+            _check_data(eval_manifest, config, f"--eval-data {cfg.eval_data}")  # not at the final evaluation
+        # check the checkpoint before anything is written, so a bad one harms nothing already saved
+        resume_from = R.resolve_resume(out, cfg.resume, dist, verify=True)
+        precision = R.resolve_run_precision(cfg.precision, dist.device, resume_from)
         log(f"pretrain: {precision}")
 
         torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
@@ -385,9 +349,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
             if resume_from is None or not (out / "config.json").exists():
                 config.save(out)
-            # a resumed run keeps the original settings file and adds its own beside it
-            name = "run_settings.json" if resume_from is None else f"run_settings.resume-{resume_from.name}.json"
-            atomic_write_json(out / name, settings, sort_keys=False, default=str)
+            R.write_run_settings(out, settings, resume_from)  # a resumed run adds its own file beside the first
             log(f"pretrain: {cfg.model_config} ({n_params:,} parameters), {len(dataset):,} training sequences, "
                 f"{dist.world_size} process(es) x batch {cfg.batch_size} x {cfg.gradient_accumulation_steps} "
                 f"accumulation = {settings['global_batch_size']} sequences/step, {cfg.max_steps} steps, "
@@ -461,7 +423,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
                               skipped_steps=result.skipped_steps, seconds=seconds,
                               last_checkpoint=result.last_checkpoint)
     finally:
-        D.destroy_distributed()
+        R.teardown()
 
 
 def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) -> Path:

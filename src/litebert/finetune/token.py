@@ -1,0 +1,453 @@
+"""Token classification (NER, ``--task-type token``): one tag per word, BIO / IOB2 / BIOES.
+
+Files:
+
+* CoNLL-style column files: one word per line, the tag in a chosen column (``--tag-column``, default the last;
+  the word in ``--word-column``, default 0), a blank line between sentences, ``-DOCSTART-`` lines skipped.
+  Columns are split on tabs when the line has one (Chinese one-character-per-line files: a character may be a
+  space-like symbol), else on runs of spaces (CoNLL-2003: ``word POS chunk tag``). Weibo NER's first column is
+  ``<char><segment position>`` (``她0``, ``p10``): the task option ``strip_segment_digits`` drops the trailing
+  number (the shortest non-empty prefix before the final digits is the character).
+* JSON lines with ``tokens`` (list of words) and ``tags`` (list of tag strings, same length).
+
+Features: each word is tokenized on its own; its first sub-token carries the word's label id and the other
+sub-tokens ``-100`` (ignored by the loss), as in transformers' ``run_ner.py`` (``label_all_tokens=False``). A word
+that tokenizes to nothing (U+FFFD, control characters) gets the ``[UNK]`` id so that every word has a position.
+A sentence longer than ``max_seq_length - 2`` sub-tokens is split into windows of whole words that overlap by
+about half a window; each word is labelled (in training) and predicted (at evaluation) in exactly one window, the
+one where it has the most context on both sides (the "max context" rule of google-research/bert's
+``run_squad.py``, on words), and the windows' predictions are rejoined into one tag sequence per sentence.
+
+Metrics: entity-level precision, recall and F1 (micro over entities, overall and per type) and token accuracy,
+computed by ``seqeval`` in its default mode, which reproduces conlleval (an ``I-`` tag that follows ``O`` or
+another type starts an entity; ``E-``/``S-`` close one). A dev/test tag that the training file never had is a
+counted warning, not an error: the gold entity stays in the scored sequences (so it counts as missed), its
+positions are left out of ``eval_loss``.
+
+Predictions: ``predictions.txt`` in the input's column format, ``word  gold  predicted`` (``word  predicted``
+without gold), a blank line between sentences; ``predictions.jsonl`` (``tokens``, ``tags``, ``predicted_tags``)
+for JSON-lines input.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from litebert.errors import LitebertError
+from litebert.fileio import atomic_write_text
+from litebert.finetune.data import _batch_ids
+from litebert.finetune.kinds import Features, TaskKind
+from litebert.finetune.readers import ReadResult, _read_text
+
+log = logging.getLogger("litebert.finetune")
+
+TOKEN_METRICS = ("f1", "precision", "recall", "accuracy")
+"""Metric names of the token kind: entity-level micro F1 / precision / recall, token accuracy."""
+
+_SEGMENT_DIGITS = re.compile(r"^(.+?)(\d+)$", re.S)
+
+
+@dataclass(frozen=True)
+class TokenExample:
+    """One sentence.
+
+    Attributes:
+        index: 0-based sentence number in the file. line: the 1-based line of its first word.
+        words: the words (characters for Chinese files). tags: one tag per word, or ``None`` (unlabelled).
+    """
+
+    index: int
+    words: list[str]
+    tags: list[str] | None
+    line: int
+
+    @property
+    def label(self):  # EvalResult.labels
+        return self.tags
+
+
+def read_token_file(path: str | Path, *, word_column: int | None = None, tag_column: int | None = None,
+                    strip_segment_digits: bool = False, require_labels: bool = True) -> ReadResult:
+    """Read a CoNLL-style column file or a ``tokens``/``tags`` JSON-lines file (see the module docstring).
+
+    Returns:
+        a ``ReadResult`` whose examples are :class:`TokenExample`; ``format`` is ``"conll-tab"``,
+        ``"conll-space"`` or ``"jsonl"``.
+
+    Raises:
+        LitebertError: a missing file, a line with too few columns (``file:line``), a JSON line without
+            ``tokens``/``tags`` or with lists of different lengths, no sentences, tags required but absent.
+    """
+    path = Path(path)
+    text = _read_text(path)
+    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        return _read_token_jsonl(path, text, require_labels)
+    word_col = 0 if word_column is None else word_column
+    lines = text.splitlines()
+    first = next((ln for ln in lines if ln.strip() and not ln.startswith("-DOCSTART-")), None)
+    if first is None:
+        raise LitebertError(f"{path}: no sentences (the file is empty or holds only -DOCSTART- lines)")
+    tab = "\t" in first
+    fmt = "conll-tab" if tab else "conll-space"
+    ncols_first = len(first.split("\t") if tab else first.split())
+    has_labels = require_labels or ncols_first > max(word_col, 0) + 1 or tag_column is not None
+    needed = max(word_col, tag_column if tag_column is not None else 1) + 1 if has_labels else word_col + 1
+
+    examples: list[TokenExample] = []
+    words: list[str] = []
+    tags: list[str] = []
+    start = 0
+
+    def flush():
+        if words:
+            examples.append(TokenExample(len(examples), list(words), list(tags) if has_labels else None, start))
+            words.clear()
+            tags.clear()
+
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            flush()
+            continue
+        fields = line.split("\t") if tab else line.split()
+        if len(fields) < needed:
+            raise LitebertError(
+                f"{path}:{lineno}: {len(fields)} column(s), expected at least {needed} (word in column {word_col}"
+                + (f", tag in column {'last' if tag_column is None else tag_column}" if has_labels else "")
+                + f"; columns split on {'tabs' if tab else 'spaces'}): {line[:80]!r}")
+        word = fields[word_col].strip() if not tab else fields[word_col]
+        if strip_segment_digits:
+            m = _SEGMENT_DIGITS.match(word)
+            if m is None:
+                raise LitebertError(f"{path}:{lineno}: expected <character><segment position> in column {word_col} "
+                                    f"(Weibo NER layout), got {word!r}")
+            word = m.group(1)
+        if not words:
+            start = lineno
+        words.append(word)
+        if has_labels:
+            tags.append(fields[-1 if tag_column is None else tag_column].strip())
+    flush()
+    if not examples:
+        raise LitebertError(f"{path}: no sentences")
+    return ReadResult(path=path, examples=examples, header=None, has_labels=has_labels, format=fmt)
+
+
+def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult:
+    examples: list[TokenExample] = []
+    has_labels: bool | None = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+        if not isinstance(obj, dict) or not isinstance(obj.get("tokens"), list):
+            raise LitebertError(f"{path}:{lineno}: expected an object with a list 'tokens' (and 'tags')")
+        if has_labels is None:
+            has_labels = "tags" in obj
+            if require_labels and not has_labels:
+                raise LitebertError(f"{path}:{lineno}: 'tags' missing (keys: {list(obj)}); training and dev files "
+                                    f"need tags")
+        tags = None
+        if has_labels:
+            tags = obj.get("tags")
+            if not isinstance(tags, list) or len(tags) != len(obj["tokens"]):
+                raise LitebertError(f"{path}:{lineno}: 'tags' must be a list as long as 'tokens' "
+                                    f"({len(obj['tokens'])}), got {tags!r:.80}")
+            tags = [str(t) for t in tags]
+        if obj["tokens"]:
+            examples.append(TokenExample(len(examples), [str(w) for w in obj["tokens"]], tags, lineno))
+    if not examples:
+        raise LitebertError(f"{path}: no sentences")
+    return ReadResult(path=path, examples=examples, header=None, has_labels=bool(has_labels), format="jsonl")
+
+
+def label_list(train: ReadResult) -> tuple[str, ...]:
+    """Tag names in id order: ``O`` first (when present), then the others sorted by entity type and prefix."""
+    seen = {t for ex in train.examples for t in ex.tags}
+    if len(seen) < 2:
+        raise LitebertError(f"{train.path}: only {len(seen)} distinct tag(s) {sorted(seen)} in the training file")
+    others = sorted(seen - {"O"}, key=lambda t: (t[2:] if t[1:2] == "-" else t, t))
+    return (("O",) if "O" in seen else ()) + tuple(others)
+
+
+def word_windows(lengths: list[int], body: int) -> list[tuple[int, int]]:
+    """Windows ``[start, end)`` of whole words whose sub-token counts ``lengths`` fit ``body`` tokens; consecutive
+    windows overlap by about ``body // 2`` tokens and each starts at least one word after the previous one."""
+    n = len(lengths)
+    windows, start = [], 0
+    while True:
+        end, total = start, 0
+        while end < n and (total + lengths[end] <= body or end == start):
+            total += lengths[end]
+            end += 1
+        windows.append((start, end))
+        if end >= n:
+            return windows
+        nxt, overlap = end, 0
+        while nxt - 1 > start and overlap + lengths[nxt - 1] <= body // 2:
+            nxt -= 1
+            overlap += lengths[nxt]
+        start = max(nxt, start + 1)
+
+
+def window_owner(windows: list[tuple[int, int]], n: int) -> list[int]:
+    """For each of ``n`` words the window where it has the most context: max over windows of
+    ``min(words before it, words after it)`` inside the window (ties: the earlier window)."""
+    owner, best = [0] * n, [-1] * n
+    for k, (s, e) in enumerate(windows):
+        for w in range(s, e):
+            score = min(w - s, e - 1 - w)
+            if score > best[w]:
+                best[w], owner[w] = score, k
+    return owner
+
+
+class TokenKind(TaskKind):
+    """Token classification (see the module docstring)."""
+
+    name = "token"
+    architecture = "AlbertForTokenClassification"
+    head_prefixes = ("classifier.",)
+    predictions_name = "predictions.txt"
+
+    def __init__(self, data, *, problem_type: str | None = None, metrics=None):
+        super().__init__(data, problem_type=problem_type, metrics=metrics)
+        if problem_type not in (None, "single_label"):
+            raise LitebertError(f"--problem-type {problem_type} does not apply to token classification")
+        self.tag_names: tuple[str, ...] = ()
+
+    # ---- data
+    def read(self, path, *, require_labels: bool) -> ReadResult:
+        task = self.task
+        return read_token_file(path, word_column=self.data.word_column, tag_column=self.data.tag_column,
+                               strip_segment_digits=bool(task and task.option("strip_segment_digits")),
+                               require_labels=require_labels)
+
+    def fit(self, train: ReadResult) -> None:
+        self.tag_names = self.task.labels if self.task and self.task.labels else label_list(train)
+        self._choose_metrics()
+
+    def from_config(self, config) -> None:
+        self.tag_names = tuple(config.id2label[i] for i in range(config.num_labels))
+        self._choose_metrics()
+
+    def _choose_metrics(self) -> None:
+        self.metrics = tuple(self.metrics) or (self.task.metrics if self.task else TOKEN_METRICS)
+        for name in self.metrics:
+            if name not in TOKEN_METRICS:
+                raise LitebertError(f"metric {name!r} does not apply to token classification; "
+                                    f"use {', '.join(TOKEN_METRICS)}")
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.tag_names)
+
+    def featurize(self, read: ReadResult, tokenizer, max_seq_length: int, split: str) -> Features:
+        """Windows of ``[CLS] sub-tokens [SEP]`` (see the module docstring); ``extra["positions"][f]`` lists
+        ``(word index, token position)`` of the words feature ``f`` predicts."""
+        label2id = {t: i for i, t in enumerate(self.tag_names)}
+        cls, sep, unk = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.unk_token_id
+        body = max_seq_length - 2
+        all_words = [w for ex in read.examples for w in ex.words]
+        word_ids = _batch_ids(tokenizer, all_words)
+        items, lengths, owners, positions = [], [], [], []
+        truncated = longest = split_sentences = 0
+        unknown: dict[str, int] = {}
+        first_unknown: tuple[str, int] | None = None
+        k = 0
+        for ex_i, ex in enumerate(read.examples):
+            pieces = []
+            cut = False
+            for _ in ex.words:
+                ids = word_ids[k] or [unk]
+                k += 1
+                if len(ids) > body:
+                    ids, cut = ids[:body], True
+                pieces.append(ids)
+            truncated += cut
+            longest = max(longest, sum(len(p) for p in pieces) + 2)
+            targets = None
+            if read.has_labels:
+                targets = []
+                for tag in ex.tags:
+                    if tag not in label2id:
+                        unknown[tag] = unknown.get(tag, 0) + 1
+                        first_unknown = first_unknown or (tag, ex.line)
+                    targets.append(label2id.get(tag, -100))
+            windows = word_windows([len(p) for p in pieces], body)
+            split_sentences += len(windows) > 1
+            owner = window_owner(windows, len(pieces))
+            for w_k, (s, e) in enumerate(windows):
+                ids, labels, pos = [cls], [-100], []
+                for w in range(s, e):
+                    if owner[w] == w_k:
+                        pos.append((w, len(ids)))
+                        labels.append(targets[w] if targets is not None else -100)
+                        labels.extend([-100] * (len(pieces[w]) - 1))
+                    else:
+                        labels.extend([-100] * len(pieces[w]))
+                    ids.extend(pieces[w])
+                ids.append(sep)
+                labels.append(-100)
+                item = {"input_ids": ids}
+                if targets is not None:
+                    item["labels"] = labels
+                items.append(item)
+                lengths.append(len(ids))
+                owners.append(ex_i)
+                positions.append(pos)
+        if unknown:
+            tag, line = first_unknown
+            log.warning("%s: %d word(s) of %s carry tags the model does not know %s (first %r at line %d): they "
+                        "stay in the gold sequences (entities missed) and are left out of eval_loss", split,
+                        sum(unknown.values()), read.path, sorted(unknown), tag, line)
+        if split_sentences:
+            log.info("%s: %d of %d sentences of %s are longer than %d sub-tokens and were split into overlapping "
+                     "windows", split, split_sentences, len(read.examples), read.path, body)
+        return Features(items, lengths, owners, truncated, longest,
+                        extra={"positions": positions, "unknown_tags": dict(unknown)})
+
+    def collator(self, pad_token_id: int):
+        return TokenCollator(pad_token_id)
+
+    # ---- model
+    def config_overrides(self) -> dict[str, Any]:
+        id2label = dict(enumerate(self.tag_names))
+        return dict(num_labels=len(self.tag_names), id2label=id2label, label2id={v: k for k, v in id2label.items()})
+
+    def config_extra(self) -> dict[str, Any]:
+        extra = super().config_extra()
+        columns = {k: getattr(self.data, k) for k in ("word_column", "tag_column") if getattr(self.data, k) is not None}
+        if columns:
+            extra["litebert_data_options"] = columns
+        return extra
+
+    # ---- training
+    def objective(self, device: torch.device):
+        from litebert.training import LossOutput
+
+        def objective(model, batch):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            logits = _logits(model, batch)
+            labels = batch["labels"]
+            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100,
+                                   reduction="sum")
+            on = labels != -100
+            correct = (logits.detach().argmax(-1)[on] == labels[on]).sum().item()
+            return LossOutput(sums={"loss": loss}, ratios={"accuracy": (float(correct), float(on.sum().item()))})
+
+        def count(batch):
+            return {"loss": int((batch["labels"] != -100).sum())}
+
+        return objective, count
+
+    # ---- inference
+    def forward(self, model, batch):
+        logits = _logits(model, batch).float()
+        loss_sum, units = 0.0, 0
+        if "labels" in batch:
+            labels = batch["labels"]
+            loss_sum = float(F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
+                                             reduction="sum"))
+            units = int((labels != -100).sum())
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        best = logits.argmax(-1).cpu().numpy()
+        return [best[i, :n] for i, n in enumerate(lengths)], loss_sum, units
+
+    def postprocess(self, outputs, feats: Features, read: ReadResult) -> list[list[str]]:
+        preds: list[list[str | None]] = [[None] * len(ex.words) for ex in read.examples]
+        for f, out in enumerate(outputs):
+            sentence = preds[feats.example_index[f]]
+            for w, pos in feats.extra["positions"][f]:
+                sentence[w] = self.tag_names[int(out[pos])]
+        return preds  # type: ignore[return-value]
+
+    def score(self, predictions, read: ReadResult, feats: Features) -> dict[str, float]:
+        return entity_metrics([ex.tags for ex in read.examples], predictions, self.metrics)
+
+    def write_predictions(self, path: Path, read: ReadResult, predictions) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if read.format == "jsonl":
+            path = path.with_suffix(".jsonl")
+            lines = [json.dumps({"tokens": ex.words, **({"tags": ex.tags} if ex.tags is not None else {}),
+                                 "predicted_tags": pred}, ensure_ascii=False)
+                     for ex, pred in zip(read.examples, predictions, strict=True)]
+            body = "\n".join(lines) + "\n"
+        else:
+            sep = "\t" if read.format == "conll-tab" else " "
+            blocks = []
+            for ex, pred in zip(read.examples, predictions, strict=True):
+                rows = [sep.join([w, *([ex.tags[i]] if ex.tags is not None else []), pred[i]])
+                        for i, w in enumerate(ex.words)]
+                blocks.append("\n".join(rows))
+            body = "\n\n".join(blocks) + "\n"
+        return atomic_write_text(path, body)
+
+    def settings(self) -> dict[str, Any]:
+        return {"task_type": self.name, "labels": list(self.tag_names), "metrics": list(self.metrics)}
+
+
+def _logits(model, batch) -> torch.Tensor:
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                token_type_ids=batch["token_type_ids"])
+    return out.logits if hasattr(out, "logits") else out[0]
+
+
+@dataclass
+class TokenCollator:
+    """Pads items to the longest: ``input_ids`` (pad id), ``token_type_ids`` (0), ``attention_mask`` (0) and
+    ``labels`` (-100), all ``int64 [B, S]``."""
+
+    pad_token_id: int
+
+    def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
+        lengths = np.fromiter((len(it["input_ids"]) for it in items), dtype=np.int64, count=len(items))
+        batch, seq = len(items), int(lengths.max())
+        input_ids = np.full((batch, seq), self.pad_token_id, dtype=np.int64)
+        labels = np.full((batch, seq), -100, dtype=np.int64)
+        for row, it in enumerate(items):
+            input_ids[row, : lengths[row]] = it["input_ids"]
+            if "labels" in it:
+                labels[row, : lengths[row]] = it["labels"]
+        mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
+        out = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.zeros((batch, seq), dtype=torch.long),
+               "attention_mask": torch.from_numpy(mask)}
+        if "labels" in items[0]:
+            out["labels"] = torch.from_numpy(labels)
+        return out
+
+
+def entity_metrics(gold: list[list[str]], pred: list[list[str]], names=TOKEN_METRICS) -> dict[str, float]:
+    """Entity-level precision / recall / F1 (micro over all entities) and token accuracy, with seqeval's default
+    (conlleval-compatible) chunking; ``names`` first (their order), then per entity type ``f1_T``,
+    ``precision_T``, ``recall_T`` and ``support_T`` (gold entities of type T).
+
+    Source: seqeval (``seqeval.metrics``; Nakayama 2018), which reproduces the CoNLL-2000 ``conlleval`` script.
+    """
+    from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
+
+    overall = {"f1": f1_score(gold, pred, zero_division=0), "precision": precision_score(gold, pred, zero_division=0),
+               "recall": recall_score(gold, pred, zero_division=0), "accuracy": accuracy_score(gold, pred)}
+    out = {name: float(overall[name]) for name in names}
+    for name in TOKEN_METRICS:
+        out.setdefault(name, float(overall[name]))
+    report = classification_report(gold, pred, output_dict=True, zero_division=0)
+    for type_, row in report.items():
+        if type_.endswith(" avg"):
+            continue
+        out[f"f1_{type_}"] = float(row["f1-score"])
+        out[f"precision_{type_}"] = float(row["precision"])
+        out[f"recall_{type_}"] = float(row["recall"])
+        out[f"support_{type_}"] = float(row["support"])
+    return out

@@ -1,0 +1,269 @@
+"""Token classification (NER): readers on the real CoNLL-2003 / Weibo / MSRA files, seqeval parity and a
+hand-computed conlleval case, windows, fine-tuning end to end with a tiny model, transformers' token-classification
+pipeline as the oracle, bad input.
+
+The model is ``albert-debug`` (H 64, 2 layers, random weights) with a tokenizer trained here on a slice of the task
+text; runs are a few steps on a hundred sentences: these tests check the machinery, not accuracy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+
+import pytest
+import torch
+
+from litebert.errors import LitebertError
+from litebert.finetune import DataOptions, EvaluateConfig, FinetuneConfig, evaluate, finetune, predict
+from litebert.finetune.token import entity_metrics, read_token_file, window_owner, word_windows
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _tiny_model_dir(path, corpus, kind):
+    from litebert.config import AlbertConfig
+    from litebert.modeling import AlbertForPreTraining
+    from litebert.tokenization import train_tokenizer
+
+    tok = train_tokenizer([str(corpus)], kind, 1500, path)
+    torch.manual_seed(0)
+    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=tok.vocab_size)).save_pretrained(path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------- metrics (no model)
+def test_entity_metrics_hand_computed_conlleval_case():
+    # gold: PER(0-1), LOC(3), ORG(5-6); pred: an I-PER that opens the entity (conlleval: I- after O starts one),
+    # LOC typed as ORG, ORG cut short.
+    gold = [["B-PER", "I-PER", "O", "B-LOC", "O", "B-ORG", "I-ORG"]]
+    pred = [["I-PER", "I-PER", "O", "B-ORG", "O", "B-ORG", "O"]]
+    m = entity_metrics(gold, pred)
+    # found: PER(0-1) correct, ORG(3) wrong, ORG(5) wrong (boundary) -> 1 of 3 predicted, 1 of 3 gold
+    assert m["precision"] == pytest.approx(1 / 3) and m["recall"] == pytest.approx(1 / 3)
+    assert m["f1"] == pytest.approx(1 / 3)
+    assert m["accuracy"] == pytest.approx(4 / 7)  # token accuracy: tags equal at positions 1, 2, 4, 5
+    assert m["f1_PER"] == 1.0 and m["recall_LOC"] == 0.0 and m["precision_ORG"] == 0.0
+    assert m["support_ORG"] == 1.0 and m["support_LOC"] == 1.0
+
+
+def test_entity_metrics_equal_seqeval_with_ill_formed_and_bioes_tags():
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    gold = [["O", "I-MISC", "I-MISC", "O", "B-PER", "E-PER", "S-LOC"], ["B-ORG", "I-PER", "O"]]
+    pred = [["O", "I-MISC", "B-MISC", "O", "B-PER", "E-PER", "O"], ["I-ORG", "I-PER", "I-PER"]]
+    m = entity_metrics(gold, pred)
+    assert m["f1"] == pytest.approx(f1_score(gold, pred))
+    assert m["precision"] == pytest.approx(precision_score(gold, pred))
+    assert m["recall"] == pytest.approx(recall_score(gold, pred))
+    # by hand (conlleval chunking): gold MISC(1-2) PER(4-5) LOC(6) ORG(0) PER(1);
+    # pred MISC(1) MISC(2) PER(4-5) ORG(0) PER(1-2): correct PER(4-5), ORG(0) -> P 2/5, R 2/5
+    assert m["precision"] == pytest.approx(2 / 5) and m["recall"] == pytest.approx(2 / 5)
+
+
+def test_windows_cover_every_word_once_with_most_context():
+    lengths = [1, 3, 2, 1, 1, 4, 1, 2, 2, 1, 1, 3]
+    windows = word_windows(lengths, body=8)
+    assert windows[0][0] == 0 and windows[-1][1] == len(lengths)
+    for s, e in windows:
+        assert sum(lengths[s:e]) <= 8 and e > s
+    assert all(b[0] > a[0] for a, b in itertools.pairwise(windows))
+    owner = window_owner(windows, len(lengths))
+    for w, k in enumerate(owner):
+        s, e = windows[k]
+        assert s <= w < e
+        best = max(min(w - s2, e2 - 1 - w) for s2, e2 in windows if s2 <= w < e2)
+        assert min(w - s, e - 1 - w) == best
+    assert word_windows([20, 1], body=8) == [(0, 1), (1, 2)]  # an over-long word gets its own window
+
+
+# ------------------------------------------------------------------------------------------------ readers
+def test_conll2003_reader_sizes(shared_data):
+    dev = read_token_file(shared_data / "conll2003/dev.txt")
+    assert len(dev.examples) == 3250 and sum(len(ex.words) for ex in dev.examples) == 51362  # published sizes
+    assert dev.format == "conll-space" and dev.examples[0].words[:2] == ["CRICKET", "-"]
+    assert all(len(ex.words) == len(ex.tags) for ex in dev.examples)
+
+
+def test_weibo_and_msra_readers(shared_data):
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    from litebert.finetune.tasks import get_task
+
+    weibo = read_token_file(shared_data / "weibo_ner/weiboNER_2nd_conll.train",
+                            strip_segment_digits=get_task("weibo_ner").option("strip_segment_digits"))
+    assert len(weibo.examples) == 1350 and sum(len(ex.words) for ex in weibo.examples) == 73778
+    assert weibo.examples[0].words[:3] == ["科", "技", "全"]
+    assert all(not w[-1].isdigit() or len(w) == 1 for ex in weibo.examples for w in ex.words)
+    msra = read_token_file(shared_data / "msra_ner_sighan2006/msra_test_bio.txt")
+    assert len(msra.examples) == 3442 and sum(len(ex.words) for ex in msra.examples) == 172601
+    types = [t for t, _, _ in get_entities([ex.tags for ex in msra.examples])]
+    assert (types.count("LOC"), types.count("ORG"), types.count("PER")) == (2886, 1331, 1973)  # SOURCE.md
+
+
+def test_jsonl_and_bad_column_files(tmp_path):
+    jl = tmp_path / "ner.jsonl"
+    jl.write_text('{"tokens": ["John", "lives"], "tags": ["B-PER", "O"]}\n{"tokens": ["Paris"], "tags": ["S-LOC"]}\n')
+    read = read_token_file(jl)
+    assert [ex.words for ex in read.examples] == [["John", "lives"], ["Paris"]] and read.format == "jsonl"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nGerman\n")
+    with pytest.raises(LitebertError, match=r"bad\.txt:4: 1 column\(s\), expected at least 2"):
+        read_token_file(bad)
+    with pytest.raises(LitebertError, match=r"bad\.txt:1: 4 column\(s\), expected at least 6"):
+        read_token_file(bad, tag_column=5)
+    mismatch = tmp_path / "m.jsonl"
+    mismatch.write_text('{"tokens": ["a", "b"], "tags": ["O"]}\n')
+    with pytest.raises(LitebertError, match=r"m\.jsonl:1: 'tags' must be a list as long as 'tokens'"):
+        read_token_file(mismatch)
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def conll_run(shared_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("conll")
+    words = [ln.split(" ")[0] for ln in (shared_data / "conll2003/train.txt").read_text().splitlines()[:6000]
+             if ln.strip()]
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(words[i:i + 30]) for i in range(0, len(words), 30)) + "\n")
+    model = _tiny_model_dir(root / "model", corpus, "wordpiece")
+    out = root / "run"
+    test = root / "test.txt"  # the first 1,000 lines of the test file (with its -DOCSTART- lines)
+    test.write_text("\n".join((shared_data / "conll2003/test.txt").read_text().splitlines()[:1000]) + "\n")
+    cfg = FinetuneConfig(model=str(model), train_file=str(shared_data / "conll2003/train.txt"),
+                         dev_file=str(shared_data / "conll2003/dev.txt"), output_dir=str(out),
+                         test_file=str(test), data=DataOptions(task="conll2003"),
+                         max_train_examples=160, max_eval_examples=80, batch_size=16, max_steps=10,
+                         learning_rate=2e-3, max_seq_length=24, eval_steps=5, progress_bar=False)
+    return finetune(cfg), out, model, test
+
+
+def test_conll2003_outputs_and_metrics_of_the_written_predictions(conll_run):
+    from seqeval.metrics import f1_score
+
+    result, out, _, test = conll_run
+    assert result.metric == "f1" and result.labels[0] == "O" and len(result.labels) == 9
+    assert result.num_train > 160  # max_seq_length 24: long sentences became several windows
+    ev = json.loads((out / "eval_results.json").read_text())
+    assert ev["num_examples"] == 80 and {"f1", "precision", "recall", "accuracy", "eval_loss"} <= set(ev)
+    # predictions.txt: word gold predicted, a blank line between sentences; its tags give eval_results' F1
+    blocks = (out / "predictions.txt").read_text().strip("\n").split("\n\n")
+    assert len(blocks) == 80
+    rows = [[ln.split(" ") for ln in b.splitlines()] for b in blocks]
+    assert all(len(r) == 3 for b in rows for r in b)
+    gold, pred = [[r[1] for r in b] for b in rows], [[r[2] for r in b] for b in rows]
+    assert ev["f1"] == pytest.approx(f1_score(gold, pred)) and ev["accuracy"] == pytest.approx(
+        sum(g == p for gs, ps in zip(gold, pred) for g, p in zip(gs, ps)) / sum(map(len, gold)))
+    n_test = len(read_token_file(test).examples)
+    assert len((out / "test_predictions.txt").read_text().strip("\n").split("\n\n")) == n_test > 30
+    cfg = json.loads((out / "best/config.json").read_text())
+    assert cfg["architectures"] == ["AlbertForTokenClassification"] and cfg["id2label"]["0"] == "O"
+    assert cfg["label2id"] == {v: int(k) for k, v in cfg["id2label"].items()}
+
+
+def test_transformers_token_classification_pipeline_gives_the_same_tags(conll_run, shared_data, tmp_path):
+    """The pipeline tags every sub-token and drops "O"; litebert predicts one tag per word at its first sub-token.
+    Compared at the first sub-token of each word (aggregation_strategy="none"), on sentences that fit one window.
+    A few fine-tuning steps leave a tiny model predicting "O" everywhere, so the classifier of best/ is redrawn
+    (std 1) first: entity tags occur, and the comparison can fail."""
+    transformers = pytest.importorskip("transformers")
+    from litebert.modeling import AlbertForTokenClassification
+    from litebert.tokenization import load_tokenizer
+
+    _, out, _, test = conll_run
+    model = AlbertForTokenClassification.from_pretrained(out / "best")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 1.0)
+    best = tmp_path / "model"
+    model.save_pretrained(best)
+    load_tokenizer(out / "best").save(best)
+    pr = predict(EvaluateConfig(model=str(best), data_file=str(test), output_dir=str(tmp_path / "pr"),
+                                max_seq_length=24))
+    pipe = transformers.pipeline("token-classification", model=str(best), tokenizer=str(best), device="cpu",
+                                 aggregation_strategy="none")
+    tok = transformers.AutoTokenizer.from_pretrained(str(best))
+    blocks = (tmp_path / "pr/predictions.txt").read_text().strip("\n").split("\n\n")
+    compared, tags = 0, set()
+    for block, pred in zip(blocks, pr.predictions, strict=True):
+        rows = [ln.split(" ") for ln in block.splitlines()]
+        assert [r[2] for r in rows] == pred
+        words = [r[0] for r in rows]
+        pieces = [tok.tokenize(w) for w in words]
+        if sum(map(len, pieces)) > 22 or any(not p for p in pieces):
+            continue  # windows, or a word the HF tokenizer drops: not one-to-one
+        assert tok.tokenize(" ".join(words)) == [p for ps in pieces for p in ps]
+        by_index = {e["index"]: e["entity"] for e in pipe(" ".join(words))}
+        first = [1 + sum(map(len, pieces[:i])) for i in range(len(words))]
+        assert [by_index.get(i, "O") for i in first] == pred
+        compared += 1
+        tags.update(pred)
+    assert compared >= 10 and len(tags - {"O"}) >= 2
+
+
+def test_transformers_loads_token_model_with_labels(conll_run):
+    transformers = pytest.importorskip("transformers")
+    _, out, _, _ = conll_run
+    hf = transformers.AutoModelForTokenClassification.from_pretrained(out / "best")
+    assert type(hf).__name__ == "AlbertForTokenClassification" and hf.config.id2label[0] == "O"
+
+
+def test_evaluate_and_predict_reproduce_finetune(conll_run, shared_data, tmp_path):
+    _, out, _, test = conll_run
+    ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(test), output_dir=str(tmp_path / "ev"),
+                                 max_seq_length=24))
+    written = json.loads((out / "test_results.json").read_text())
+    assert ev.metrics == pytest.approx({k: v for k, v in written.items() if k != "num_examples"})
+    assert ev.num_examples == written["num_examples"]
+    unl = tmp_path / "words.txt"
+    unl.write_text("EU\nrejects\nGerman\n\nPeter\nBlackburn\n")
+    pr = predict(EvaluateConfig(model=str(out / "best"), data_file=str(unl), output_dir=str(tmp_path / "pr"),
+                                max_seq_length=24))
+    assert pr.labels is None and [len(p) for p in pr.predictions] == [3, 2]
+    lines = (tmp_path / "pr/predictions.txt").read_text().splitlines()
+    assert lines[0].split(" ")[0] == "EU" and len(lines[0].split(" ")) == 2 and lines[3] == ""
+
+
+def test_weibo_ner_unseen_dev_tag_is_a_counted_warning(shared_data, tmp_path, caplog):
+    root = tmp_path
+    train = shared_data / "weibo_ner/weiboNER_2nd_conll.train"
+    corpus = root / "corpus.txt"
+    chars = [ln.split("\t")[0][:-1] for ln in train.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    corpus.write_text("\n".join("".join(chars[i:i + 50]) for i in range(0, len(chars), 50)) + "\n")
+    model = _tiny_model_dir(root / "model", corpus, "chinese")
+    dev = root / "dev.txt"  # a dev file with a tag that train never had
+    dev.write_text("张0\tB-PER.NAM\n三1\tI-PER.NAM\n去0\tO\n火0\tB-XYZ.NAM\n星1\tI-XYZ.NAM\n\n", encoding="utf-8")
+    cfg = FinetuneConfig(model=str(model), train_file=str(train), dev_file=str(dev), output_dir=str(root / "run"),
+                         data=DataOptions(task="weibo_ner"), max_train_examples=64, batch_size=16, max_steps=4,
+                         learning_rate=2e-3, max_seq_length=64, progress_bar=False)
+    with caplog.at_level(logging.WARNING, logger="litebert"):
+        result = finetune(cfg)
+    assert "2 word(s)" in caplog.text and "B-XYZ.NAM" in caplog.text
+    assert result.eval_results["support_XYZ.NAM"] == 1.0 and result.eval_results["recall_XYZ.NAM"] == 0.0
+    assert len(result.labels) == 17  # Weibo's 17 tags
+    preds = (root / "run/predictions.txt").read_text(encoding="utf-8").splitlines()
+    assert [ln.split("\t")[:2] for ln in preds] == [["张", "B-PER.NAM"], ["三", "I-PER.NAM"], ["去", "O"],
+                                                     ["火", "B-XYZ.NAM"], ["星", "I-XYZ.NAM"]]
+
+
+def test_cli_token_task_type_with_columns(conll_run, tmp_path, capsys):
+    from litebert.cli import main
+
+    _, _, model, _ = conll_run
+    train = tmp_path / "train.tsv"  # tag in column 1 of 3, tab-separated
+    train.write_text("EU\tB-ORG\tx\nrejects\tO\tx\nGerman\tB-MISC\tx\n\nPeter\tB-PER\tx\nBlackburn\tI-PER\tx\n")
+    rc = main(["finetune", "--model", str(model), "--task-type", "token", "--tag-column", "1", "--train", str(train),
+               "--dev", str(train), "--output", str(tmp_path / "run"), "--max-steps", "2", "--batch-size", "2",
+               "--max-seq-length", "16", "--no-progress", "--metric", "accuracy"])
+    assert rc == 0
+    printed = capsys.readouterr().out  # the loop's log lines, then the result as JSON
+    summary = json.loads(printed[printed.index("{\n"):])
+    assert summary["metric"] == "accuracy" and 0 <= summary["eval_results"]["accuracy"] <= 1
+    cfg = json.loads((tmp_path / "run/best/config.json").read_text())
+    assert cfg["litebert_data_options"] == {"tag_column": 1} and cfg["litebert_task_type"] == "token"
+    assert main(["evaluate", "--model", str(tmp_path / "run/best"), "--data", str(train),
+                 "--max-seq-length", "16"]) == 0
+    assert main(["finetune", "--model", str(model), "--task-type", "token", "--tag-column", "1", "--train", str(train),
+                 "--dev", str(train), "--output", str(tmp_path / "run2"), "--metric", "mcc"]) == 2
+    assert "metric 'mcc' does not apply to token classification" in capsys.readouterr().err

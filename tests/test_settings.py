@@ -1,0 +1,259 @@
+"""Settings: every config dataclass and the command derived from it agree (defaults, every field settable from the
+command line and from --config, the same bounds, one error format), unknown options and keys are named with the
+closest valid one."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from litebert import settings as S
+from litebert.cli import build_parser, main
+from litebert.cli.options import config_from_args
+from litebert.data.prepare import PrepareConfig
+from litebert.data.tokenizer_config import TrainTokenizerConfig
+from litebert.errors import LitebertError
+from litebert.finetune.run import DataOptions, EvaluateConfig, FinetuneConfig
+from litebert.training.pretrain import PretrainConfig
+
+#: command → (config class, the required settings). Every command whose options derive from a config is listed
+#: (test_every_derived_command_is_walked fails when a new one is not).
+COMMANDS = {
+    "train-tokenizer": (TrainTokenizerConfig, {"corpus": ["c.txt"], "output": "tok"}),
+    "prepare": (PrepareConfig, {"corpus": ["c.txt"], "tokenizer": "tok", "output": "data"}),
+    "pretrain": (PretrainConfig, {"data": "data", "output": "run", "model_config": "albert-debug"}),
+    "finetune": (FinetuneConfig, {"model": "m", "train_file": "train.tsv", "dev_file": "dev.tsv",
+                                  "output_dir": "out", "data": {"task": "sst2"}}),
+    "evaluate": (EvaluateConfig, {"model": "m", "data_file": "dev.tsv", "data": {"task": "sst2"}}),
+    "predict": (EvaluateConfig, {"model": "m", "data_file": "test.tsv", "data": {"task": "sst2"}}),
+}
+#: settings a field's non-default value needs besides it
+NEEDS = {"dupe_factor": {"static_masking": True}}
+
+
+def _leaves(cls, prefix=()):
+    """(path, dataclasses.Field, FieldType, Setting) of every leaf setting, nested configs flattened."""
+    ftypes = S.field_types(cls)
+    for f in dataclasses.fields(cls):
+        ft = ftypes[f.name]
+        if ft.nested:
+            yield from _leaves(ft.scalar, (*prefix, f.name))
+        else:
+            yield (*prefix, f.name), f, ft, S.meta(f)
+
+
+def _option(cls, path):
+    owner = cls
+    for name in path[:-1]:
+        owner = S.field_types(owner)[name].scalar
+    return S.option_name(owner, path[-1])
+
+
+def _argv(cls, values: dict, prefix=()) -> list[str]:
+    """Command-line tokens that set ``values`` (nested dicts for nested configs)."""
+    out = []
+    for path, _, ft, m in _leaves(cls):
+        value = values
+        for name in path:
+            if not isinstance(value, dict) or name not in value:
+                break
+            value = value[name]
+        else:
+            out += _tokens(cls, path, ft, m, value)
+    return out
+
+
+def _tokens(cls, path, ft, m, value) -> list[str]:
+    option = _option(cls, path)
+    if m.const is not S.NO_CONST:
+        return [option] if value == m.const else []
+    if ft.scalar is bool:
+        if m.both:
+            return [option if value else "--no-" + option[2:]]
+        return [option] if value != m.negate else []
+    if ft.container is not None:
+        return [option, *map(str, value)]
+    return [option, str(value)]
+
+
+def _non_default(f, ft, m):
+    """A valid value other than the default."""
+    default = S.default_of(f)
+    if m.const is not S.NO_CONST:
+        return m.const
+    if ft.scalar is bool:
+        return not default
+    if m.choices is not None:
+        pick = [c for c in m.choices if c != default]
+        return tuple(pick[:2]) if ft.container is not None else pick[0]
+    if ft.scalar is int:
+        if isinstance(default, int):
+            return default + 1
+        low = m.gt + 1 if m.gt is not None else m.ge if m.ge is not None else 0
+        return int(low) + 2
+    if ft.scalar is float:
+        return default / 2 if default else 0.25
+    if f.name == "task":
+        return "mrpc"
+    if f.name == "resume":
+        return "auto"
+    if ft.container is not None:
+        return ["a.txt", "b.txt"]
+    return f"{f.name}-value"
+
+
+def _out_of_bounds(ft, m):
+    if m.gt is not None:
+        bad = m.gt
+    elif m.ge is not None:
+        bad = m.ge - 1
+    elif m.lt is not None:
+        bad = m.lt
+    else:
+        bad = m.le + (1 if ft.scalar is int else 0.5)
+    return ft.scalar(bad)
+
+
+def _set(values: dict, path, value) -> dict:
+    values = json.loads(json.dumps(values))
+    target = values
+    for name in path[:-1]:
+        target = target.setdefault(name, {})
+    target[path[-1]] = value
+    return values
+
+
+def _parse(argv):
+    return config_from_args(build_parser().parse_args(argv))
+
+
+def _get(cfg, path):
+    for name in path:
+        cfg = getattr(cfg, name)
+    return cfg
+
+
+def _cases():
+    return [pytest.param(command, path, id=f"{command}:{'.'.join(path)}")
+            for command, (cls, _) in COMMANDS.items() for path, *_ in _leaves(cls)]
+
+
+def test_every_derived_command_is_walked():
+    sub = build_parser()._subparsers._group_actions[0].choices
+    derived = {name for name, p in sub.items() if p.get_default("_settings_class") is not None}
+    assert derived == set(COMMANDS)
+    for name, (cls, _) in COMMANDS.items():
+        assert sub[name].get_default("_settings_class") is cls
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_command_defaults_are_the_dataclass_defaults(command):
+    cls, required = COMMANDS[command]
+    assert _parse([command, *_argv(cls, required)]) == cls(**required)
+    with pytest.raises(SystemExit) as exc:  # each required setting is required on the command line too
+        _parse([command])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("command, path", _cases())
+def test_every_field_settable_from_cli_and_config_file(command, path, tmp_path):
+    cls, required = COMMANDS[command]
+    _, f, ft, m = next(leaf for leaf in _leaves(cls) if leaf[0] == path)
+    value = _non_default(f, ft, m)
+    values = _set(required, path, value)
+    for name, extra in NEEDS.items():
+        if path[-1] == name:
+            values = {**values, **extra}
+    expected = cls(**values)
+    assert _get(expected, path) != _get(cls(**required), path), "the test value must differ from the default"
+    assert _parse([command, *_argv(cls, values)]) == expected
+    file = tmp_path / "settings.json"
+    file.write_text(json.dumps(values))
+    assert _parse([command, "--config", str(file)]) == expected
+    # the command line overrides the file: the file sets the value, the command line the default back
+    if path[-1] not in required and ft.container is None and ft.scalar not in (bool,) \
+            and m.const is S.NO_CONST and S.default_of(f) is not None:
+        cfg = _parse([command, "--config", str(file), _option(cls, path), str(S.default_of(f))])
+        assert _get(cfg, path) == S.default_of(f)
+
+
+@pytest.mark.parametrize("command, path", [p for p in _cases() if any(
+    getattr(leaf[3], b) is not None for leaf in _leaves(COMMANDS[p.values[0]][0]) if leaf[0] == p.values[1]
+    for b in ("gt", "ge", "lt", "le"))])
+def test_bounds_are_enforced_on_cli_and_config_file_naming_the_option(command, path, tmp_path, capsys):
+    cls, required = COMMANDS[command]
+    _, _, ft, m = next(leaf for leaf in _leaves(cls) if leaf[0] == path)
+    bad = _out_of_bounds(ft, m)
+    option = _option(cls, path)
+    assert main([command, *_argv(cls, required), option, str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {option} {bad!r}: must be "), err
+    file = tmp_path / "settings.json"
+    file.write_text(json.dumps(_set(required, path, bad)))
+    assert main([command, "--config", str(file)]) == 2
+    assert capsys.readouterr().err.strip() == err
+    with pytest.raises(LitebertError, match=f"^{option} "):  # and the library refuses it the same way
+        cls(**_set(required, path, bad))
+
+
+def test_config_file_errors_name_the_key_and_the_closest_valid_one(tmp_path, capsys):
+    file = tmp_path / "s.json"
+    file.write_text(json.dumps({"data": "d", "output": "o", "model_config": "m", "max_stepz": 3}))
+    assert main(["pretrain", "--config", str(file)]) == 2
+    assert "unknown setting 'max_stepz' (did you mean 'max_steps'?)" in capsys.readouterr().err
+    file.write_text(json.dumps({"model": "m", "train_file": "t", "dev_file": "d", "output_dir": "o",
+                                "data": {"taks": "sst2"}}))
+    assert main(["finetune", "--config", str(file)]) == 2
+    assert "data: unknown setting 'taks' (did you mean 'task'?)" in capsys.readouterr().err
+    file.write_text("{not json")
+    assert main(["pretrain", "--config", str(file)]) == 2
+    assert f"--config {file}: not valid JSON" in capsys.readouterr().err
+    assert main(["pretrain", "--config", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_toml_config_and_run_settings_section(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('data = "d"\noutput = "o"\nmodel_config = "albert-debug"\nmax_steps = 7\n'
+                    'learning_rate = 1e-3\n')
+    cfg = _parse(["pretrain", "--config", str(toml), "--max-steps", "9"])
+    assert (cfg.max_steps, cfg.learning_rate, cfg.data) == (9, 1e-3, "d")
+    # a run_settings.json: the settings are its "pretrain_config" section, the other keys are the run's record
+    run = tmp_path / "run_settings.json"
+    run.write_text(json.dumps({"pretrain_config": S.to_dict(cfg), "world_size": 1, "argv": ["litebert"]}))
+    assert _parse(["pretrain", "--config", str(run)]) == cfg
+    assert _parse(["pretrain", "--config", str(run), "--output", "new"]) == dataclasses.replace(cfg, output="new")
+
+
+def test_unknown_option_is_reported_before_missing_required_ones(capsys):
+    """Defect 8: `--max-stepz` with --model-config missing said only "the following arguments are required"."""
+    with pytest.raises(SystemExit) as exc:
+        main(["pretrain", "--data", "d", "--output", "o", "--max-stepz", "5"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --max-stepz 5 (--max-stepz: did you mean --max-steps?)" in err
+    assert "required" not in err
+    with pytest.raises(SystemExit):  # also for commands not derived from a config
+        main(["convert-tf", "--chekpoint", "x"])
+    assert "did you mean --checkpoint?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the missing options are still named once the options are right
+        main(["pretrain", "--data", "d", "--output", "o"])
+    assert "the following arguments are required: --model-config" in capsys.readouterr().err
+
+
+def test_one_error_format_and_library_defaults():
+    with pytest.raises(LitebertError, match=r"^--warmup-steps 20: must not exceed --max-steps$"):
+        PretrainConfig(data="d", output="o", model_config="m", max_steps=10, warmup_steps=20)
+    with pytest.raises(LitebertError, match=r"^--max-steps '10': expected an integer$"):
+        PretrainConfig(data="d", output="o", model_config="m", max_steps="10")
+    with pytest.raises(LitebertError, match=r"^--on-invalid-utf8 'drop': expected one of skip, error$"):
+        PrepareConfig(corpus="c", tokenizer="t", output="o", on_invalid="drop")
+    with pytest.raises(LitebertError, match=r"^--task 'squad': unknown task"):
+        DataOptions(task="squad")
+    # --dupe-factor: 10 passes with --static-masking (BERT's create_pretraining_data.py), 1 without
+    assert PrepareConfig(corpus="c", tokenizer="t", output="o", static_masking=True).dupe_factor == 10
+    assert PrepareConfig(corpus="c", tokenizer="t", output="o").dupe_factor == 1
+    assert _parse(["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o", "--static-masking"]
+                  ).dupe_factor == 10
