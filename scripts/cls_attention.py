@@ -61,10 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, model in runs:
         print(f"== {name} ({len(sentences)} sentences of {path.name}); per head:")
         for i, layer in enumerate(cls_attention(model.eval(), enc["input_ids"], enc["attention_mask"]), 1):
-            fmt = lambda xs: " ".join(f"{x:.2f}" for x in xs)  # noqa: E731
             print(f"  layer {i}: entropy/max {fmt(layer['entropy'])} | on itself {fmt(layer['self'])} | "
                   f"largest {fmt(layer['max'])}")
     return 0
+
+
+def fmt(xs) -> str:
+    return " ".join(f"{x:.2f}" for x in xs)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Shared helpers of the training tests: a tiny synthetic pretraining data set (no data pipeline needed)."""
+"""Shared helpers of the training tests: a tiny synthetic pretraining data set (no data pipeline needed); batch it
+with the real collator, ``litebert.data.PretrainingCollator(pad_token_id=0)``."""
 
 from __future__ import annotations
 
@@ -31,12 +32,3 @@ class SyntheticPretrainingData(torch.utils.data.Dataset):
         tt[half:] = 1
         return {"input_ids": ids, "token_type_ids": tt, "attention_mask": torch.ones(length, dtype=torch.long),
                 "labels": labels, "sentence_order_label": torch.randint(0, 2, (), generator=g)}
-
-
-def collate(items: list[dict]) -> dict[str, torch.Tensor]:
-    S = max(len(it["input_ids"]) for it in items)
-    out = {}
-    for key, pad in (("input_ids", 0), ("token_type_ids", 0), ("attention_mask", 0), ("labels", -100)):
-        out[key] = torch.stack([torch.nn.functional.pad(it[key], (0, S - len(it[key])), value=pad) for it in items])
-    out["sentence_order_label"] = torch.stack([it["sentence_order_label"] for it in items])
-    return out

@@ -82,7 +82,7 @@ def test_preset_values():
 
 def test_preset_overrides_and_unknown_preset():
     assert AlbertConfig.from_preset("albert-base", num_hidden_layers=24).num_hidden_layers == 24
-    with pytest.raises(LitebertError, match="unknown model preset 'albert-huge'.*albert-base"):
+    with pytest.raises(LitebertError, match=r"unknown model preset 'albert-huge'.*albert-base"):
         AlbertConfig.from_preset("albert-huge")
     with pytest.raises(LitebertError, match="neither a model preset"):
         AlbertConfig.load("albert-huge")

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from litebert.data.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
+from litebert.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
 from litebert.errors import LitebertError
-from test_data_fixtures import clue_zh, news_zh, wikitext_subset, wikitext_train
 
 
 def test_split_sentences_english_and_chinese():
@@ -96,22 +95,22 @@ def test_bad_jsonl_line(tmp_path):
         list(read_documents([p], on_invalid="error"))
 
 
-def test_real_corpora(shared_data):
+def test_real_corpora(tiny):
     stats = CorpusStats()
-    docs = list(read_documents([wikitext_subset(60)], stats=stats))
-    assert stats.formats[str(wikitext_subset(60))] == "wikitext"
+    docs = list(read_documents([tiny.wikitext_subset(60)], stats=stats))
+    assert stats.formats[str(tiny.wikitext_subset(60))] == "wikitext"
     assert len(docs) == 60
     assert docs[0][0].startswith("Senjō no Valkyria 3 :")
     assert not any(s.startswith("= ") for d in docs for s in d)  # headings dropped
     assert stats.sentences > 20 * len(docs)
 
     # WikiText-2 as published: 600 train and 60 validation articles
-    assert sum(1 for _ in read_documents([wikitext_train()], defer_split=True)) == 600
-    assert sum(1 for _ in read_documents([wikitext_train().with_name("wiki.valid.tokens")])) == 60
+    assert sum(1 for _ in read_documents([tiny.wikitext_train()], defer_split=True)) == 600
+    assert sum(1 for _ in read_documents([tiny.wikitext_train().with_name("wiki.valid.tokens")])) == 60
 
-    clue = list(read_documents([clue_zh()]))
+    clue = list(read_documents([tiny.clue_zh()]))
     assert len(clue) == 2500
-    assert detect_format(clue_zh()) in ("bert", "plain")
-    news = list(read_documents([news_zh()]))
+    assert detect_format(tiny.clue_zh()) in ("bert", "plain")
+    news = list(read_documents([tiny.news_zh()]))
     assert 5 <= len(news) <= 20
     assert all(s.strip() for d in news for s in d)

@@ -1,5 +1,5 @@
-"""n-gram whole-word masking (SPEC.md §3): the vectorized batch version against a plain per-item reference of the
-official algorithm, and the statistics SPEC.md §3 gives as test bounds."""
+"""n-gram whole-word masking (docs/algorithms.md §3): the vectorized batch version against a plain per-item reference of the
+official algorithm, and the statistics docs/algorithms.md §3 gives as test bounds."""
 
 from __future__ import annotations
 
@@ -43,7 +43,9 @@ def reference_mask(ids, word_start, length, key, prob=0.15, P=20, N=3):
         navail = min(N, W - w)
         c = np.cumsum(p[:navail] / p[:navail].sum())
         n = 1 + int((u_n[k] >= c[:-1]).sum())
-        size = lambda m: sum(len(cand_words[w + j]) for j in range(m))  # noqa: E731
+        def size(m, w=w):
+            return sum(len(cand_words[w + j]) for j in range(m))
+
         while n > 0 and count + size(n) > budget:
             n -= 1
         if n == 0:
@@ -113,7 +115,7 @@ def test_item_mask_independent_of_batch_and_padding():
 def test_predicted_count_rule_and_specials_never_predicted():
     rng = np.random.default_rng(1)
     ids, ws, lengths = random_batch(rng, B=400, p_cont=0.0)  # every token its own word: enough words always
-    out, labels = run(ids, ws, lengths, mask_keys(0, 0, np.arange(400)))
+    _, labels = run(ids, ws, lengths, mask_keys(0, 0, np.arange(400)))
     counts = (labels != -100).sum(1)
     expected = np.minimum(20, np.maximum(1, np.rint(lengths * 0.15))).astype(int)
     assert counts.tolist() == expected.tolist()
@@ -172,7 +174,7 @@ def _run_lengths(sel_row):
 
 
 def test_ngram_run_lengths_follow_p_n():
-    """Whole-word text at S=128: about 54% runs of 1 word, 27% of 2, 16% of 3 (SPEC.md §3)."""
+    """Whole-word text at S=128: about 54% runs of 1 word, 27% of 2, 16% of 3 (docs/algorithms.md §3)."""
     rng = np.random.default_rng(4)
     B = 2000
     ids, ws, lengths = random_batch(rng, B=B, S=128, p_cont=0.0, min_len=128)

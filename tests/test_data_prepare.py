@@ -1,4 +1,4 @@
-"""``prepare`` (SPEC.md §2): instances, recorded positions, determinism, shards + manifest, bad input; and the
+"""``prepare`` (docs/algorithms.md §2): instances, recorded positions, determinism, shards + manifest, bad input; and the
 dataset / collator / data-model check that training uses."""
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from litebert.data.instances import META_INDEX as M
 from litebert.data.instances import truncated_lengths
 from litebert.errors import LitebertError
 from litebert.tokenization import load_tokenizer
-from test_data_fixtures import clue_subset, news_zh, prepared, trained_tokenizer, wikitext_subset
 
 
-def _wiki_prepared(name="wiki", **kw):
-    return prepared(name, (str(wikitext_subset(60)),), str(trained_tokenizer("sentencepiece")), **kw)
+def _wiki_prepared(tiny, name="wiki", **kw):
+    return tiny.prepared(name, (str(tiny.wikitext_subset(60)),), str(tiny.tokenizer("sentencepiece")), **kw)
 
 
 def _doc_tokens(corpus, tok):
@@ -52,13 +51,13 @@ def test_truncation_closed_form_equals_loop():
                 assert truncated_lengths(la, lb, m) == (a, b)
 
 
-def test_wikitext_instances_follow_spec(shared_data):
-    out = _wiki_prepared()
+def test_wikitext_instances_follow_spec(tiny):
+    out = _wiki_prepared(tiny)
     ds = PretrainingDataset(out)
     man = read_manifest(out)
     tok = load_tokenizer(out / "tokenizer")
     cls, sep = tok.cls_token_id, tok.sep_token_id
-    docs = _doc_tokens([wikitext_subset(60)], tok)
+    docs = _doc_tokens([tiny.wikitext_subset(60)], tok)
     assert man["counts"]["documents"] == len(docs) == 60
     meta = ds.meta
     assert len(ds) == man["counts"]["instances"] > 1000
@@ -97,7 +96,7 @@ def test_wikitext_instances_follow_spec(shared_data):
     assert all(v.dtype == torch.int64 for v in item.values())
 
 
-def test_short_targets_about_ten_percent(tmp_path, shared_data):
+def test_short_targets_about_ten_percent(tmp_path, tiny):
     """Hand-built corpus of 3000 documents: the share of documents whose target is short is ≈ short_seq_prob."""
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
     rng = np.random.default_rng(0)
@@ -109,7 +108,7 @@ def test_short_targets_about_ten_percent(tmp_path, shared_data):
     corpus = tmp_path / "docs.txt"
     corpus.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    prepare(PrepareConfig(corpus=[corpus], tokenizer=trained_tokenizer("wordpiece"), output=out, progress=False,
+    prepare(PrepareConfig(corpus=[corpus], tokenizer=tiny.tokenizer("wordpiece"), output=out, progress=False,
                           max_seq_length=64, format="bert"))
     meta = PretrainingDataset(out).meta
     per_doc = {}
@@ -119,11 +118,11 @@ def test_short_targets_about_ten_percent(tmp_path, shared_data):
     assert abs(short - 0.1) < 0.025, short
 
 
-def test_single_long_sentence_document_gives_sop_pairs(tmp_path, shared_data):
+def test_single_long_sentence_document_gives_sop_pairs(tmp_path, tiny):
     corpus = tmp_path / "one.txt"
     corpus.write_text(" ".join(f"word{i % 50}" for i in range(400)) + "\n")
     out = tmp_path / "out"
-    res = prepare(PrepareConfig(corpus=[corpus], tokenizer=trained_tokenizer("wordpiece"), output=out,
+    res = prepare(PrepareConfig(corpus=[corpus], tokenizer=tiny.tokenizer("wordpiece"), output=out,
                                 progress=False, format="bert", seed=3))
     assert res.instances >= 1 and "every document is a single sentence" in res.summary
     ds = PretrainingDataset(out)
@@ -138,33 +137,33 @@ def test_single_long_sentence_document_gives_sop_pairs(tmp_path, shared_data):
         assert m[first] == m[second]
 
 
-def test_all_documents_one_short_sentence_is_a_clear_error(tmp_path, shared_data):
+def test_all_documents_one_short_sentence_is_a_clear_error(tmp_path, tiny):
     words = ["the", "of", "and"]
-    tok = load_tokenizer(trained_tokenizer("wordpiece"))
+    tok = load_tokenizer(tiny.tokenizer("wordpiece"))
     assert all(len(tok.encode(w)) == 1 for w in words)
     corpus = tmp_path / "short.txt"
     corpus.write_text("\n\n".join(words) + "\n")
     with pytest.raises(LitebertError, match="no instances were made from 3 documents"):
-        prepare(PrepareConfig(corpus=[corpus], tokenizer=trained_tokenizer("wordpiece"), output=tmp_path / "o",
+        prepare(PrepareConfig(corpus=[corpus], tokenizer=tiny.tokenizer("wordpiece"), output=tmp_path / "o",
                               progress=False, format="bert"))
     assert not (tmp_path / "o").exists()
 
 
-def test_nsp_and_none_tasks(shared_data):
-    nsp = PretrainingDataset(_wiki_prepared("wiki_nsp", inter_sentence_task="nsp"))
+def test_nsp_and_none_tasks(tiny):
+    nsp = PretrainingDataset(_wiki_prepared(tiny, "wiki_nsp", inter_sentence_task="nsp"))
     meta = nsp.meta
     other = meta[:, M["b_doc"]] != meta[:, M["doc"]]
     assert np.array_equal(other, meta[:, M["label"]] == 1)
     assert abs(other.mean() - 0.5) < 0.05
-    none = PretrainingDataset(_wiki_prepared("wiki_none", inter_sentence_task="none"))
+    none = PretrainingDataset(_wiki_prepared(tiny, "wiki_none", inter_sentence_task="none"))
     assert (none.meta[:, M["label"]] == 0).all()
     assert (none.meta[:, M["a_orig_end"]] == none.meta[:, M["b_orig_start"]]).all()
 
 
 # ---------------------------------------------------------------------------------------------- determinism
-def test_same_seed_same_bytes_any_workers(tmp_path, shared_data):
-    corpus = [str(wikitext_subset(20))]
-    tok = str(trained_tokenizer("sentencepiece"))
+def test_same_seed_same_bytes_any_workers(tmp_path, tiny):
+    corpus = [str(tiny.wikitext_subset(20))]
+    tok = str(tiny.tokenizer("sentencepiece"))
     digests = []
     for name, workers, seed in (("a", 1, 5), ("b", 2, 5), ("c", 1, 6)):
         prepare(PrepareConfig(corpus=corpus, tokenizer=tok, output=tmp_path / name, workers=workers, seed=seed,
@@ -176,8 +175,8 @@ def test_same_seed_same_bytes_any_workers(tmp_path, shared_data):
     verify_checksums(tmp_path / "a")
 
 
-def test_manifest_contents(shared_data):
-    out = _wiki_prepared()
+def test_manifest_contents(tiny):
+    out = _wiki_prepared(tiny)
     man = read_manifest(out)
     assert man["format"] == "litebert-pretraining-data" and man["version"] == 1
     t = man["tokenizer"]
@@ -194,8 +193,8 @@ def test_manifest_contents(shared_data):
 
 
 # ---------------------------------------------------------------------------------------- dataset + masking
-def test_dynamic_masking_on_real_data(shared_data):
-    ds = PretrainingDataset(_wiki_prepared())
+def test_dynamic_masking_on_real_data(tiny):
+    ds = PretrainingDataset(_wiki_prepared(tiny))
     tok = load_tokenizer(ds.path / "tokenizer")
     pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
     idx = list(range(0, len(ds), 3))
@@ -226,8 +225,8 @@ def test_dynamic_masking_on_real_data(shared_data):
     assert torch.equal(PretrainingDataset(ds.path, epoch=1)[7]["labels"], b)
 
 
-def test_collator_pads_to_longest(shared_data):
-    ds = PretrainingDataset(_wiki_prepared())
+def test_collator_pads_to_longest(tiny):
+    ds = PretrainingDataset(_wiki_prepared(tiny))
     short = int(np.argmin(ds.lengths))
     items = [ds[short], ds[0]]
     batch = ds.collator()(items)
@@ -246,11 +245,11 @@ def test_collator_pads_to_longest(shared_data):
     assert b["input_ids"].shape[0] == 16 and b["labels"].ne(-100).any()
 
 
-def test_static_masking_with_dupe_factor(shared_data):
-    corpus = (str(wikitext_subset(20)),)
-    tok = str(trained_tokenizer("wordpiece"))
-    dyn = PretrainingDataset(prepared("wp_dyn", corpus, tok))
-    st = PretrainingDataset(prepared("wp_static", corpus, tok, static_masking=True, dupe_factor=2))
+def test_static_masking_with_dupe_factor(tiny):
+    corpus = (str(tiny.wikitext_subset(20)),)
+    tok = str(tiny.tokenizer("wordpiece"))
+    dyn = PretrainingDataset(tiny.prepared("wp_dyn", corpus, tok))
+    st = PretrainingDataset(tiny.prepared("wp_static", corpus, tok, static_masking=True, dupe_factor=2))
     assert st.static and len(st) > 1.5 * len(dyn)
     a = st[3]["labels"]
     st.set_epoch(4)
@@ -262,7 +261,7 @@ def test_static_masking_with_dupe_factor(shared_data):
     assert masked_share > 0.4
     pieces = tokz.convert_ids_to_tokens(list(range(tokz.vocab_size)))
     for i in range(0, len(st), 7):  # WordPiece continuations only with their word
-        it, raw = st[i], st.raw(i)
+        it = st[i]
         lab, ids = it["labels"].numpy(), it["input_ids"].numpy()
         for p in np.nonzero(lab != -100)[0]:
             # a segment may begin with a continuation (truncated at the front): then it is a word of its own
@@ -270,8 +269,8 @@ def test_static_masking_with_dupe_factor(shared_data):
                 assert lab[p - 1] != -100
 
 
-def test_chinese_whole_word_masking(shared_data):
-    out = prepared("zh_wwm", (str(news_zh()), str(clue_subset(300))), str(trained_tokenizer("chinese", 4000)),
+def test_chinese_whole_word_masking(tiny):
+    out = tiny.prepared("zh_wwm", (str(tiny.news_zh()), str(tiny.clue_subset(300))), str(tiny.tokenizer("chinese", 4000)),
                    whole_word_mask_zh=True, max_seq_length=128)
     ds = PretrainingDataset(out)
     tok = load_tokenizer(out / "tokenizer")
@@ -293,8 +292,8 @@ def test_chinese_whole_word_masking(shared_data):
 
 
 # ------------------------------------------------------------------------------------------- model check
-def test_check_data_matches_model(shared_data):
-    man = read_manifest(_wiki_prepared())
+def test_check_data_matches_model(tiny):
+    man = read_manifest(_wiki_prepared(tiny))
     check_data_matches_model(man, {"vocab_size": 3000, "max_position_embeddings": 512})
     with pytest.raises(LitebertError, match="vocab_size"):
         check_data_matches_model(man, {"vocab_size": 30000, "max_position_embeddings": 512})
@@ -305,8 +304,8 @@ def test_check_data_matches_model(shared_data):
 
 
 # ------------------------------------------------------------------------------------------------ bad input
-def test_bad_input(tmp_path, shared_data):
-    tok = str(trained_tokenizer("wordpiece"))
+def test_bad_input(tmp_path, tiny):
+    tok = str(tiny.tokenizer("wordpiece"))
     good = tmp_path / "good.txt"
     good.write_text("One sentence here.\nAnother one here.\n\nDoc two is here.\nWith a second line.\n")
     with pytest.raises(LitebertError, match="not found"):
@@ -317,7 +316,7 @@ def test_bad_input(tmp_path, shared_data):
     with pytest.raises(LitebertError, match="max_position_embeddings"):
         PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", max_seq_length=1024)
     (tmp_path / "tokdir").mkdir()
-    with pytest.raises(LitebertError, match="none of spiece.model"):
+    with pytest.raises(LitebertError, match=r"none of spiece\.model"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tmp_path / "tokdir", output=tmp_path / "o", progress=False))
     with pytest.raises(LitebertError, match="dupe-factor"):
         PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", dupe_factor=3)
@@ -329,7 +328,7 @@ def test_bad_input(tmp_path, shared_data):
     with pytest.raises(LitebertError, match="exists"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False))
     prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False, overwrite=True))
-    with pytest.raises(LitebertError, match="manifest.json"):
+    with pytest.raises(LitebertError, match=r"manifest\.json"):
         PretrainingDataset(tmp_path)
     # a truncated shard file: a LitebertError naming it, not numpy's ValueError
     shard = tmp_path / "o" / "shard-00000.input_ids.npy"
@@ -346,8 +345,8 @@ def test_bad_input(tmp_path, shared_data):
     assert not (tmp_path / "o2").exists()
 
 
-def test_cli(tmp_path, shared_data, capsys):
-    corpus = str(wikitext_subset(5))
+def test_cli(tmp_path, tiny, capsys):
+    corpus = str(tiny.wikitext_subset(5))
     assert main(["train-tokenizer", "--corpus", corpus, "--kind", "wordpiece", "--vocab-size", "500",
                  "--output", str(tmp_path / "tok")]) == 0
     assert main(["prepare", "--corpus", corpus, "--tokenizer", str(tmp_path / "tok"), "--output",

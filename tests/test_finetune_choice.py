@@ -21,11 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def zh_model(shared_data, tmp_path_factory):
-    from litebert.config import AlbertConfig
-    from litebert.modeling import AlbertForPreTraining
-    from litebert.tokenization import train_tokenizer
-
+def zh_model(tiny, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("zh")
     docs = json.loads((shared_data / "c3/c3-m-train.json").read_text(encoding="utf-8"))[:200]
     lines = ["".join(d[0]) for d in docs]
@@ -35,11 +31,7 @@ def zh_model(shared_data, tmp_path_factory):
         encoding="utf-8").splitlines()[:1000]]
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tok = train_tokenizer([str(corpus)], "chinese", 1500, root / "model")
-    torch.manual_seed(0)
-    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=tok.vocab_size)).save_pretrained(
-        root / "model")
-    return root / "model"
+    return tiny.model_dir(root / "model", [corpus], "chinese")
 
 
 # ------------------------------------------------------------------------------------------------ readers

@@ -22,35 +22,24 @@ from litebert.finetune import DataOptions, EvaluateConfig, FinetuneConfig, evalu
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _tiny_model_dir(path, corpus_files, kind):
-    from litebert.config import AlbertConfig
-    from litebert.modeling import AlbertForPreTraining
-    from litebert.tokenization import train_tokenizer
-
-    tok = train_tokenizer([str(f) for f in corpus_files], kind, 1500, path)
-    torch.manual_seed(0)
-    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=tok.vocab_size)).save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="module")
-def en_model(shared_data, tmp_path_factory):
+def en_model(tiny, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("en")
     corpus = root / "corpus.txt"
     sst = (shared_data / "glue/SST-2/train.tsv").read_text(encoding="utf-8").splitlines()[1:2001]
     mrpc = (shared_data / "glue/MRPC/train.tsv").read_text(encoding="utf-8-sig").splitlines()[1:1001]
     lines = [row.split("\t")[0] for row in sst] + [s for row in mrpc for s in row.split("\t")[3:5]]
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return _tiny_model_dir(root / "model", [corpus], "wordpiece")
+    return tiny.model_dir(root / "model", [corpus], "wordpiece")
 
 
 @pytest.fixture(scope="module")
-def zh_model(shared_data, tmp_path_factory):
+def zh_model(tiny, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("zh")
     corpus = root / "corpus.txt"
     rows = (shared_data / "chnsenticorp/train.tsv").read_text(encoding="utf-8").splitlines()[1:1501]
     corpus.write_text("\n".join(r.split("\t", 1)[1] for r in rows) + "\n", encoding="utf-8")
-    return _tiny_model_dir(root / "model", [corpus], "chinese")
+    return tiny.model_dir(root / "model", [corpus], "chinese")
 
 
 def _config(model, train, dev, out, task=None, **kw):
@@ -138,7 +127,7 @@ def test_transformers_loads_the_finetuned_model_and_agrees(sst2_run, shared_data
 
 
 def test_evaluate_and_predict_reproduce_finetune(sst2_run, shared_data, tmp_path):
-    result, out = sst2_run
+    _, out = sst2_run
     dev = shared_data / "glue/SST-2/dev.tsv"
     # the task is read back from config.json (finetuning_task): no columns needed
     ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "ev"),

@@ -22,17 +22,6 @@ from litebert.finetune.token import entity_metrics, read_token_file, window_owne
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _tiny_model_dir(path, corpus, kind):
-    from litebert.config import AlbertConfig
-    from litebert.modeling import AlbertForPreTraining
-    from litebert.tokenization import train_tokenizer
-
-    tok = train_tokenizer([str(corpus)], kind, 1500, path)
-    torch.manual_seed(0)
-    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=tok.vocab_size)).save_pretrained(path)
-    return path
-
-
 # ------------------------------------------------------------------------------------------- metrics (no model)
 def test_entity_metrics_hand_computed_conlleval_case():
     # gold: PER(0-1), LOC(3), ORG(5-6); pred: an I-PER that opens the entity (conlleval: I- after O starts one),
@@ -121,13 +110,13 @@ def test_jsonl_and_bad_column_files(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ end to end
 @pytest.fixture(scope="module")
-def conll_run(shared_data, tmp_path_factory):
+def conll_run(tiny, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("conll")
     words = [ln.split(" ")[0] for ln in (shared_data / "conll2003/train.txt").read_text().splitlines()[:6000]
              if ln.strip()]
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(" ".join(words[i:i + 30]) for i in range(0, len(words), 30)) + "\n")
-    model = _tiny_model_dir(root / "model", corpus, "wordpiece")
+    model = tiny.model_dir(root / "model", [corpus], "wordpiece")
     out = root / "run"
     test = root / "test.txt"  # the first 1,000 lines of the test file (with its -DOCSTART- lines)
     test.write_text("\n".join((shared_data / "conll2003/test.txt").read_text().splitlines()[:1000]) + "\n")
@@ -225,13 +214,13 @@ def test_evaluate_and_predict_reproduce_finetune(conll_run, shared_data, tmp_pat
     assert lines[0].split(" ")[0] == "EU" and len(lines[0].split(" ")) == 2 and lines[3] == ""
 
 
-def test_weibo_ner_unseen_dev_tag_is_a_counted_warning(shared_data, tmp_path, caplog):
+def test_weibo_ner_unseen_dev_tag_is_a_counted_warning(tiny, shared_data, tmp_path, caplog):
     root = tmp_path
     train = shared_data / "weibo_ner/weiboNER_2nd_conll.train"
     corpus = root / "corpus.txt"
     chars = [ln.split("\t")[0][:-1] for ln in train.read_text(encoding="utf-8").splitlines() if ln.strip()]
     corpus.write_text("\n".join("".join(chars[i:i + 50]) for i in range(0, len(chars), 50)) + "\n")
-    model = _tiny_model_dir(root / "model", corpus, "chinese")
+    model = tiny.model_dir(root / "model", [corpus], "chinese")
     dev = root / "dev.txt"  # a dev file with a tag that train never had
     dev.write_text("张0\tB-PER.NAM\n三1\tI-PER.NAM\n去0\tO\n火0\tB-XYZ.NAM\n星1\tI-XYZ.NAM\n\n", encoding="utf-8")
     cfg = FinetuneConfig(model=str(model), train_file=str(train), dev_file=str(dev), output_dir=str(root / "run"),

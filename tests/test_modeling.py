@@ -1,5 +1,5 @@
 """The model against transformers as the oracle (minGPT's test_huggingface_import idea), plus the litebert-only
-variants against independent references written here from SPEC §1 and fixtures/tf/README.md."""
+variants against independent references written here from docs/algorithms.md §1 and fixtures/tf/README.md."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_pretraining_parity_hf_to_ours(shape, tmp_path):
     ours = AlbertForPreTraining.from_pretrained(tmp_path)
     assert ours.loading_info == {"missing": [], "unexpected": [], "mismatched": []}
     hf.eval()
-    batch, labels = make_batch(seed=2)
+    batch, _ = make_batch(seed=2)
     with torch.no_grad():
         a, b = ours(**batch), hf(**batch)
         close(a.prediction_logits, b.prediction_logits)
@@ -291,7 +291,7 @@ def test_init_as_transformers():
     assert torch.all(model.albert.pooler.bias == 0)
 
 
-PRESET_COUNTS = {  # SPEC.md §1: AlbertModel (with pooler) / AlbertForPreTraining
+PRESET_COUNTS = {  # docs/algorithms.md §1: AlbertModel (with pooler) / AlbertForPreTraining
     "albert-base": (11_683_584, 11_813_810),
     "albert-large": (17_683_968, 17_847_474),
     "albert-xlarge": (58_724_864, 59_021_490),
@@ -440,15 +440,62 @@ def test_albert_zh_layout_against_reference(ln, tmp_path):
         model.save_pretrained(tmp_path / "hf", hf=True)
 
 
-def test_pre_ln_factorized_is_not_post_ln():
-    cfg_post = make_config()
-    cfg_pre = make_config(layer_norm_position="pre")
-    post = randomize(AlbertModel(cfg_post)).eval()
-    pre = AlbertModel(cfg_pre).eval()
-    pre.load_state_dict(post.state_dict())
-    batch, _ = make_batch()
+def reference_factorized(sd, cfg, ids, tt, mask):
+    """The factorized (official) layout written out in float64: E-wide embeddings, LayerNorm(E), the E→H mapping,
+    then cfg.num_hidden_layers applications of layer 0 of group 0 in post- or pre-LN form (as reference_albert_zh),
+    and the MLM head H→E→V. Returns (last_hidden_state, prediction_logits)."""
+    sd = {k: v.double() for k, v in sd.items()}
+    P = "albert.encoder.albert_layer_groups.0.albert_layers.0."
+    Bn, Sn = ids.shape
+    N, H = cfg.num_attention_heads, cfg.hidden_size
+    d = H // N
+    e = sd["albert.embeddings.word_embeddings.weight"][ids] + sd["albert.embeddings.token_type_embeddings.weight"][tt]
+    e = _ln(e + sd["albert.embeddings.position_embeddings.weight"][:Sn], sd["albert.embeddings.LayerNorm.weight"],
+            sd["albert.embeddings.LayerNorm.bias"])
+    m = "albert.encoder.embedding_hidden_mapping_in."
+    h = e @ sd[m + "weight"].T + sd[m + "bias"]  # (B, S, E) -> (B, S, H)
+
+    def lin(x, name):
+        return x @ sd[P + name + ".weight"].T + sd[P + name + ".bias"]
+
+    def attn(x):
+        q, k, v = (lin(x, "attention." + n).view(Bn, Sn, N, d).transpose(1, 2) for n in ("query", "key", "value"))
+        s = q @ k.transpose(-1, -2) / math.sqrt(d) + (1.0 - mask[:, None, None, :].double()) * -10000.0
+        return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(Bn, Sn, H)
+
+    ln_a = (sd[P + "attention.LayerNorm.weight"], sd[P + "attention.LayerNorm.bias"])
+    ln_o = (sd[P + "full_layer_layer_norm.weight"], sd[P + "full_layer_layer_norm.bias"])
+    for _ in range(cfg.num_hidden_layers):
+        if cfg.layer_norm_position == "post":
+            a = _ln(h + lin(attn(h), "attention.dense"), *ln_a)
+            h = _ln(a + lin(_gelu_tanh(lin(a, "ffn")), "ffn_output"), *ln_o)
+        else:
+            a = h + lin(attn(_ln(h, *ln_a)), "attention.dense")
+            h = a + lin(_gelu_tanh(lin(_ln(a, *ln_o), "ffn")), "ffn_output")
+    t = _ln(_gelu_tanh(h @ sd["predictions.dense.weight"].T + sd["predictions.dense.bias"]),
+            sd["predictions.LayerNorm.weight"], sd["predictions.LayerNorm.bias"])
+    mlm = t @ sd["albert.embeddings.word_embeddings.weight"].T + sd["predictions.bias"]
+    return h, mlm
+
+
+@pytest.mark.parametrize("ln", ["post", "pre"])
+def test_factorized_layer_norm_positions_against_reference(ln, tmp_path):
+    """Pre-LN with the official (factorized) layout against the reference; post-LN against the same reference and
+    transformers, which shows that the reference's shared parts are right."""
+    cfg = make_config(layer_norm_position=ln)
+    model = randomize(AlbertForPreTraining(cfg), seed=4).eval()
+    batch, _ = make_batch(seed=5)
+    h, mlm = reference_factorized(model.state_dict(), cfg, batch["input_ids"], batch["token_type_ids"],
+                                  batch["attention_mask"])
     with torch.no_grad():
-        assert (pre(**batch).last_hidden_state - post(**batch).last_hidden_state).abs().max() > 0.1
+        out, base = model(**batch), model.albert(**batch)
+    keep = batch["attention_mask"].bool()
+    close(base.last_hidden_state[keep], h[keep].float())
+    close(out.prediction_logits[keep], mlm[keep].float())
+    if ln == "post":
+        hf, _ = to_hf(model, tmp_path, transformers.AlbertForPreTraining)
+        with torch.no_grad():
+            close(hf(**batch).prediction_logits[keep], mlm[keep].float())
 
 
 # ---------------------------------------------------------------------------------------------- edge cases
@@ -467,6 +514,10 @@ def test_input_errors():
         model(torch.zeros(1, 33, dtype=torch.long))
     with pytest.raises(TypeError, match="AlbertConfig"):
         AlbertModel({"hidden_size": 8})
+    # inputs_embeds stands for the word-embedding lookup: E wide (16 here), not H (32)
+    with pytest.raises(ValueError, match=r"inputs_embeds has shape \[2, 5, 32\]; it must be \(B, S, embedding_size=16\)"):
+        model(inputs_embeds=torch.zeros(2, 5, 32))
+    assert model(inputs_embeds=torch.zeros(2, 5, 16)).last_hidden_state.shape == (2, 5, 32)
     batch, labels = make_batch()
     for cls in (AlbertForPreTraining, AlbertForMaskedLM):  # labels not (B, S): an error, not misaligned logits
         with pytest.raises(ValueError, match=r"labels have shape \[3, 10\], expected \[3, 11\]"):

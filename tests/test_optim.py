@@ -1,4 +1,4 @@
-"""LAMB (SPEC.md §4), parameter groups by name, AdamW construction, the warmup + polynomial-decay schedule."""
+"""LAMB (docs/algorithms.md §4), parameter groups by name, AdamW construction, the warmup + polynomial-decay schedule."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from litebert.optim import Lamb, WarmupPolyDecay, build_optimizer, build_param_g
 
 
 @pytest.mark.parametrize("foreach", [True, False])
-def test_lamb_matches_spec_test_vector(foreach):
+def test_lamb_matches_hand_computed_test_vector(foreach):
     w = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5]))
     opt = Lamb([w], lr=0.01, weight_decay=0.01, foreach=foreach)
     expected = [[0.98671, -2.013166, 0.51323], [0.973386, -2.026398, 0.526509]]
@@ -22,12 +22,12 @@ def test_lamb_matches_spec_test_vector(foreach):
         before = w.detach().clone()
         opt.step()
         assert torch.allclose(w.detach(), torch.tensor(expected[step]), atol=1e-6, rtol=0), (step, w)
-        if step == 0:  # the trust ratio the SPEC gives: ||Δw|| = η r ||u|| and ||Δw|| = η ||w||
+        if step == 0:  # the trust ratio of docs/algorithms.md §4: ||Δw|| = η r ||u|| and ||Δw|| = η ||w||
             delta = (w.detach() - before).norm()
             assert delta.item() == pytest.approx(0.01 * before.norm().item(), rel=1e-5)
 
 
-def _spec_reference(w, g, m, v, lr, wd, adapt, eps=1e-6, b1=0.9, b2=0.999):
+def _reference_step(w, g, m, v, lr, wd, adapt, eps=1e-6, b1=0.9, b2=0.999):
     m = b1 * m + (1 - b1) * g
     v = b2 * v + (1 - b2) * g * g
     u = m / (v.sqrt() + eps) + wd * w
@@ -64,7 +64,7 @@ def test_lamb_trust_ratio_and_exclusions_on_a_model():
     opt.step()
     for n, p in params.items():
         adapt = n in decayed["names"]
-        ref, _, _ = _spec_reference(before[n], grads[n], torch.zeros_like(p), torch.zeros_like(p), 0.05,
+        ref, _, _ = _reference_step(before[n], grads[n], torch.zeros_like(p), torch.zeros_like(p), 0.05,
                                     0.01 if adapt else 0.0, adapt)
         assert torch.allclose(p.detach(), ref, atol=1e-6, rtol=1e-5), n
         if adapt and before[n].norm() > 0:

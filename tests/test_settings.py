@@ -252,8 +252,46 @@ def test_one_error_format_and_library_defaults():
         PrepareConfig(corpus="c", tokenizer="t", output="o", on_invalid="drop")
     with pytest.raises(LitebertError, match=r"^--task 'squad': unknown task"):
         DataOptions(task="squad")
+    assert DataOptions(task="sst-2").task == "sst-2" and DataOptions(task="weibo_ner").task == "weibo_ner"
     # --dupe-factor: 10 passes with --static-masking (BERT's create_pretraining_data.py), 1 without
     assert PrepareConfig(corpus="c", tokenizer="t", output="o", static_masking=True).dupe_factor == 10
     assert PrepareConfig(corpus="c", tokenizer="t", output="o").dupe_factor == 1
     assert _parse(["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o", "--static-masking"]
                   ).dupe_factor == 10
+
+
+#: every option released before the options were derived from the configs (a contract: none may disappear)
+RELEASED_OPTIONS = {
+    "train-tokenizer": "--corpus --format --keep-accents --kind --lowercase --no-lowercase --output "
+        "--seed --vocab-size",
+    "prepare": ("--corpus --dupe-factor --format --inter-sentence-task --masked-lm-prob --max-ngram "
+        "--max-position-embeddings --max-predictions-per-seq --max-seq-length --no-progress --no-progress-bar "
+        "--on-invalid-utf8 --output --overwrite --seed --shard-size --short-seq-prob --static-masking "
+        "--tokenizer --whole-word-mask-zh --workers"),
+    "pretrain": ("--adam-epsilon --batch-size --bias-correction --compile --data --device --eval-data --eval-steps "
+        "--fsdp --gradient-accumulation-steps --init-from --learning-rate --logging-steps --lr-decay-power "
+        "--max-eval-batches --max-grad-norm --max-steps --model-config --no-progress --no-progress-bar "
+        "--num-workers --optimizer --output --precision --resume --save-steps --save-total-limit --seed "
+        "--warmup-steps --weight-decay"),
+    "plot": "--out",
+    "export": "--output",
+    "finetune": ("--batch-size --classifier-dropout --data-seed --delimiter --dev --device --early-stopping-patience "
+        "--epochs --eval-batch-size --eval-steps --hidden-dropout --init --label-column --label-separator "
+        "--learning-rate --logging-steps --max-eval-examples --max-grad-norm --max-seq-length --max-steps "
+        "--max-train-examples --metric --model --no-checkpoints --no-header --no-progress --no-progress-bar "
+        "--optimizer --output --precision --problem-type --resume --seed --task --test --text-column "
+        "--text-pair-column --tokenizer --train --warmup-ratio --weight-decay"),
+    "evaluate": ("--batch-size --data --delimiter --device --label-column --label-separator --max-examples "
+        "--max-seq-length --metric --model --no-header --output --task --text-column --text-pair-column "
+        "--tokenizer"),
+    "predict": ("--batch-size --data --delimiter --device --label-column --label-separator --max-examples "
+        "--max-seq-length --model --no-header --output --task --text-column --text-pair-column --tokenizer"),
+    "convert-tf": "--checkpoint --config --heads --layout --output --skip-unknown --spm-model --vocab",
+}
+
+
+def test_every_released_option_still_exists():
+    sub = build_parser()._subparsers._group_actions[0].choices
+    for command, options in RELEASED_OPTIONS.items():
+        have = {s for a in sub[command]._actions for s in a.option_strings}
+        assert set(options.split()) <= have, (command, sorted(set(options.split()) - have))

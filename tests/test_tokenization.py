@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
 from litebert.errors import LitebertError
 from litebert.tokenization import load_tokenizer, train_tokenizer
-from test_data_fixtures import clue_zh, tmp_root, trained_tokenizer, wikitext_subset
 
 KINDS = ["sentencepiece", "wordpiece", "chinese"]
 
@@ -23,23 +23,23 @@ TEXTS = [
 ]
 
 
-def _sample_lines(kind: str, n: int = 400) -> list[str]:
-    path = clue_zh() if kind == "chinese" else wikitext_subset(60)
+def _sample_lines(tiny, kind: str, n: int = 400) -> list[str]:
+    path = tiny.clue_zh() if kind == "chinese" else tiny.wikitext_subset(60)
     lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
     return lines[:n]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_ids_match_transformers_autotokenizer(shared_data, kind):
+def test_ids_match_transformers_autotokenizer(tiny, kind):
     transformers = pytest.importorskip("transformers")
-    d = trained_tokenizer(kind)
+    d = tiny.tokenizer(kind)
     ours = load_tokenizer(d)
     hf = transformers.AutoTokenizer.from_pretrained(str(d))
     assert ours.kind == kind
     assert len(hf) == ours.vocab_size
     for role in ("pad", "unk", "cls", "sep", "mask"):
         assert getattr(hf, f"{role}_token_id") == getattr(ours, f"{role}_token_id")
-    texts = TEXTS + _sample_lines(kind)
+    texts = TEXTS + _sample_lines(tiny, kind)
     for t in texts:
         assert hf(t)["input_ids"] == ours.encode(t, add_special_tokens=True), t
     enc = hf("first sentence", "second one")
@@ -50,59 +50,59 @@ def test_ids_match_transformers_autotokenizer(shared_data, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_fast_batch_path_equals_pipeline(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind))
-    texts = TEXTS + _sample_lines(kind, 2000) + ["x [MASK] y<unk>z [mask] [CLS][SEP]<pad>", "it''s a ``b``"]
+def test_fast_batch_path_equals_pipeline(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind))
+    texts = TEXTS + _sample_lines(tiny, kind, 2000) + ["x [MASK] y<unk>z [mask] [CLS][SEP]<pad>", "it''s a ``b``"]
     assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
     assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]  # warm cache
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
-def test_uncased_hello_world(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind))
+def test_uncased_hello_world(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind))
     assert tok.encode("Hello World") == tok.encode("hello world")
     assert tok.encode_batch(["Hello World"]) == tok.encode_batch(["hello world"])
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
-def test_keep_accents(shared_data, kind):
-    stripped = load_tokenizer(trained_tokenizer(kind))
-    kept = load_tokenizer(trained_tokenizer(kind, keep_accents=True))
+def test_keep_accents(tiny, kind):
+    stripped = load_tokenizer(tiny.tokenizer(kind))
+    kept = load_tokenizer(tiny.tokenizer(kind, keep_accents=True))
     assert stripped.encode("så") == stripped.encode("sa")
     assert kept.encode("så") != kept.encode("sa")
     assert kept.keep_accents and not stripped.keep_accents
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece"])
-def test_cased_tokenizer_keeps_case(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind, lowercase=False))
+def test_cased_tokenizer_keeps_case(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind, lowercase=False))
     assert not tok.do_lower_case
     assert tok.encode("Hello World") != tok.encode("hello world")
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_mask_in_raw_text_is_one_token(shared_data, kind):
-    tok = load_tokenizer(trained_tokenizer(kind))
+def test_mask_in_raw_text_is_one_token(tiny, kind):
+    tok = load_tokenizer(tiny.tokenizer(kind))
     for text in ["the [MASK] is", "the[MASK]is", "[MASK]"]:
         ids = tok.encode(text)
         assert ids.count(tok.mask_token_id) == 1, (text, tok.convert_ids_to_tokens(ids))
         assert tok.encode_batch([text])[0] == ids
 
 
-def test_sentencepiece_layout_is_albert(shared_data):
-    tok = load_tokenizer(trained_tokenizer("sentencepiece"))
+def test_sentencepiece_layout_is_albert(tiny):
+    tok = load_tokenizer(tiny.tokenizer("sentencepiece"))
     ids = [tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id]
     assert ids == [0, 1, 2, 3, 4]
     assert tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def test_spiece_model_only_directory_loads(shared_data, tmp_path):
+def test_spiece_model_only_directory_loads(tiny, tmp_path):
     transformers = pytest.importorskip("transformers")
-    src = trained_tokenizer("sentencepiece")
+    src = tiny.tokenizer("sentencepiece")
     shutil.copy(src / "spiece.model", tmp_path / "spiece.model")
     a, b = load_tokenizer(src), load_tokenizer(tmp_path)
     hf = transformers.AlbertTokenizer.from_pretrained(str(tmp_path))
-    for t in TEXTS + _sample_lines("sentencepiece", 100):
+    for t in TEXTS + _sample_lines(tiny, "sentencepiece", 100):
         assert a.encode(t) == b.encode(t)
         assert hf(t)["input_ids"] == b.encode(t, add_special_tokens=True)
     b.save(tmp_path / "saved")
@@ -130,16 +130,16 @@ def test_albert_zh_style_vocab_txt_loads(tmp_path):
     assert hf("一丁 The [MASK] ab")["input_ids"] == tok.encode("一丁 The [MASK] ab", add_special_tokens=True)
 
 
-def test_tokenizer_json_only_directory_loads(shared_data, tmp_path):
-    src = trained_tokenizer("wordpiece")
+def test_tokenizer_json_only_directory_loads(tiny, tmp_path):
+    src = tiny.tokenizer("wordpiece")
     shutil.copy(src / "tokenizer.json", tmp_path / "tokenizer.json")
     shutil.copy(src / "tokenizer_config.json", tmp_path / "tokenizer_config.json")
     a, b = load_tokenizer(src), load_tokenizer(tmp_path)
     assert a.encode("Hello there, world.") == b.encode("Hello there, world.")
 
 
-def test_chinese_characters_are_single_tokens(shared_data):
-    tok = load_tokenizer(trained_tokenizer("chinese"))
+def test_chinese_characters_are_single_tokens(tiny):
+    tok = load_tokenizer(tiny.tokenizer("chinese"))
     toks = tok.tokenize("兰州公交集团")
     assert toks == list("兰州公交集团")
 
@@ -148,7 +148,7 @@ def test_bad_tokenizer_directories(tmp_path):
     with pytest.raises(LitebertError, match="not found"):
         load_tokenizer(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(LitebertError, match="none of spiece.model, vocab.txt, tokenizer.json"):
+    with pytest.raises(LitebertError, match=r"none of spiece\.model, vocab\.txt, tokenizer\.json"):
         load_tokenizer(tmp_path / "empty")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "spiece.model").write_bytes(b"not a model")
@@ -178,7 +178,7 @@ def test_train_tokenizer_bad_input(tmp_path):
     # sentencepiece's own refusals are LitebertErrors too, not RuntimeError tracebacks
     text = tmp_path / "text.txt"
     text.write_text("".join(f"word{i} {chr(97 + i % 26)}{chr(65 + i % 20)} line.\n" for i in range(200)))
-    with pytest.raises(LitebertError, match="SentencePiece training failed: .*vocab"):
+    with pytest.raises(LitebertError, match=r"SentencePiece training failed: .*vocab"):
         train_tokenizer([text], "sentencepiece", 10, tmp_path / "o")
     with pytest.raises(LitebertError, match="is a file, not a directory"):
         train_tokenizer([text], "wordpiece", 100, text)
@@ -196,12 +196,12 @@ def test_train_tokenizer_cli_reports_skipped_lines_and_small_vocab(tmp_path, cap
     assert f"skipped 1 invalid line(s) (first: {corpus}:3)" in out
 
 
-def test_saved_directory_runs_in_fill_mask_pipeline(shared_data, tmp_path):
+def test_saved_directory_runs_in_fill_mask_pipeline(tiny, tmp_path):
     """The files Tokenizer.save writes are what final/ holds: they must work in transformers' fill-mask."""
     transformers = pytest.importorskip("transformers")
     import torch
 
-    tok = load_tokenizer(trained_tokenizer("sentencepiece"))
+    tok = load_tokenizer(tiny.tokenizer("sentencepiece"))
     cfg = transformers.AlbertConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32,
                                     num_hidden_layers=1, num_attention_heads=2, intermediate_size=37)
     torch.manual_seed(0)
@@ -210,4 +210,66 @@ def test_saved_directory_runs_in_fill_mask_pipeline(shared_data, tmp_path):
     fill = transformers.pipeline("fill-mask", model=str(tmp_path), tokenizer=str(tmp_path))
     out = fill(f"the game is a {tok.mask_token} of the series .")
     assert len(out) == 5 and all("token" in o for o in out)
-    assert tmp_root().exists()
+    assert tiny.root.exists()
+
+
+# ---------------------------------------------------------------------------------------------- defects (issue 12)
+def _wordpiece_dir(path, tokens, config=None):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    if config is not None:
+        (path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "chinese"])
+def test_c1_control_characters_encode_alike_on_every_path(tmp_path, kind):
+    """U+0085 (NEL) is whitespace to Python's str.split() but a control character that BERT's normalizer deletes:
+    the batch path (prepare, fine-tuning) must give the pipeline's ids, which transformers' tokenizer gives too."""
+    transformers = pytest.importorskip("transformers")
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "ab", "##b", "c"]
+    d = _wordpiece_dir(tmp_path / "tok", tokens, {"litebert_kind": kind})
+    tok = load_tokenizer(d)
+    assert tok.kind == kind
+    tok.save(d)
+    hf = transformers.AutoTokenizer.from_pretrained(str(d))
+    for text in ["a\x85b", "c a\x85b\x9fc", "a\x80b c"]:
+        expected = hf(text, add_special_tokens=False)["input_ids"]
+        assert tok.encode(text) == expected, text
+        assert tok.encode_batch([text, "a b"]) == [expected, [5, 6]], text
+    assert tok.encode("a\x85b") == [7]  # one word "ab": the control character is deleted, not a space
+
+
+def test_unigram_tokenizer_json_keeps_unk_id_zero(tmp_path):
+    """A Unigram tokenizer.json with unk_id 0 (SentencePiece's default layout) must encode unknown text as id 0;
+    the tokenizers library itself, reading the same file, is the oracle."""
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import pre_tokenizers
+    from tokenizers.models import Unigram
+
+    pieces = ["<unk>", "<pad>", "[CLS]", "[SEP]", "[MASK]", "▁a", "▁b", "▁", "a", "b"]
+    backend = Backend(Unigram([(p, -1.0 - i) for i, p in enumerate(pieces)], unk_id=0, byte_fallback=False))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    d = tmp_path / "tok"
+    d.mkdir()
+    backend.save(str(d / "tokenizer.json"))
+    assert json.loads((d / "tokenizer.json").read_text())["model"]["unk_id"] == 0
+    tok = load_tokenizer(d)
+    assert tok.kind == "sentencepiece" and tok.unk_token_id == 0
+    expected = Backend.from_file(str(d / "tokenizer.json")).encode("a z").ids
+    assert expected == [5, 7, 0]  # "▁a", "▁", then z: unknown
+    assert tok.encode("a z") == expected
+
+
+def test_sentencepiece_vocab_given_as_vocab_txt_is_refused(tmp_path):
+    """A SentencePiece vocabulary saved as vocab.txt, with tokenizer_config.json naming <pad>/<unk>, would load as
+    WordPiece and encode most words as the unknown token; the loader must refuse it and name the loader that fits."""
+    pieces = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "▁the", "▁cat", "▁sat", "▁on", "▁mat", "s", "▁"]
+    d = _wordpiece_dir(tmp_path / "tok", pieces, {"pad_token": "<pad>", "unk_token": "<unk>"})
+    with pytest.raises(LitebertError, match=r"vocab\.txt: a SentencePiece vocabulary \(6 pieces start with '▁', "
+                                            r"0 with '##' and the special tokens <pad>, <unk>\).*spiece\.model"):
+        load_tokenizer(d)
+    # the same words as a real WordPiece vocabulary still load
+    tok = load_tokenizer(_wordpiece_dir(tmp_path / "wp", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the",
+                                                          "cat", "sat", "##s"]))
+    assert tok.encode("the cats sat") == [5, 6, 8, 7]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from _training_helpers import SyntheticPretrainingData, collate
+from _training_helpers import SyntheticPretrainingData
 from litebert import AlbertConfig, AlbertForPreTraining
+from litebert.data import PretrainingCollator
 from litebert.errors import LitebertError
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import LossOutput, TrainingArgs, make_batch_factory, train
@@ -32,7 +33,7 @@ def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
     opt = build_optimizer(model, "lamb", lr=lr, weight_decay=0.01)
     sched = build_scheduler(opt, warmup, steps)
-    batches = make_batch_factory(SyntheticPretrainingData(n=n), batch_size, collate, seed=1)
+    batches = make_batch_factory(SyntheticPretrainingData(n=n), batch_size, PretrainingCollator(pad_token_id=0), seed=1)
     return model, opt, sched, batches
 
 
@@ -113,7 +114,7 @@ def test_corrupted_checkpoint_is_a_clear_error(tmp_path):
     data = bytearray(model_file.read_bytes())
     data[len(data) // 2] ^= 0xFF
     model_file.write_bytes(bytes(data))
-    with pytest.raises(LitebertError, match="model.pt is corrupted"):
+    with pytest.raises(LitebertError, match=r"model\.pt is corrupted"):
         _run(tmp_path, steps=6, resume="auto")
     (tmp_path / "checkpoints" / "step-4" / COMPLETE_MARKER).write_text("{not json")
     with pytest.raises(LitebertError, match="corrupted"):

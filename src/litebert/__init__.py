@@ -8,6 +8,7 @@ Quick use::
     model = AlbertForPreTraining.from_pretrained("out/")
 """
 
+import litebert.checkpoint  # noqa: F401 - installs from_pretrained/save_pretrained's file I/O
 from litebert.config import PRESETS, AlbertConfig
 from litebert.errors import LitebertError
 from litebert.modeling import (

@@ -1,4 +1,4 @@
-"""Model directories: ``config.json`` + ``model.safetensors`` with transformers' parameter names (SPEC §5).
+"""Model directories: ``config.json`` + ``model.safetensors`` with transformers' parameter names (docs/algorithms.md §5).
 
 Writing (:func:`save_model_dir`): the state dict with each tensor once — the tied ``predictions.decoder.weight``
 (= ``albert.embeddings.word_embeddings.weight``) and ``predictions.decoder.bias`` (= ``predictions.bias``) are left
@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write, atomic_write_text, read_json
+from litebert.modeling import register_model_dir_io
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +67,6 @@ def save_model_dir(model: torch.nn.Module, directory: str | os.PathLike, hf: boo
     ``hf=True``: raises LitebertError when transformers cannot represent the model, with the reason.
     Returns the directory.
     """
-    from safetensors.torch import save_file
-
     config: AlbertConfig = model.config
     reason = config.hf_incompatibility
     if hf and reason:
@@ -123,8 +123,6 @@ def read_safetensors_header(path: str | os.PathLike) -> dict[str, dict[str, Any]
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
     read_safetensors_header(path)
     try:
         return load_file(str(path))
@@ -283,3 +281,6 @@ def load_model_dir(cls, directory: str | os.PathLike, config: AlbertConfig | str
     report = load_weights(model, state, source, ignore_mismatched_sizes=ignore_mismatched_sizes)
     model.loading_info = report
     return model.eval()
+
+
+register_model_dir_io(load_model_dir, save_model_dir)  # behind from_pretrained/save_pretrained (see modeling)

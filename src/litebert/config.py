@@ -8,7 +8,7 @@ transformers cannot represent (``sharing`` "attention"/"ffn", ``embedding_layout
 know (``transformers_version``, ``position_embedding_type``, ...) are kept in :attr:`AlbertConfig.extra` and written
 back unchanged.
 
-Sources: SPEC.md §1; transformers ``models/albert/configuration_albert.py``; the released google-research/albert v2
+Sources: docs/algorithms.md §1; transformers ``models/albert/configuration_albert.py``; the released google-research/albert v2
 configs; brightmart/albert_zh ``albert_config/*.json``.
 """
 
@@ -38,7 +38,7 @@ LITEBERT_MODEL_TYPE = "litebert_albert"
 
 @dataclass
 class AlbertConfig:
-    """ALBERT architecture hyper-parameters (SPEC.md §1). Shape letters: V, E, H, I, N, L, G, K.
+    """ALBERT architecture hyper-parameters (docs/algorithms.md §1). Shape letters: V, E, H, I, N, L, G, K.
 
     Raises :class:`~litebert.errors.LitebertError` on construction when a value is invalid; the message names the field.
     """
@@ -123,12 +123,12 @@ class AlbertConfig:
                 f"AlbertConfig.hidden_size: {self.hidden_size} is not divisible by "
                 f"num_attention_heads={self.num_attention_heads}")
         if self.sharing is None:
-            # SPEC §1: the default follows G (G = L > 1 is BERT-style no sharing)
+            # docs/algorithms.md §1: the default follows G (G = L > 1 is BERT-style no sharing)
             self.sharing = "none" if 1 < self.num_hidden_layers == self.num_hidden_groups else "all"
         if self.sharing not in SHARING_MODES:
             fail("sharing", f"must be one of {SHARING_MODES}")
         if self.sharing == "none":
-            self.num_hidden_groups = self.num_hidden_layers  # "none" means one group per layer (SPEC §1: G = L)
+            self.num_hidden_groups = self.num_hidden_layers  # "none" means one group per layer (docs/algorithms.md §1: G = L)
         if self.num_hidden_groups > self.num_hidden_layers:
             raise LitebertError(
                 f"AlbertConfig.num_hidden_groups: {self.num_hidden_groups} groups for only "
@@ -317,7 +317,7 @@ def _zh(hidden: int, layers: int, heads: int, inter: int) -> dict[str, Any]:
                 max_position_embeddings=512, type_vocab_size=2)
 
 
-#: Named configurations; ``AlbertConfig.from_preset(name)``. Parameter counts are in SPEC.md §1 and tests.
+#: Named configurations; ``AlbertConfig.from_preset(name)``. Parameter counts are in docs/algorithms.md §1 and tests.
 PRESETS: dict[str, dict[str, Any]] = {
     # tiny model for fast tests
     "albert-debug": dict(vocab_size=1000, embedding_size=32, hidden_size=64, num_hidden_layers=2,

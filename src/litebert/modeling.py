@@ -5,7 +5,7 @@ Every parameter carries its Hugging Face transformers name (``model.state_dict()
 keyword arguments and output field names follow transformers' ``modeling_albert.py``, and outputs agree with it to
 1e-5 in fp32 (tests/test_modeling.py). Differences, all deliberate:
 
-- **Masked positions only** (SPEC §1, google-research ``run_pretraining.py`` gathers ``masked_lm_positions``): with
+- **Masked positions only** (docs/algorithms.md §1, google-research ``run_pretraining.py`` gathers ``masked_lm_positions``): with
   ``labels``, :class:`AlbertForPreTraining`/:class:`AlbertForMaskedLM` compute vocabulary logits only where
   ``labels != -100``; ``prediction_logits``/``logits`` are then ``[P_total, V]``, rows in row-major (batch, position)
   order, aligned with ``labels[labels != -100]``. Without labels they are the full ``[B, S, V]``.
@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -147,7 +148,7 @@ class QuestionAnsweringModelOutput(ModelOutput):
 
 # ====================================================================================================== embeddings
 class AlbertEmbeddings(nn.Module):
-    """Word + token-type + position embeddings, LayerNorm, dropout (SPEC §1; HF ``AlbertEmbeddings``).
+    """Word + token-type + position embeddings, LayerNorm, dropout (docs/algorithms.md §1; HF ``AlbertEmbeddings``).
 
     "factorized" layout: E-wide tables and LayerNorm(E); output (B, S, E), mapped to H by the encoder.
     "albert_zh" layout: ``word_embeddings_2`` (Linear E→H, no bias) right after the lookup, H-wide position/type
@@ -169,6 +170,10 @@ class AlbertEmbeddings(nn.Module):
 
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None) -> torch.Tensor:
         """input_ids (B, S) int64 or inputs_embeds (B, S, E) → (B, S, E) factorized / (B, S, H) albert_zh."""
+        if inputs_embeds is not None and inputs_embeds.shape[-1] != self.word_embeddings.embedding_dim:
+            raise ValueError(f"inputs_embeds has shape {list(inputs_embeds.shape)}; it must be (B, S, embedding_size="
+                             f"{self.word_embeddings.embedding_dim}) wide: it stands for the word-embedding lookup, "
+                             f"which ALBERT projects to hidden_size only after the embeddings")
         x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, E)
         S = x.shape[1]
         if S > self.position_embeddings.num_embeddings:
@@ -242,7 +247,7 @@ class AlbertAttention(nn.Module):
 
 # ====================================================================================================== layer
 class AlbertLayer(nn.Module):
-    """Attention block then FFN block (HF ``AlbertLayer``; SPEC §1).
+    """Attention block then FFN block (HF ``AlbertLayer``; docs/algorithms.md §1).
 
     post-LN: ``a = attention(x)``; ``y = full_layer_layer_norm(a + dropout(ffn_output(act(ffn(a)))))``.
     pre-LN: ``y = a + dropout(ffn_output(act(ffn(full_layer_layer_norm(a)))))``.
@@ -331,6 +336,26 @@ class AlbertTransformer(nn.Module):
 
 
 # ====================================================================================================== base class
+# Model directories (config.json + safetensors) are read and written by litebert.checkpoint, which sits above this
+# module: it imports the model's config and installs its two functions here when it is imported (litebert/__init__
+# imports it, so they are always installed). The model file thus imports no file-format code, and the arrow stays
+# checkpoint -> modeling. The methods below keep transformers' `Cls.from_pretrained` / `model.save_pretrained` API.
+_MODEL_DIR_IO: dict[str, Callable[..., Any]] = {}
+
+
+def register_model_dir_io(load: Callable[..., Any], save: Callable[..., Any]) -> None:
+    """Install the functions behind :meth:`AlbertPreTrainedModel.from_pretrained` (``load(cls, path, config=...,
+    ignore_mismatched_sizes=..., **overrides)``) and :meth:`~AlbertPreTrainedModel.save_pretrained`
+    (``save(model, directory, hf=...)``); :mod:`litebert.checkpoint` calls it on import."""
+    _MODEL_DIR_IO.update(load=load, save=save)
+
+
+def _model_dir_io(name: str) -> Callable[..., Any]:
+    if name not in _MODEL_DIR_IO:  # only if litebert.checkpoint was never imported, which `import litebert` does
+        raise RuntimeError("litebert.checkpoint is not loaded; `import litebert` installs model-directory I/O")
+    return _MODEL_DIR_IO[name]
+
+
 class AlbertPreTrainedModel(nn.Module):
     """Base of every ALBERT model: ``config``, transformers' init, ``from_pretrained``/``save_pretrained``,
     ``num_parameters``."""
@@ -389,10 +414,8 @@ class AlbertPreTrainedModel(nn.Module):
         Raises LitebertError naming the file (and the parameter) for a missing/invalid config, missing/corrupt
         weights, or a shape mismatch (unless ``ignore_mismatched_sizes``: then those weights are re-initialised).
         """
-        from litebert.checkpoint import load_model_dir
-
-        return load_model_dir(cls, path, config=config, ignore_mismatched_sizes=ignore_mismatched_sizes,
-                              **config_overrides)
+        return _model_dir_io("load")(cls, path, config=config, ignore_mismatched_sizes=ignore_mismatched_sizes,
+                                     **config_overrides)
 
     def save_pretrained(self, directory: str | os.PathLike, hf: bool | None = None):
         """Write ``config.json`` and ``model.safetensors`` (tied/shared tensors once) atomically; returns the path.
@@ -400,9 +423,7 @@ class AlbertPreTrainedModel(nn.Module):
         ``hf`` None: transformers' format when it can represent the model, else ``model_type: "litebert_albert"``.
         ``hf=True`` raises LitebertError for a litebert-only architecture, saying why.
         """
-        from litebert.checkpoint import save_model_dir
-
-        return save_model_dir(self, directory, hf=hf)
+        return _model_dir_io("save")(self, directory, hf=hf)
 
     def _run_albert(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                     output_hidden_states, output_attentions) -> AlbertModelOutput:
@@ -413,7 +434,7 @@ class AlbertPreTrainedModel(nn.Module):
 
 # ====================================================================================================== AlbertModel
 class AlbertModel(AlbertPreTrainedModel):
-    """Embeddings → transformer → pooler ``tanh(Linear(H, H)(h[:, 0]))`` (HF ``AlbertModel``; SPEC §1)."""
+    """Embeddings → transformer → pooler ``tanh(Linear(H, H)(h[:, 0]))`` (HF ``AlbertModel``; docs/algorithms.md §1)."""
 
     def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -444,8 +465,8 @@ class AlbertModel(AlbertPreTrainedModel):
         """input_ids (B, S) int64 (or inputs_embeds (B, S, E)); attention_mask (B, S) 1/0; token_type_ids (B, S);
         position_ids (B, S) (default 0..S−1) → :class:`AlbertModelOutput` (or its tuple if not return_dict).
 
-        Raises ValueError unless exactly one of input_ids / inputs_embeds is given, or when S exceeds
-        ``max_position_embeddings``.
+        Raises ValueError unless exactly one of input_ids / inputs_embeds is given, when inputs_embeds is not
+        ``embedding_size`` (E) wide, or when S exceeds ``max_position_embeddings``.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids or inputs_embeds")

@@ -1,6 +1,6 @@
 """Optimizers and learning-rate schedules for ALBERT pretraining and fine-tuning.
 
-* :class:`Lamb` — LAMB exactly as SPEC.md §4 (You et al. 2019, "Large Batch Optimization for Deep Learning:
+* :class:`Lamb` — LAMB exactly as docs/algorithms.md §4 (You et al. 2019, "Large Batch Optimization for Deep Learning:
   Training BERT in 76 minutes", arXiv:1904.00962; google-research/albert ``lamb_optimizer.py``).
 * :func:`build_param_groups` — which parameters get weight decay and the trust ratio, decided once from the
   parameter *names* (``LayerNorm``, ``layer_norm``, ``bias`` are excluded), as the official code does with
@@ -22,7 +22,7 @@ from litebert.errors import LitebertError
 #: the optimizers :func:`build_optimizer` builds (the choices of every command's ``--optimizer``)
 OPTIMIZERS = ("lamb", "adamw")
 
-#: Substrings of parameter names that get neither weight decay nor the LAMB trust ratio (SPEC.md §4).
+#: Substrings of parameter names that get neither weight decay nor the LAMB trust ratio (docs/algorithms.md §4).
 NO_DECAY_PATTERNS: tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
 
 
@@ -42,7 +42,7 @@ class Lamb(torch.optim.Optimizer):
 
     Param-group options: ``lr`` (η), ``betas`` (β1, β2), ``eps`` (ε), ``weight_decay`` (λ), ``adapt`` (apply the
     trust ratio), ``bias_correction``. Use :func:`build_param_groups` to set ``weight_decay=0, adapt=False`` for
-    LayerNorm and bias parameters. Defaults are SPEC.md §4's: β = (0.9, 0.999), ε = 1e-6, λ = 0.01.
+    LayerNorm and bias parameters. Defaults are docs/algorithms.md §4's: β = (0.9, 0.999), ε = 1e-6, λ = 0.01.
 
     ``foreach=True`` (default) updates a group's tensors with ``torch._foreach_*`` kernels (fewer, larger
     kernel launches; the same arithmetic in the same order, hence the same results as ``foreach=False``).
@@ -159,7 +159,7 @@ def _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta
 
 
 def is_excluded(name: str, patterns: Sequence[str] = NO_DECAY_PATTERNS) -> bool:
-    """True when parameter ``name`` gets neither weight decay nor the trust ratio (SPEC.md §4)."""
+    """True when parameter ``name`` gets neither weight decay nor the trust ratio (docs/algorithms.md §4)."""
     return any(pat in name for pat in patterns)
 
 
@@ -235,5 +235,5 @@ class WarmupPolyDecay:
 
 def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, max_steps: int,
                     power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
-    """``LambdaLR`` with :class:`WarmupPolyDecay` (SPEC.md §4: warmup then linear decay to 0 at ``max_steps``)."""
+    """``LambdaLR`` with :class:`WarmupPolyDecay` (docs/algorithms.md §4: warmup then linear decay to 0 at ``max_steps``)."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupPolyDecay(warmup_steps, max_steps, power))

@@ -17,6 +17,8 @@ transformers ``models/albert/tokenization_albert.py`` and ``models/bert/tokeniza
 
 from __future__ import annotations
 
+import base64
+import io
 import itertools
 import os
 import re
@@ -26,12 +28,15 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
-from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors
+import sentencepiece as spm
+from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Tokenizer as _BackendTokenizer
 from tokenizers.models import Unigram, WordPiece
 
+from litebert.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_bytes, atomic_write_json, read_json
+from litebert.fileio import atomic_write_bytes, atomic_write_json, read_json, sha256_bytes
+from litebert.protowire import proto_fields
 
 KINDS = ("sentencepiece", "wordpiece", "chinese")
 _SP_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -39,7 +44,10 @@ _WP_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", 
 # Pieces that start a word in SentencePiece vocabularies besides "▁x" (google-research/albert
 # create_pretraining_data.py `_is_start_piece`: a word that starts with punctuation is a word of its own).
 _SP_START_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
-_CTRL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# C0 controls, DEL and C1 controls: Python's str.split() and the Rust pipelines disagree on some of them (U+001C-1F
+# and U+0085 NEL are whitespace to Python; BertNormalizer deletes them as control characters), so a text holding one
+# is encoded whole by the pipeline in encode_batch_flat.
+_CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$|^\[unused_\d+\]$")
 
 
@@ -107,14 +115,13 @@ def _finish_backend(backend: _BackendTokenizer, specials: dict[str, str], senten
 
 def _spm_charsmap(model_bytes: bytes) -> bytes | None:
     """Read ``normalizer_spec.precompiled_charsmap`` from a serialized SentencePiece ``ModelProto`` (field 3, sub
-    field 2) with litebert's minimal protobuf wire-format reader, so that no protobuf package is needed."""
-    from litebert.tf_bundle import proto_fields
-
+    field 2; sentencepiece ``src/sentencepiece_model.proto``) with litebert's minimal protobuf wire-format reader,
+    so that no protobuf package is needed. Wire type 2 fields are ``bytes``."""
     for num, wt, val in proto_fields(model_bytes):
-        if num == 3 and wt == 2:
-            for sub, swt, sval in proto_fields(val):  # type: ignore[arg-type]
-                if sub == 2 and swt == 2:
-                    return bytes(sval) or None  # type: ignore[arg-type]
+        if num == 3 and wt == 2 and isinstance(val, bytes):
+            for sub, swt, sval in proto_fields(val):
+                if sub == 2 and swt == 2 and isinstance(sval, bytes):
+                    return sval or None
     return None
 
 
@@ -283,10 +290,10 @@ class Tokenizer:
                     b.pop()
                 else:
                     a.pop()
-        ids = [self.cls_token_id] + a + [self.sep_token_id]
+        ids = [self.cls_token_id, *a, self.sep_token_id]
         types = [0] * len(ids)
         if b is not None:
-            ids += b + [self.sep_token_id]
+            ids += [*b, self.sep_token_id]
             types += [1] * (len(b) + 1)
         return {"input_ids": ids, "token_type_ids": types, "attention_mask": [1] * len(ids)}
 
@@ -299,7 +306,7 @@ class Tokenizer:
         if isinstance(tokens, str):
             tid = self.backend.token_to_id(tokens)
             return unk if tid is None else tid
-        return [self.convert_tokens_to_ids(t) for t in tokens]  # type: ignore[misc]
+        return [self.convert_tokens_to_ids(t) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: int | Iterable[int]) -> str | list[str]:
         if isinstance(ids, (int, np.integer)):
@@ -314,7 +321,7 @@ class Tokenizer:
 
     # ---- tables used by the data pipeline ----
     def word_start_table(self) -> np.ndarray:
-        """``bool [V]``: True where a token starts a word (SPEC.md §2/§3 "Words").
+        """``bool [V]``: True where a token starts a word (docs/algorithms.md §2/§3 "Words").
 
         WordPiece/Chinese: every token except ``##`` continuations. SentencePiece: pieces that begin with ``▁``, or
         are ``<...>`` / single punctuation (google-research/albert ``_is_start_piece``).
@@ -331,7 +338,7 @@ class Tokenizer:
         return self._id_cache["word_start"]
 
     def random_replacement_ids(self) -> np.ndarray:
-        """``int64 [K]``: ids a masked token may be replaced with (SPEC.md §3 "10% a random vocabulary token"):
+        """``int64 [K]``: ids a masked token may be replaced with (docs/algorithms.md §3 "10% a random vocabulary token"):
         every id except special tokens, ``<unk>``-like control tokens and BERT's ``[unusedN]`` slots."""
         if "random_ids" not in self._id_cache:
             vocab = self.get_vocab()
@@ -355,7 +362,15 @@ class Tokenizer:
             "cls_token_id": self.cls_token_id,
             "sep_token_id": self.sep_token_id,
             "mask_token_id": self.mask_token_id,
+            "vocab_sha256": self.vocab_fingerprint(),
         }
+
+    def vocab_fingerprint(self) -> str:
+        """SHA-256 (hex) of the ordered vocabulary: the token of each id 0..V−1, each followed by a newline, UTF-8.
+        Equal fingerprints mean every id stands for the same token; the data manifest stores it so that data and
+        models of another tokenizer with the same vocabulary size are refused."""
+        tokens = self.convert_ids_to_tokens(range(self.vocab_size))
+        return sha256_bytes("".join(f"{t}\n" for t in tokens).encode("utf-8"))
 
     # ---- saving ----
     def save(self, directory: str | os.PathLike) -> list[Path]:
@@ -411,12 +426,10 @@ class Tokenizer:
 # --------------------------------------------------------------------------------------------------------------
 def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool, specials: dict[str, str],
                         source: str) -> Tokenizer:
-    import sentencepiece as spm
-
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(model_bytes)
-    except Exception as exc:  # noqa: BLE001 - sentencepiece raises plain RuntimeError/OSError
+    except Exception as exc:  # sentencepiece raises plain RuntimeError/OSError
         raise LitebertError(f"{source}: not a valid SentencePiece model ({exc})") from None
     vocab = [(sp.id_to_piece(i), float(sp.get_score(i))) for i in range(sp.get_piece_size())]
     backend = _albert_backend(vocab, sp.unk_id(), _spm_charsmap(model_bytes), lowercase, keep_accents)
@@ -427,6 +440,7 @@ def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool,
 
 def _tokenizer_from_wordpiece(vocab: dict[str, int], kind: str, lowercase: bool, keep_accents: bool,
                               specials: dict[str, str], source: str) -> Tokenizer:
+    _check_wordpiece_vocab(vocab, specials, source)
     _check_specials_vocab(vocab, specials, source)
     backend = _bert_backend(vocab, specials["unk"], lowercase, keep_accents)
     _finish_backend(backend, specials, sentencepiece=False)
@@ -437,6 +451,21 @@ def _check_specials(backend: _BackendTokenizer, specials: dict[str, str], source
     missing = [t for t in specials.values() if backend.token_to_id(t) is None]
     if missing:
         raise LitebertError(f"{source}: vocabulary lacks the special tokens {missing}")
+
+
+def _check_wordpiece_vocab(vocab: dict[str, int], specials: dict[str, str], source: str) -> None:
+    """Refuse a SentencePiece vocabulary (word-start pieces ``▁x``, specials ``<pad>``/``<unk>``) offered as a
+    WordPiece ``vocab.txt``: WordPiece would find almost no word in it and encode most text as the unknown token."""
+    starts = sum(1 for t in vocab if t.startswith("▁"))
+    continuations = sum(1 for t in vocab if t.startswith("##"))
+    sp_specials = [t for t in (specials["pad"], specials["unk"]) if t in ("<pad>", "<unk>")]
+    if starts > continuations or (sp_specials and starts):
+        hint = f" and the special tokens {', '.join(sp_specials)}" if sp_specials else ""
+        raise LitebertError(
+            f"{source}: a SentencePiece vocabulary ({starts} pieces start with '▁', {continuations} with '##'"
+            f"{hint}), not a WordPiece one; as vocab.txt it would turn most words into the unknown token. Load it "
+            "with its SentencePiece model instead: put spiece.model (the .model file trained with it) in the "
+            "directory, or a tokenizer.json whose model is Unigram")
 
 
 def _check_specials_vocab(vocab: dict[str, int], specials: dict[str, str], source: str) -> None:
@@ -511,8 +540,6 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
             raise LitebertError(f"{json_path}: not a tokenizer.json (no \"model\" object)")
         model = data["model"]
         if model.get("type") == "Unigram":
-            import base64
-
             charsmap = None
             norm = data.get("normalizer") or {}
             for n in norm.get("normalizers", [norm]):
@@ -520,7 +547,13 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
                     charsmap = base64.b64decode(n["precompiled_charsmap"])
             specials = specials_from(_SP_SPECIALS)
             vocab_scores = [(p, float(s)) for p, s in model["vocab"]]
-            backend = _albert_backend(vocab_scores, int(model.get("unk_id") or 1), charsmap, lowercase, keep_accents)
+            unk_id = model.get("unk_id")  # 0 is a valid id (SentencePiece's default puts <unk> there)
+            if unk_id is None:  # no unknown piece declared: the unk special token's id
+                unk_id = next((i for i, (p, _) in enumerate(vocab_scores) if p == specials["unk"]), None)
+                if unk_id is None:
+                    raise LitebertError(f"{json_path}: the Unigram model has no unk_id and its vocabulary no "
+                                        f"{specials['unk']!r} token")
+            backend = _albert_backend(vocab_scores, int(unk_id), charsmap, lowercase, keep_accents)
             _check_specials(backend, specials, str(json_path))
             _finish_backend(backend, specials, sentencepiece=True)
             tok = Tokenizer("sentencepiece", backend, lowercase, keep_accents, specials)
@@ -552,7 +585,7 @@ def normalize_for_training(text: str, lowercase: bool, keep_accents: bool) -> st
 def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: int, output: str | os.PathLike,
                     lowercase: bool = True, keep_accents: bool = False, format: str = "auto",
                     character_coverage: float | None = None, seed: int = 0, stats=None) -> Tokenizer:
-    """Train a tokenizer on ``corpus`` files (any format :func:`litebert.data.corpus.read_documents` reads) and
+    """Train a tokenizer on ``corpus`` files (any format :func:`litebert.corpus.read_documents` reads) and
     save it to ``output`` (the Hugging Face files, see :meth:`Tokenizer.save`).
 
     Args:
@@ -560,14 +593,12 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
             ``wordpiece`` (BERT ``vocab.txt``) or ``chinese`` (BERT-Chinese: every CJK character seen is a token).
         vocab_size: target size; SentencePiece may stop below it on a small corpus (soft limit).
         lowercase, keep_accents: normalisation, stored with the tokenizer.
-        stats: a :class:`litebert.data.corpus.CorpusStats` to fill while reading (lines skipped as invalid
+        stats: a :class:`litebert.corpus.CorpusStats` to fill while reading (lines skipped as invalid
             UTF-8 or bad JSON, documents, sentences), for the caller's summary.
 
     Raises:
         LitebertError: unknown kind, vocab_size < 10, or corpus problems (missing/empty files).
     """
-    from litebert.data.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
-
     if kind not in KINDS:
         raise LitebertError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if vocab_size < 10:
@@ -585,10 +616,6 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
         raise LitebertError(f"the corpus has no text to train on{skipped}")
     sentences = itertools.chain([first], sentences)
     if kind == "sentencepiece":
-        import io
-
-        import sentencepiece as spm
-
         def feed() -> Iterator[str]:
             for s in sentences:
                 s = normalize_for_training(s, lowercase, keep_accents)
@@ -619,8 +646,6 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
             raise LitebertError("SentencePiece training produced no model (corpus too small?)")
         tok = _tokenizer_from_spm(model_bytes, lowercase, keep_accents, dict(_SP_SPECIALS), "trained model")
     else:
-        from tokenizers import trainers
-
         specials = dict(_WP_SPECIALS)
         backend = _bert_backend({specials["unk"]: 0}, specials["unk"], lowercase, keep_accents)
         kwargs = {}

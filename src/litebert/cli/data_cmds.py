@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=_train_tokenizer)
 
     q = subparsers.add_parser("prepare", help="make SOP + n-gram-masking pretraining shards from a corpus",
-                              description="Tokenize a corpus and write pretraining instances (SPEC.md §2, §3) "
+                              description="Tokenize a corpus and write pretraining instances (docs/algorithms.md §2, §3) "
                                           "as numpy shards plus manifest.json into --output.")
     add_config_option(q)
     add_settings(q, PrepareConfig)
@@ -30,7 +30,7 @@ def register(subparsers) -> None:
 
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
-    from litebert.data.corpus import CorpusStats
+    from litebert.corpus import CorpusStats
 
     cfg = config_from_args(args)
     stats = CorpusStats()

@@ -1,7 +1,7 @@
 """Model subcommands: ``convert-tf`` (TensorFlow ALBERT checkpoint -> model directory) and ``info``.
 
-Each parses its options and calls a library function of :mod:`litebert.tf_import`; input problems surface as
-:class:`~litebert.errors.LitebertError` (one ``error:`` line, exit 2).
+Each parses its options and calls a library function (:mod:`litebert.tf.convert`, :mod:`litebert.info`); input
+problems surface as :class:`~litebert.errors.LitebertError` (one ``error:`` line, exit 2).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def register(subparsers) -> None:
 
 
 def run_convert_tf(args: argparse.Namespace) -> int:
-    from litebert.tf_import import convert_tf_checkpoint  # noqa: PLC0415 - keeps `litebert --help` fast
+    from litebert.tf.convert import convert_tf_checkpoint  # here, not at the top: keeps `litebert --help` fast
 
     result = convert_tf_checkpoint(
         args.checkpoint, args.config, args.output, vocab=args.vocab, spm_model=args.spm_model, layout=args.layout,
@@ -71,7 +71,7 @@ def run_convert_tf(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from litebert.tf_import import inspect_path  # noqa: PLC0415
+    from litebert.info import inspect_path  # here, not at the top: keeps `litebert --help` fast
 
     info = inspect_path(args.path)
     print(info.to_text())

@@ -1,4 +1,4 @@
-"""Pretraining data (SPEC.md §2, §3): corpus readers → documents → SOP instances → n-gram masking → shards;
+"""Pretraining data (docs/algorithms.md §2, §3): corpus readers → documents → SOP instances → n-gram masking → shards;
 the dataset and collator that training reads them with.
 
 Public names: :func:`prepare` / :class:`PrepareConfig` / :class:`PrepareResult`, :class:`PretrainingDataset`,
@@ -6,8 +6,9 @@ Public names: :func:`prepare` / :class:`PrepareConfig` / :class:`PrepareResult`,
 :func:`split_sentences`, :func:`mask_batch`.
 """
 
-from litebert.data.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
-from litebert.data.dataset import PretrainingCollator, PretrainingDataset, check_data_matches_model
+from litebert.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
+from litebert.data.dataset import (PretrainingCollator, PretrainingDataset, check_data_matches_model,
+                                   check_same_vocabulary, tokenizer_vocabulary)
 from litebert.data.instances import META_FIELDS
 from litebert.data.masking import IGNORE_INDEX, mask_batch, mask_keys
 from litebert.data.prepare import PrepareConfig, PrepareResult, prepare
@@ -15,7 +16,8 @@ from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, read_manifest, ver
 
 __all__ = [
     "CorpusStats", "detect_format", "read_documents", "resolve_corpus_files", "split_sentences",
-    "PretrainingCollator", "PretrainingDataset", "check_data_matches_model", "META_FIELDS", "IGNORE_INDEX",
+    "PretrainingCollator", "PretrainingDataset", "check_data_matches_model", "check_same_vocabulary",
+    "tokenizer_vocabulary", "META_FIELDS", "IGNORE_INDEX",
     "mask_batch", "mask_keys", "PrepareConfig", "PrepareResult", "prepare", "FORMAT_NAME", "FORMAT_VERSION",
     "read_manifest", "verify_checksums",
 ]

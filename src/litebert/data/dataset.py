@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections.abc
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,6 +25,7 @@ from litebert.data.instances import META_INDEX
 from litebert.data.masking import IGNORE_INDEX, mask_batch, mask_keys
 from litebert.data.shards import read_manifest
 from litebert.errors import LitebertError
+from litebert.tokenization import load_tokenizer
 
 
 class PretrainingDataset(torch.utils.data.Dataset):
@@ -187,7 +189,7 @@ class MaskedBatch(collections.abc.Sequence):
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def __getitem__(self, r):  # type: ignore[override]
+    def __getitem__(self, r):
         if isinstance(r, slice):
             return [self[i] for i in range(*r.indices(len(self)))]
         n = int(self.lengths[r])
@@ -248,6 +250,44 @@ def _get(config: Any, name: str):
     if isinstance(config, dict):
         return config.get(name)
     return getattr(config, name, None)
+
+
+def tokenizer_vocabulary(directory: str | os.PathLike) -> dict | None:
+    """``{"vocab_size", "vocab_sha256"}`` of the tokenizer files in ``directory`` (a model directory such as
+    ``final/``), or None when it holds none that :func:`litebert.tokenization.load_tokenizer` can read."""
+    try:
+        tok = load_tokenizer(directory)
+    except LitebertError:
+        return None
+    return {"vocab_size": tok.vocab_size, "vocab_sha256": tok.vocab_fingerprint()}
+
+
+def check_same_vocabulary(manifest: dict, other: dict | None, data_name: str, other_name: str) -> None:
+    """Refuse data whose tokenizer is not ``other``'s: another manifest's ``tokenizer`` section, or
+    :func:`tokenizer_vocabulary` of a model directory. Compares the fingerprints of the ordered vocabularies
+    (``vocab_sha256``, which ``prepare`` stores). Data prepared before fingerprints existed, or a model directory
+    without tokenizer files, can only be compared by ``vocab_size``: then a warning says so.
+
+    Raises:
+        LitebertError: naming both sides, when the vocabulary sizes or fingerprints differ.
+    """
+    mine = manifest.get("tokenizer") or {}
+    other = (other.get("tokenizer") or other) if other is not None else {}
+    if mine.get("vocab_size") is not None and other.get("vocab_size") is not None \
+            and int(mine["vocab_size"]) != int(other["vocab_size"]):
+        raise LitebertError(f"{data_name} was prepared with another tokenizer than {other_name}: vocab_size "
+                            f"{mine['vocab_size']} vs {other['vocab_size']}")
+    a, b = mine.get("vocab_sha256"), other.get("vocab_sha256")
+    if a is None or b is None:
+        missing = data_name if a is None else other_name
+        warnings.warn(f"cannot check that {data_name} and {other_name} use the same tokens, only the same "
+                      f"vocab_size: {missing} has no vocabulary fingerprint (data prepared by an older litebert: "
+                      "run `litebert prepare` again; or a model directory without tokenizer files)", stacklevel=2)
+        return
+    if a != b:
+        raise LitebertError(f"{data_name} was prepared with another tokenizer than {other_name}: same vocab_size "
+                            f"{mine.get('vocab_size')} but different tokens (vocabulary sha256 {a[:12]}… vs "
+                            f"{b[:12]}…); prepare both with the same tokenizer directory")
 
 
 def check_data_matches_model(manifest: dict | str | os.PathLike, config: Any,

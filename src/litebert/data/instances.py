@@ -1,11 +1,11 @@
-"""Pretraining instances from tokenized documents (SPEC.md §2; google-research/albert
+"""Pretraining instances from tokenized documents (docs/algorithms.md §2; google-research/albert
 ``create_pretraining_data.py`` ``create_instances_from_document`` and ``truncate_seq_pair``).
 
 A document is its token ids (``int32``, sentences concatenated), the parallel ``uint8`` "word start" flags and
 the sentence lengths. Each document is processed with its own generator seeded by ``(seed, pass, doc_index)``, so the
 output never depends on how documents are spread over worker processes.
 
-Where we differ from the official script (and why), as SPEC.md §2 says:
+Where we differ from the official script (and why), as docs/algorithms.md §2 says:
 - a chunk of a single sentence is split at a random token boundary into A and B (dropped if < 2 tokens); the
   official code pairs it with text of *another* document labelled "swapped", which leaks NSP negatives into SOP;
 - truncation draws the number of front removals of each segment as Binomial(r, 0.5), which is the distribution of
@@ -47,7 +47,7 @@ def doc_rng(seed: int, pass_index: int, doc_index: int) -> np.random.Generator:
 
 
 def truncated_lengths(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
-    """Final segment lengths after SPEC.md §2 truncation: remove one token at a time from the longer segment
+    """Final segment lengths after docs/algorithms.md §2 truncation: remove one token at a time from the longer segment
     (B on a tie) until ``len_a + len_b <= max_num_tokens``; closed form of that loop."""
     excess = len_a + len_b - max_num_tokens
     if excess <= 0:
@@ -105,7 +105,7 @@ def create_instances_from_document(
     out: DocumentInstances,
     other_docs: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> int:
-    """Append the instances of one document to ``out`` (SPEC.md §2); returns how many were made.
+    """Append the instances of one document to ``out`` (docs/algorithms.md §2); returns how many were made.
 
     Args:
         doc_index: global index of the document (recorded in ``meta``).

@@ -1,4 +1,4 @@
-"""n-gram whole-word masking (SPEC.md §3; google-research/albert ``create_masked_lm_predictions``), vectorized
+"""n-gram whole-word masking (docs/algorithms.md §3; google-research/albert ``create_masked_lm_predictions``), vectorized
 over a batch with numpy.
 
 The algorithm per item is the official one: words are a start piece plus its continuations (the per-token
@@ -36,7 +36,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def mask_keys(seed: int, epoch: int, indices: np.ndarray) -> np.ndarray:
-    """``uint64 [B]`` generator keys for items ``indices`` of ``epoch`` (the "(seed, epoch, index)" of SPEC.md §3)."""
+    """``uint64 [B]`` generator keys for items ``indices`` of ``epoch`` (the "(seed, epoch, index)" of docs/algorithms.md §3)."""
     with np.errstate(over="ignore"):
         idx = np.asarray(indices, dtype=np.int64).astype(np.uint64)
         k = _mix(np.full(idx.shape, seed & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64) + _GOLDEN)
@@ -76,7 +76,7 @@ def mask_batch(
     max_predictions_per_seq: int = 20,
     max_ngram: int = 3,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mask a padded batch (SPEC.md §3).
+    """Mask a padded batch (docs/algorithms.md §3).
 
     Args:
         input_ids: ``int [B, S]`` laid-out items (``[CLS] A [SEP] B [SEP]``), padded beyond ``lengths``.

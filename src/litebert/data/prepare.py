@@ -1,8 +1,8 @@
 """``litebert prepare``: corpus → tokenized documents → SOP instances → (static masks) → shards + manifest.
 
-Pipeline (STYLE.md principle 6: pure, seeded stages with inspectable artifacts):
+Pipeline (pure, seeded stages with inspectable artifacts):
 
-1. :func:`litebert.data.corpus.read_documents` streams documents (lists of sentences) from the files.
+1. :func:`litebert.corpus.read_documents` streams documents (lists of sentences) from the files.
 2. Documents are grouped into *units* (64 documents or 512 KiB of text, whichever first; the grouping depends only
    on the corpus). Each unit is tokenized and turned into instances (:mod:`litebert.data.instances`) by a worker;
    each document uses a generator seeded by ``(seed, pass, doc_index)``, so results do not depend on ``--workers``.
@@ -28,14 +28,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from litebert.data.corpus import FORMATS, CorpusStats, expand_document, read_documents, resolve_corpus_files
+from litebert.corpus import FORMATS, CorpusStats, expand_document, read_documents, resolve_corpus_files
 from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
 from litebert.data.masking import mask_batch, mask_keys
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_shard
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json
 from litebert.settings import check, fail, setting
+from litebert.tokenization import is_cjk_char, load_tokenizer
 
 UNIT_DOCS = 64
 UNIT_BYTES = 512 * 1024
@@ -43,7 +45,8 @@ UNIT_BYTES = 512 * 1024
 
 @dataclass
 class PrepareConfig:
-    """Settings of ``litebert prepare`` (SPEC.md §2, §3): the command's options, one field each (derived from here).
+    """Settings of ``litebert prepare`` (docs/algorithms.md §2, §3): the command's options, one field each (derived
+    from here).
 
     Raises :class:`~litebert.errors.LitebertError` ``"--option value: why"`` on construction for a bad value.
     """
@@ -128,8 +131,6 @@ _STATE: dict = {}
 
 
 def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
-    from litebert.tokenization import load_tokenizer
-
     tok = load_tokenizer(tokenizer_dir)
     _STATE.clear()
     _STATE.update(tok=tok, cfg=cfg, table=tok.word_start_table(),
@@ -138,13 +139,11 @@ def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
                                            tok.mask_token_id}), np.int64),
                   random_ids=tok.random_replacement_ids())
     if cfg.whole_word_mask_zh:
-        import jieba
+        import jieba  # only for Chinese whole-word masking: its import builds a dictionary (~1 s)
 
         jieba.setLogLevel(logging.ERROR)
         jieba.initialize()
         vocab = tok.get_vocab()
-        from litebert.tokenization import is_cjk_char
-
         cjk = np.zeros(len(_STATE["table"]), dtype=bool)
         for t, i in vocab.items():
             core = t[2:] if t.startswith("##") else t
@@ -251,12 +250,10 @@ def _units(cfg: PrepareConfig, stats: list[CorpusStats]):
         stats.append(st)
         docs: list[list[str]] = []
         size, first = 0, 0
-        index = 0
-        for doc in read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid,
-                                  defer_split=True):
+        docs_read = read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid, defer_split=True)
+        for index, doc in enumerate(docs_read, 1):
             docs.append(doc)
             size += sum(len(s) for s in doc)
-            index += 1
             if len(docs) >= UNIT_DOCS or size >= UNIT_BYTES:
                 yield p, first, docs
                 docs, size, first = [], 0, index
@@ -339,8 +336,6 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
         LitebertError: bad corpus files, tokenizer directory, settings (see :class:`PrepareConfig`), an existing
             non-empty output without ``overwrite``, or a corpus that yields no instance at all.
     """
-    from litebert.tokenization import load_tokenizer
-
     t0 = time.perf_counter()
     files = resolve_corpus_files(cfg.corpus)
     tok = load_tokenizer(cfg.tokenizer)
@@ -357,8 +352,6 @@ def prepare(cfg: PrepareConfig) -> PrepareResult:
 
 
 def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: float) -> PrepareResult:
-    from tqdm import tqdm
-
     id_dtype = np.uint16 if tok.vocab_size <= 65535 else np.int32
     writer = _ShardWriter(tmp, cfg.shard_size, cfg.static_masking, id_dtype)
     stats: list[CorpusStats] = []

@@ -1,6 +1,6 @@
 """Settings of ``litebert train-tokenizer``: :class:`TrainTokenizerConfig` (the command's options derive from it).
 
-It lives with the corpus readers (it names corpus files and their format); training itself is
+It lives with the pretraining data settings (it names corpus files and their format); training itself is
 :func:`litebert.tokenization.train_tokenizer`, which :meth:`TrainTokenizerConfig.train` calls.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from litebert.data.corpus import FORMATS
+from litebert.corpus import FORMATS
 from litebert.settings import check, setting
-from litebert.tokenization import KINDS
+from litebert.tokenization import KINDS, train_tokenizer
 
 
 @dataclass
@@ -32,8 +32,6 @@ class TrainTokenizerConfig:
 
     def train(self, stats=None):
         """Train and save the tokenizer (:func:`litebert.tokenization.train_tokenizer`); returns it."""
-        from litebert.tokenization import train_tokenizer
-
         return train_tokenizer(self.corpus, self.kind, self.vocab_size, self.output, lowercase=self.lowercase,
                                keep_accents=self.keep_accents, format=self.format, seed=self.seed, stats=stats)
 

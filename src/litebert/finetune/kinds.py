@@ -222,7 +222,7 @@ def run_features(kind: TaskKind, model, feats: Features, rows: Sequence[int], ba
     rows = list(rows)
     lengths = np.asarray([feats.lengths[i] for i in rows], dtype=np.int64)
     order = np.argsort(lengths, kind="stable")
-    outputs: list[np.ndarray] = [None] * len(rows)  # type: ignore[list-item]
+    outputs: list[np.ndarray | None] = [None] * len(rows)
     loss_sum, units = 0.0, 0
     for start in range(0, len(order), batch_size):
         idx = order[start: start + batch_size]
@@ -249,7 +249,7 @@ def infer(kind: TaskKind, model, feats: Features, batch_size: int, pad_token_id:
 
     rows = list(range(dist.rank, len(feats), dist.world_size))
     part = run_features(kind, model, feats, rows, batch_size, pad_token_id, dist.device) if rows else ([], 0.0, 0)
-    outputs: list[np.ndarray] = [None] * len(feats)  # type: ignore[list-item]
+    outputs: list[np.ndarray | None] = [None] * len(feats)
     loss_sum, units = 0.0, 0
     for idx, (outs, lsum, n) in all_gather_object((rows, part)):
         for i, o in zip(idx, outs):

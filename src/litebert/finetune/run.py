@@ -95,8 +95,11 @@ class DataOptions:
         self.text_column = parse_column(self.text_column)
         self.text_pair_column = parse_column(self.text_pair_column)
         self.label_column = parse_column(self.label_column)
-        if self.task is not None and self.task.lower().replace("-", "").replace("_", "") not in TASKS:
-            fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
+        if self.task is not None:
+            try:
+                get_task(self.task)  # fail early on an unknown name (get_task also takes sst-2, STS-B ...)
+            except LitebertError:
+                fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
         if self.task is None and self.text_column is None and self.task_type in (None, "classification"):
             raise LitebertError("give --task NAME or --text-column (and --label-column) to say where the data is, "
                                 "or --task-type token/choice/qa for files of one's own")

@@ -65,8 +65,8 @@ class MetricsLogger:
                 except (ValueError, KeyError, TypeError):
                     continue  # a line cut short by a kill
         atomic_write_text(self.jsonl_path, "".join(k + "\n" for k in kept))
-        self._jsonl = open(self.jsonl_path, "a")
-        self._log = open(out / "train.log", "a")
+        self._jsonl = open(self.jsonl_path, "a")  # noqa: SIM115 - open for the whole run, closed by close()
+        self._log = open(out / "train.log", "a")  # noqa: SIM115
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter

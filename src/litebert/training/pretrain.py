@@ -4,7 +4,7 @@ What :func:`pretrain` does, in order: start the process group (under ``torchrun`
 the model config (``vocab_size`` and special ids from the data's tokenizer), check data and model agree, write
 ``OUTPUT/config.json`` and ``OUTPUT/run_settings.json``, build model/optimizer/schedule, run the one training loop
 (:func:`litebert.training.loop.train`) with the pretraining objective, and write ``OUTPUT/final/`` (HF model
-directory + tokenizer files). Objective (SPEC.md §1): ``loss = MLM CE averaged over every predicted token of the
+directory + tokenizer files). Objective (docs/algorithms.md §1): ``loss = MLM CE averaged over every predicted token of the
 optimizer step (all micro-batches, all ranks) + SOP CE averaged over every sequence of the step``.
 """
 
@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, read_json
 from litebert.optim import OPTIMIZERS
@@ -323,11 +324,12 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
         eval_manifest = eval_dataset = None
         if cfg.eval_data:
             eval_manifest, eval_dataset = _read_data(cfg.eval_data, "--eval-data")
-            t_train, t_eval = _tokenizer_info(manifest), _tokenizer_info(eval_manifest)
-            if t_train.get("vocab_size") != t_eval.get("vocab_size"):
-                raise LitebertError(f"--eval-data {cfg.eval_data} was prepared with another tokenizer (vocab_size "
-                                    f"{t_eval.get('vocab_size')} vs {t_train.get('vocab_size')})")
+            _tokenizer_info(eval_manifest)
+            check_same_vocabulary(eval_manifest, manifest, f"--eval-data {cfg.eval_data}", f"--data {cfg.data}")
             _check_data(eval_manifest, config, f"--eval-data {cfg.eval_data}")  # not at the final evaluation
+        if cfg.init_from is not None:  # its tokenizer files (final/ has them) must be the data's tokenizer
+            check_same_vocabulary(manifest, tokenizer_vocabulary(cfg.init_from), f"--data {cfg.data}",
+                                  f"--init-from {cfg.init_from}")
         # check the checkpoint before anything is written, so a bad one harms nothing already saved
         resume_from = R.resolve_resume(out, cfg.resume, dist, verify=True)
         precision = R.resolve_run_precision(cfg.precision, dist.device, resume_from)

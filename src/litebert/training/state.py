@@ -1,4 +1,4 @@
-"""Training-state checkpoints (SPEC.md §5; torchtitan-style): complete, atomic, resumable.
+"""Training-state checkpoints (docs/algorithms.md §5; torchtitan-style): complete, atomic, resumable.
 
 Layout of ``OUTPUT/checkpoints/step-N/``::
 
@@ -178,7 +178,7 @@ def verify_checkpoint(path: str | Path) -> dict:
 def _load(path: Path, map_location="cpu"):
     try:
         return torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a corrupted file to the user
+    except Exception as exc:  # any unpickling failure is a corrupted file to the user
         raise LitebertError(f"cannot read checkpoint file {path}: {exc}") from None
 
 

@@ -1,4 +1,4 @@
-"""Corpus readers: files → documents, each a list of sentence strings (SPEC.md §2 "Input").
+"""Corpus readers: files → documents, each a list of sentence strings (docs/algorithms.md §2 "Input").
 
 Formats, chosen by content (:func:`detect_format`) unless forced:
 

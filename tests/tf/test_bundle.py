@@ -1,4 +1,4 @@
-"""The TF V2 tensor-bundle reader (litebert.tf_bundle) against real TensorFlow checkpoints, without TensorFlow.
+"""The TF V2 tensor-bundle reader (litebert.tf.bundle) against real TensorFlow checkpoints, without TensorFlow.
 
 Oracles: ../shared/fixtures/tf/*/arrays.npz and variables.txt (written by TensorFlow 2.15), RFC 3720 CRC32C vectors.
 """
@@ -13,9 +13,9 @@ import types
 import numpy as np
 import pytest
 
-from litebert import tf_bundle
+from litebert.tf import bundle as tf_bundle
 from litebert.errors import LitebertError
-from litebert.tf_bundle import (
+from litebert.tf.bundle import (
     BundleReader,
     _crc32c_python,
     crc32c,

@@ -34,6 +34,7 @@ import numpy as np
 
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_bytes
+from litebert.protowire import decode_varint, proto_fields, to_int64
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # 2 block handles of at most 20 bytes each, padded, plus the 8-byte magic
@@ -120,66 +121,6 @@ def unmask_crc(masked: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# varints and a minimal protobuf wire-format decoder
-# --------------------------------------------------------------------------------------------------------------
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Decode a base-128 varint at ``buf[pos]``; return (value, next position). Raises ValueError when cut off."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("varint runs past the end of its buffer")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def proto_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """Yield (field number, wire type, value) of a serialized protobuf message (also used by
-    :mod:`litebert.tokenization` to read a SentencePiece model without the protobuf package).
-
-    Varints (wire type 0) and fixed32/fixed64 (5/1) come back as unsigned ints, length-delimited fields (2) as
-    bytes. Groups (3/4) are not used by the bundle protos and raise ValueError.
-    """
-    pos = 0
-    while pos < len(buf):
-        tag, pos = _varint(buf, pos)
-        field, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 1:
-            if pos + 8 > len(buf):
-                raise ValueError("fixed64 field runs past the end of the message")
-            value = struct.unpack_from("<Q", buf, pos)[0]
-            pos += 8
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            if pos + length > len(buf):
-                raise ValueError("length-delimited field runs past the end of the message")
-            value = bytes(buf[pos : pos + length])
-            pos += length
-        elif wire == 5:
-            if pos + 4 > len(buf):
-                raise ValueError("fixed32 field runs past the end of the message")
-            value = struct.unpack_from("<I", buf, pos)[0]
-            pos += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire} (field {field})")
-        yield field, wire, value
-
-
-def _int64(value: int) -> int:
-    """Reinterpret a decoded varint as a signed int64 (negative ints are 10-byte two's-complement varints)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-# --------------------------------------------------------------------------------------------------------------
 # bundle entries
 # --------------------------------------------------------------------------------------------------------------
 
@@ -222,7 +163,7 @@ def _parse_shape(buf: bytes) -> tuple[int, ...]:
             size = 0
             for dfield, _, dvalue in proto_fields(value):
                 if dfield == 1:
-                    size = _int64(dvalue)
+                    size = to_int64(dvalue)
             dims.append(size)
         elif field == 3 and value:  # unknown_rank
             raise ValueError("tensor shape has unknown rank")
@@ -239,9 +180,9 @@ def _parse_entry(name: str, buf: bytes) -> BundleEntry:
         elif field == 3:
             fields["shard_id"] = value
         elif field == 4:
-            fields["offset"] = _int64(value)
+            fields["offset"] = to_int64(value)
         elif field == 5:
-            fields["size"] = _int64(value)
+            fields["size"] = to_int64(value)
         elif field == 6:
             fields["crc32c"] = value
         elif field == 7:
@@ -279,9 +220,9 @@ def _block_entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
     pos = 0
     key = b""
     while pos < limit:
-        shared, pos = _varint(block, pos)
-        non_shared, pos = _varint(block, pos)
-        value_len, pos = _varint(block, pos)
+        shared, pos = decode_varint(block, pos)
+        non_shared, pos = decode_varint(block, pos)
+        value_len, pos = decode_varint(block, pos)
         if shared > len(key) or pos + non_shared + value_len > limit:
             raise ValueError("block entry runs past the block")
         key = key[:shared] + block[pos : pos + non_shared]
@@ -300,18 +241,18 @@ def _read_table(path: Path) -> list[tuple[bytes, bytes]]:
     if magic != TABLE_MAGIC:
         raise LitebertError(f"{path}: not a TensorFlow V2 checkpoint index (bad table magic {magic:#018x}; truncated or another format)")
     try:
-        _meta_off, pos = _varint(footer, 0)
-        _meta_size, pos = _varint(footer, pos)
-        index_off, pos = _varint(footer, pos)
-        index_size, pos = _varint(footer, pos)
+        _meta_off, pos = decode_varint(footer, 0)
+        _meta_size, pos = decode_varint(footer, pos)
+        index_off, pos = decode_varint(footer, pos)
+        index_size, pos = decode_varint(footer, pos)
     except ValueError as exc:
         raise LitebertError(f"{path}: corrupt index footer ({exc})") from None
     index_block = _read_block(data, index_off, index_size, path, "index")
     pairs: list[tuple[bytes, bytes]] = []
     try:
         for _sep, handle in _block_entries(index_block):
-            off, hpos = _varint(handle, 0)
-            size, _ = _varint(handle, hpos)
+            off, hpos = decode_varint(handle, 0)
+            size, _ = decode_varint(handle, hpos)
             block = _read_block(data, off, size, path, "data")
             pairs.extend(_block_entries(block))
     except ValueError as exc:
@@ -476,7 +417,7 @@ class TensorFlowReader:
     """Adapter over TensorFlow's ``tf.train.load_checkpoint``; used only when TensorFlow is installed."""
 
     def __init__(self, prefix: str | os.PathLike):
-        import tensorflow as tf  # noqa: PLC0415 - optional, heavy
+        import tensorflow as tf  # here: optional and heavy
 
         self.prefix = str(prefix)
         try:

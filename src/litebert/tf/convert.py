@@ -1,6 +1,6 @@
 """Convert TensorFlow ALBERT checkpoints (google-research/albert, brightmart/albert_zh) to litebert / HF format.
 
-No TensorFlow needed: checkpoints are read by :mod:`litebert.tf_bundle`. Two layouts:
+No TensorFlow needed: checkpoints are read by :mod:`litebert.tf.bundle`. Two layouts:
 
 - ``"official"`` (google-research/albert ``modeling.py``, also TF-Hub modules with their ``module/`` prefix and
   albert_zh's "Google-format" releases): ``bert/embeddings/*`` E-wide, ``bert/encoder/embedding_hidden_mapping_in``
@@ -25,7 +25,7 @@ Sources: google-research/albert ``modeling.py`` / ``run_pretraining.py`` (b77239
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 import shutil
@@ -35,10 +35,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import torch
 
+from litebert import modeling
+from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
 from litebert.fileio import read_json
-from litebert.tf_bundle import BundleReader, CheckpointReader, open_checkpoint, read_bundle
+from litebert.tf.bundle import BundleReader, CheckpointReader, open_checkpoint, read_bundle
+from litebert.tokenization import load_tokenizer
 
 LAYOUTS = ("official", "albert_zh")
 
@@ -392,8 +396,6 @@ def load_tf_weights(model, reader: CheckpointReader | Mapping[str, np.ndarray], 
     no place for (e.g. ``group_1`` with ``num_hidden_groups=1``), or model parameters the checkpoint does not
     provide (naming the TF variables expected).
     """
-    import torch  # noqa: PLC0415
-
     if isinstance(reader, Mapping):
         reader = _ArrayReader(reader)
     variables = reader.variables()
@@ -524,16 +526,13 @@ def convert_tf_checkpoint(
     ``cls/`` variables, else ``AlbertModel``), "pretraining" or "none". ``vocab``/``spm_model``: tokenizer file
     copied into ``output_dir`` (WordPiece ``vocab.txt`` for the Chinese and albert_zh models, SentencePiece
     ``spiece.model``/``30k-clean.model`` for the English ones). ``backend``: checkpoint reader (see
-    :func:`litebert.tf_bundle.open_checkpoint`).
+    :func:`litebert.tf.bundle.open_checkpoint`).
 
     The output directory is written by the model's ``save_pretrained`` (``config.json`` + ``model.safetensors``:
     ``model_type "albert"`` for the official layout, which transformers loads; ``"litebert_albert"`` for
     albert_zh) plus the tokenizer files. Raises :class:`LitebertError` for every input problem (see
-    :func:`load_tf_weights`, :func:`tf_config_to_hf`, :func:`litebert.tf_bundle.open_checkpoint`).
+    :func:`load_tf_weights`, :func:`tf_config_to_hf`, :func:`litebert.tf.bundle.open_checkpoint`).
     """
-    from litebert.config import AlbertConfig  # noqa: PLC0415
-    from litebert import modeling  # noqa: PLC0415
-
     if vocab is not None and spm_model is not None:
         raise LitebertError("pass either a WordPiece vocab (--vocab) or a SentencePiece model (--spm-model), not both")
     for path, what in ((vocab, "vocab"), (spm_model, "SentencePiece model")):
@@ -577,10 +576,9 @@ def convert_tf_checkpoint(
     summary_step = None
     for n in ("global_step", "module/global_step"):
         if n in names:
-            try:  # a corrupt global_step is still a corrupt checkpoint: LitebertError propagates
+            # a corrupt global_step is still a corrupt checkpoint: LitebertError propagates
+            with contextlib.suppress(ValueError, TypeError):
                 summary_step = int(np.asarray(reader.get_tensor(n)).reshape(()))
-            except (ValueError, TypeError):
-                pass
     result = ConvertResult(model=model, config=cfg, layout=layout, report=report, ignored_config_keys=ignored,
                            global_step=summary_step)
     if output_dir is not None:
@@ -597,8 +595,6 @@ def _load_tokenizer_file(vocab, spm_model):
     neither is given. Raises LitebertError naming the file when it cannot be read as a tokenizer."""
     if vocab is None and spm_model is None:
         return None
-    from litebert.tokenization import load_tokenizer  # noqa: PLC0415
-
     src = Path(vocab if vocab is not None else spm_model)
     with tempfile.TemporaryDirectory() as staging:
         shutil.copyfile(src, Path(staging) / ("vocab.txt" if vocab is not None else "spiece.model"))
@@ -608,156 +604,17 @@ def _load_tokenizer_file(vocab, spm_model):
             raise LitebertError(f"{src}: cannot be read as a tokenizer ({exc})") from None
 
 
-# --------------------------------------------------------------------------------------------------------------
-# info
-# --------------------------------------------------------------------------------------------------------------
-
-_TOKENIZER_FILES = ("spiece.model", "30k-clean.model", "vocab.txt", "vocab_chinese.txt", "tokenizer.json",
-                    "tokenizer_config.json", "special_tokens_map.json")
-_TF_CONFIG_FILES = ("albert_config.json", "bert_config.json", "config.json")
-
-
-@dataclass
-class PathInfo:
-    """What :func:`inspect_path` found: a model directory or a TF checkpoint."""
-
-    path: str
-    kind: str
-    """"model_dir" (config.json + weights) or "tf_checkpoint"."""
-    layout: str | None
-    """"official"/"factorized", "albert_zh", or None when undetectable."""
-    config: dict[str, Any]
-    """the model directory's config.json, or the TF checkpoint's albert_config.json (empty when not found)."""
-    config_file: str | None
-    parameter_count: int
-    """elements of the stored model weights (tied tensors once; TF: slots and global_step excluded)."""
-    tokenizer: dict[str, Any]
-    """tokenizer description (``kind``, ``vocab_size``, files) or ``{"files": []}`` when there is none."""
-    details: dict[str, Any] = field(default_factory=dict)
-    """kind-specific extras: weights file, model_type; TF: global_step, slot and unknown variable counts."""
-
-    def to_text(self) -> str:
-        """The human-readable report that ``litebert info`` prints."""
-        rows = [("path", self.path), ("kind", self.kind), ("layout", self.layout or "unknown"),
-                ("parameters", f"{self.parameter_count:,}"), *self.details.items()]
-        tok = self.tokenizer
-        if tok.get("kind"):
-            rows.append(("tokenizer", f"{tok['kind']}, vocab_size {tok['vocab_size']} ({', '.join(tok['files'])})"))
-        elif tok.get("files"):
-            rows.append(("tokenizer", f"files {', '.join(tok['files'])}" + (f" ({tok['error']})" if tok.get("error") else "")))
-        else:
-            rows.append(("tokenizer", "none found"))
-        rows.append(("config", self.config_file or "none found"))
-        width = max(len(k) for k, _ in rows) + 2
-        lines = [f"{k + ':':<{width}}{v}" for k, v in rows]
-        lines += [f"  {k}: {json.dumps(v)}" for k, v in self.config.items()]
-        return "\n".join(lines)
-
-
-def _describe_tokenizer(directory: Path) -> dict[str, Any]:
-    files = [f for f in _TOKENIZER_FILES if (directory / f).is_file()]
-    info: dict[str, Any] = {"files": files}
-    if not any(f in files for f in ("spiece.model", "vocab.txt", "tokenizer.json")):
-        return info
-    try:
-        from litebert.tokenization import load_tokenizer  # noqa: PLC0415
-
-        tok = load_tokenizer(directory)
-        info.update(kind=tok.kind, vocab_size=tok.vocab_size)
-    except (ImportError, LitebertError) as exc:
-        info["error"] = str(exc)
-    return info
-
-
-def _count_weights_file(directory: Path) -> tuple[int, str | None]:
-    """Elements of a model directory's stored weights (each stored tensor once) and the file they came from,
-    as :func:`litebert.checkpoint.load_state_dict_file` would pick it; safetensors are counted from the headers.
-    Raises LitebertError naming a damaged file."""
-    from litebert.checkpoint import find_weight_files, read_pytorch_bin, read_safetensors_header  # noqa: PLC0415
-
-    files, source = find_weight_files(directory)
-    if source is None:
-        return 0, None
-    if source.suffix == ".bin":
-        seen, total = set(), 0
-        for t in read_pytorch_bin(source).values():
-            key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
-            if key not in seen:
-                seen.add(key)
-                total += t.numel()
-        return total, source.name
-    total = sum(int(np.prod(e["shape"], dtype=np.int64)) for f in files for e in read_safetensors_header(f).values())
-    return total, source.name
-
-
-def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
-    """Describe a litebert/HF model directory or a TF checkpoint (prefix, index/data file, or directory).
-
-    A directory with ``config.json`` is a model directory: its config, ``model_type``, the element count of
-    ``model.safetensors`` (or ``pytorch_model.bin``) and its tokenizer. Anything else is opened as a TF V2
-    checkpoint: detected layout, the ``albert_config.json`` beside it (when present), model-weight element count
-    (slots excluded), ``global_step``, slot and unknown variable counts, and tokenizer files beside it.
-    Raises :class:`LitebertError` when the path is neither.
-    """
-    p = Path(path)
-    if not p.exists() and not p.with_name(p.name + ".index").exists() and not list(p.parent.glob(p.name + ".data-*")):
-        raise LitebertError(f"{p}: no such file or directory (expected a model directory or a TensorFlow "
-                            "checkpoint prefix)")
-    if p.is_dir() and (p / "config.json").is_file() and not list(p.glob("*.index")):
-        config = read_json(p / "config.json", what="config file", expect=dict)
-        count, weights = _count_weights_file(p)
-        layout = config.get("embedding_layout", "factorized")
-        details = {"model_type": config.get("model_type", "?"), "weights": weights or "none found",
-                   "architectures": ", ".join(config.get("architectures") or []) or "?"}
-        if config.get("layer_norm_position", "post") != "post":
-            details["layer norm"] = config["layer_norm_position"]
-        return PathInfo(str(p), "model_dir", layout, config, str(p / "config.json"), count, _describe_tokenizer(p),
-                        details)
-    if p.is_dir() and (p / "model.pt").is_file() and (p / "trainer_state.json").is_file():
-        raise LitebertError(f"{p} is a `litebert pretrain` training checkpoint (model.pt, optimizer state), not a "
-                            f"model directory; write one with `litebert export {p} --output DIR`, or resume "
-                            f"training from it with `litebert pretrain ... --resume {p}`")
-    if p.is_dir() and not list(p.glob("*.index")) and not (p / "checkpoint").is_file():
-        raise LitebertError(f"{p}: neither a model directory (no config.json) nor a TensorFlow checkpoint (no *.index)")
-    reader = open_checkpoint(p, backend=backend)
-    summary = summarize_tf_checkpoint(reader)
-    directory = Path(reader.prefix).parent
-    config, config_file = {}, None
-    candidates = [directory / n for n in _TF_CONFIG_FILES] + sorted(directory.glob("albert_config*.json"))
-    for cand in candidates:
-        if cand.is_file():
-            try:
-                config = read_json(cand, expect=dict)
-                config_file = str(cand)
-            except LitebertError:
-                continue
-            break
-    details: dict[str, Any] = {
-        "prefix": reader.prefix,
-        "global_step": summary.global_step if summary.global_step is not None else "none",
-        "variables": f"{len(summary.model_variables)} model, {len(summary.optimizer_variables)} optimizer/bookkeeping, "
-                     f"{len(summary.unknown_variables)} unknown",
-    }
-    if summary.unknown_variables:
-        details["unknown"] = ", ".join(list(summary.unknown_variables)[:10]) + (
-            " ..." if len(summary.unknown_variables) > 10 else "")
-    if summary.layout == "albert_zh" and config.get("ln_type"):
-        details["ln_type"] = config["ln_type"]
-    return PathInfo(str(p), "tf_checkpoint", summary.layout, config, config_file, summary.model_parameter_count,
-                    _describe_tokenizer(directory), details)
-
-
 def read_tf_checkpoint(prefix: str | os.PathLike, backend: str = "auto") -> dict[str, np.ndarray]:
     """Every tensor of a TF V2 checkpoint, name -> numpy array (slots and ``global_step`` included).
 
-    Same as :func:`litebert.tf_bundle.read_bundle`; the converter itself reads only the tensors it maps.
+    Same as :func:`litebert.tf.bundle.read_bundle`; the converter itself reads only the tensors it maps.
     """
     return read_bundle(prefix, backend=backend)
 
 
 __all__ = [
     "ALBERT_ZH_RULES", "BOOKKEEPING_NAMES", "BundleReader", "ConversionReport", "ConvertResult", "LAYOUTS",
-    "OFFICIAL_RULES", "PathInfo", "SLOT_SUFFIXES", "TFCheckpointSummary", "convert_tf_checkpoint", "detect_layout",
-    "hf_to_tf_name", "inspect_path", "is_optimizer_variable", "load_tf_weights", "read_tf_checkpoint", "read_tf_config",
+    "OFFICIAL_RULES", "SLOT_SUFFIXES", "TFCheckpointSummary", "convert_tf_checkpoint", "detect_layout",
+    "hf_to_tf_name", "is_optimizer_variable", "load_tf_weights", "read_tf_checkpoint", "read_tf_config",
     "strip_hub_prefix", "summarize_tf_checkpoint", "tf_config_to_hf", "tf_to_hf_name",
 ]

@@ -1,4 +1,4 @@
-"""TensorFlow ALBERT checkpoint import (litebert.tf_import, `litebert convert-tf` / `info`).
+"""TensorFlow ALBERT checkpoint import (litebert.tf.convert, `litebert convert-tf` / `info`).
 
 Oracles: ../shared/fixtures/tf (real TF checkpoints; expected outputs from real TensorFlow running the original
 google-research/albert and brightmart/albert_zh code, and from transformers), and transformers itself loading the
@@ -19,17 +19,15 @@ from litebert.cli import main as cli_main
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
 from litebert.modeling import AlbertForPreTraining, AlbertModel
-from litebert.tf_bundle import write_bundle
-from litebert.tf_import import (
+from litebert.tf.bundle import write_bundle
+from litebert.tf.convert import (
     ALBERT_ZH_RULES,
     OFFICIAL_RULES,
     convert_tf_checkpoint,
     detect_layout,
     hf_to_tf_name,
-    inspect_path,
     is_optimizer_variable,
     load_tf_weights,
-    summarize_tf_checkpoint,
     tf_config_to_hf,
     tf_to_hf_name,
 )
@@ -160,7 +158,7 @@ def test_config_mapping_errors(tf_fixtures):
     raw = json.loads((tf_fixtures / A / "albert_config.json").read_text())
     with pytest.raises(LitebertError, match="net_structure_type=1"):
         tf_config_to_hf({**raw, "net_structure_type": 1}, "official", "cfg.json")
-    with pytest.raises(LitebertError, match="cfg.json: hidden_act 'mish'"):
+    with pytest.raises(LitebertError, match=r"cfg\.json: hidden_act 'mish'"):
         tf_config_to_hf({**raw, "hidden_act": "mish"}, "official", "cfg.json")
     with pytest.raises(LitebertError, match="'preln' but the checkpoint has the official layout"):
         tf_config_to_hf({**raw, "ln_type": "preln"}, "official")
@@ -202,11 +200,18 @@ def test_albert_zh_fixture_matches_in_litebert(tf_fixtures, tmp_path, config_nam
 
 
 def test_pre_ln_and_post_ln_are_distinguished(tf_fixtures):
-    """The same checkpoint under the other ln_type is far off: the test above would catch a swapped mapping."""
-    post = convert_tf_checkpoint(tf_fixtures / C / "model.ckpt", tf_fixtures / C / "albert_config.json")
-    exp_pre = expected(tf_fixtures, C, "expected_outputs_preln.json")
-    got = outputs_of(post.model, exp_pre)
-    assert (got["last_hidden_state"] - torch.tensor(exp_pre["last_hidden_state"])).abs().max() > 0.1
+    """One checkpoint, two ln_type configs: each conversion reproduces real TensorFlow's outputs for its own ln_type
+    and not the other's, so a converter that ignored ln_type (or swapped the two LayerNorms) fails here."""
+    exp = {ln: expected(tf_fixtures, C, name) for ln, name in
+           (("post", "expected_outputs.json"), ("pre", "expected_outputs_preln.json"))}
+    for ln, config_name in (("post", "albert_config.json"), ("pre", "albert_config_preln.json")):
+        model = convert_tf_checkpoint(tf_fixtures / C / "model.ckpt", tf_fixtures / C / config_name).model
+        assert model.config.layer_norm_position == ln
+        got = outputs_of(model, exp[ln])
+        assert_matches(got, exp[ln])
+        other = exp["pre" if ln == "post" else "post"]
+        with pytest.raises(AssertionError, match="last_hidden_state: max abs diff"):
+            assert_matches(got, other)
 
 
 def test_official_cli_output_loads_in_transformers(tf_fixtures, tmp_path, capsys):
@@ -391,7 +396,7 @@ def test_cli_output_that_is_a_file_or_unwritable(tf_fixtures, tmp_path, capsys, 
     (tmp_path / "f").write_text("x")
     args = ["convert-tf", "--checkpoint", str(tf_fixtures / A / "model.ckpt"),
             "--config", str(tf_fixtures / A / "albert_config.json"), "--output"]
-    assert cli_main(args + [str(tmp_path / "f")]) == 2
+    assert cli_main([*args, str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "exists and is not a directory" in err and "Traceback" not in err
 
@@ -399,7 +404,7 @@ def test_cli_output_that_is_a_file_or_unwritable(tf_fixtures, tmp_path, capsys, 
         raise PermissionError(13, "Permission denied", str(tmp_path / "o"))
 
     monkeypatch.setattr("pathlib.Path.mkdir", refuse)  # an OSError from the file system: one line, exit 2
-    assert cli_main(args + [str(tmp_path / "o")]) == 2
+    assert cli_main([*args, str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.startswith("error: [Errno 13] Permission denied")
 
 
@@ -450,70 +455,10 @@ def test_forced_layout_must_match(tf_fixtures):
 def test_vocab_larger_than_model_is_refused(tf_fixtures, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]) + "\n")
-    with pytest.raises(LitebertError, match="100 tokens but .* vocab_size 64"):
+    with pytest.raises(LitebertError, match=r"100 tokens but .* vocab_size 64"):
         convert_tf_checkpoint(tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", tmp_path / "o",
                               vocab=vocab)
     assert not (tmp_path / "o").exists()
-
-
-# ---------------------------------------------------------------------------------------------------- info
-def test_info_on_tf_checkpoint(tf_fixtures, capsys):
-    info = inspect_path(tf_fixtures / A / "model.ckpt")
-    assert info.kind == "tf_checkpoint" and info.layout == "official"
-    assert info.parameter_count == sum(int(np.prod(a.shape)) for n, a in fixture_arrays(tf_fixtures, A).items()
-                                       if not is_optimizer_variable(n))
-    assert info.details["global_step"] == 1000
-    assert info.config["hidden_size"] == 16
-    summary = summarize_tf_checkpoint(fixture_arrays(tf_fixtures, C))
-    assert summary.layout == "albert_zh" and len(summary.optimizer_variables) == 7 and not summary.unknown_variables
-    assert cli_main(["info", str(tf_fixtures / C)]) == 0
-    text = capsys.readouterr().out
-    assert re.search(r"^layout: +albert_zh$", text, re.M) and re.search(r"^global_step: +3000$", text, re.M)
-    assert "31 model, 7 optimizer" in text
-
-
-def test_info_on_model_dir_counts_parameters(tf_fixtures, tmp_path):
-    result = convert_tf_checkpoint(tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", tmp_path / "o")
-    info = inspect_path(tmp_path / "o")
-    assert info.kind == "model_dir" and info.layout == "factorized"
-    assert info.parameter_count == result.model.num_parameters()
-    assert info.details["model_type"] == "albert"
-    with pytest.raises(LitebertError, match="neither a model directory"):
-        inspect_path(tmp_path)
-
-
-def test_info_on_damaged_model_dir_is_a_clear_error(tmp_path, capsys):
-    """`litebert info` on a truncated/garbage weights file or a non-object config: one error line, exit 2."""
-    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
-    model.save_pretrained(tmp_path / "d")
-    st = tmp_path / "d" / "model.safetensors"
-    st.write_bytes(st.read_bytes()[:-100])
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "config.json").write_text((tmp_path / "d" / "config.json").read_text())
-    (tmp_path / "bin" / "pytorch_model.bin").write_bytes(b"garbage")
-    (tmp_path / "list").mkdir()
-    (tmp_path / "list" / "config.json").write_text("[]")
-    for d, msg in (("d", "truncated safetensors file: parameter 'sop_classifier.classifier.weight'"),
-                   ("bin", "pytorch_model.bin: cannot read PyTorch weights"),
-                   ("list", "config.json: expected a JSON object")):
-        assert cli_main(["info", str(tmp_path / d)]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("error: ") and msg in err and err.count("\n") == 1, err
-    # a sharded safetensors directory is counted from its index's shards
-    sharded = tmp_path / "sharded"
-    sharded.mkdir()
-    (sharded / "config.json").write_text((tmp_path / "d" / "config.json").read_text())
-    from safetensors.torch import save_file
-
-    state = {k: v.contiguous() for k, v in model.albert.state_dict().items()}
-    keys = sorted(state)
-    save_file({k: state[k] for k in keys[:3]}, str(sharded / "a.safetensors"))
-    save_file({k: state[k] for k in keys[3:]}, str(sharded / "b.safetensors"))
-    (sharded / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {k: "a.safetensors" if i < 3 else "b.safetensors" for i, k in enumerate(keys)}}))
-    info = inspect_path(sharded)
-    assert info.parameter_count == model.albert.num_parameters()
-    assert info.details["weights"] == "model.safetensors.index.json"
 
 
 def test_load_tf_weights_into_transformers_model_directly(tf_fixtures):

@@ -1,0 +1,91 @@
+"""`litebert info` (litebert.info.inspect_path) on TensorFlow checkpoints and model directories, intact or damaged.
+
+Oracles: the TF fixtures' own arrays (element counts), the converted model's parameter count, and hand-made damage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from litebert.cli import main as cli_main
+from litebert.config import AlbertConfig
+from litebert.errors import LitebertError
+from litebert.info import inspect_path
+from litebert.modeling import AlbertForPreTraining
+from litebert.tf.convert import convert_tf_checkpoint, is_optimizer_variable, summarize_tf_checkpoint
+
+A = "a_official_e8_h16"
+C = "c_albert_zh_brightmart_e8_h16"
+
+
+def fixture_arrays(tf_fixtures, fixture):
+    return dict(np.load(tf_fixtures / fixture / "arrays.npz"))
+
+
+def test_info_on_tf_checkpoint(tf_fixtures, capsys):
+    info = inspect_path(tf_fixtures / A / "model.ckpt")
+    assert info.kind == "tf_checkpoint" and info.layout == "official"
+    assert info.parameter_count == sum(
+        int(np.prod(a.shape)) for n, a in fixture_arrays(tf_fixtures, A).items() if not is_optimizer_variable(n)
+    )
+    assert info.details["global_step"] == 1000
+    assert info.config["hidden_size"] == 16
+    summary = summarize_tf_checkpoint(fixture_arrays(tf_fixtures, C))
+    assert summary.layout == "albert_zh" and len(summary.optimizer_variables) == 7 and not summary.unknown_variables
+    assert cli_main(["info", str(tf_fixtures / C)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^layout: +albert_zh$", text, re.M) and re.search(r"^global_step: +3000$", text, re.M)
+    assert "31 model, 7 optimizer" in text
+
+
+def test_info_on_model_dir_counts_parameters(tf_fixtures, tmp_path):
+    result = convert_tf_checkpoint(
+        tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", tmp_path / "o"
+    )
+    info = inspect_path(tmp_path / "o")
+    assert info.kind == "model_dir" and info.layout == "factorized"
+    assert info.parameter_count == result.model.num_parameters()
+    assert info.details["model_type"] == "albert"
+    with pytest.raises(LitebertError, match="neither a model directory"):
+        inspect_path(tmp_path)
+
+
+def test_info_on_damaged_model_dir_is_a_clear_error(tmp_path, capsys):
+    """`litebert info` on a truncated/garbage weights file or a non-object config: one error line, exit 2."""
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
+    model.save_pretrained(tmp_path / "d")
+    st = tmp_path / "d" / "model.safetensors"
+    st.write_bytes(st.read_bytes()[:-100])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "config.json").write_text((tmp_path / "d" / "config.json").read_text())
+    (tmp_path / "bin" / "pytorch_model.bin").write_bytes(b"garbage")
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / "config.json").write_text("[]")
+    for d, msg in (
+        ("d", "truncated safetensors file: parameter 'sop_classifier.classifier.weight'"),
+        ("bin", "pytorch_model.bin: cannot read PyTorch weights"),
+        ("list", "config.json: expected a JSON object"),
+    ):
+        assert cli_main(["info", str(tmp_path / d)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and msg in err and err.count("\n") == 1, err
+    # a sharded safetensors directory is counted from its index's shards
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    (sharded / "config.json").write_text((tmp_path / "d" / "config.json").read_text())
+    from safetensors.torch import save_file
+
+    state = {k: v.contiguous() for k, v in model.albert.state_dict().items()}
+    keys = sorted(state)
+    save_file({k: state[k] for k in keys[:3]}, str(sharded / "a.safetensors"))
+    save_file({k: state[k] for k in keys[3:]}, str(sharded / "b.safetensors"))
+    (sharded / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {k: "a.safetensors" if i < 3 else "b.safetensors" for i, k in enumerate(keys)}})
+    )
+    info = inspect_path(sharded)
+    assert info.parameter_count == model.albert.num_parameters()
+    assert info.details["weights"] == "model.safetensors.index.json"
