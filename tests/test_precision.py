@@ -11,10 +11,11 @@ import warnings
 
 import pytest
 import torch
-from _training_helpers import SyntheticPretrainingData, collate
+from _training_helpers import SyntheticPretrainingData
 
 from litebert import AlbertConfig, AlbertForPreTraining
 from litebert import precision as P
+from litebert.data import PretrainingCollator
 from litebert.errors import LitebertError
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import TrainingArgs, make_batch_factory, train
@@ -24,6 +25,7 @@ from litebert.training.pretrain import PretrainConfig, pretrain, pretraining_cou
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 NATIVE_BF16_CPU = P.native_support("bf16", "cpu")[0]
+collate = PretrainingCollator(pad_token_id=0)
 
 
 @pytest.fixture
