@@ -135,12 +135,15 @@ class TinyData:
     def pretraining_data(self) -> Path:
         """A SentencePiece tokenizer (1000 ids) and shards (max_seq_length 64, seed 1) from the first 300 kB of
         WikiText-2's validation split: what the pretraining tests train on."""
-        corpus = self.root / "wiki_valid_300k.txt"
+        root = self.root / "pretrain_data"  # corpus.txt, tok/, data/ (tests read the corpus and tokenizer too)
+        root.mkdir()
+        corpus = root / "corpus.txt"
         with open(self.data / "wikitext-2" / "wiki.valid.tokens", encoding="utf-8") as f:
             corpus.write_text(f.read(300_000), encoding="utf-8")
-        tok = self.root / "tok_pretrain"
-        train_tokenizer([corpus], "sentencepiece", 1000, tok)
-        return self.prepared("pretrain", (str(corpus),), str(tok), max_seq_length=64, seed=1)
+        train_tokenizer([corpus], "sentencepiece", 1000, root / "tok")
+        prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(root / "tok"), output=root / "data",
+                              max_seq_length=64, seed=1, progress=False))
+        return root / "data"
 
     def model_dir(self, path: Path, corpus_files: list[Path], kind: str, vocab_size: int = 1500) -> Path:
         """A model directory at ``path``: a ``kind`` tokenizer trained on ``corpus_files`` and an ``albert-debug``

@@ -52,6 +52,20 @@ def test_swag_race_copa_layouts(shared_data, tmp_path):
     rows = [json.loads(r) for r in (shared_data / "swag/sample.json").read_text().splitlines() if r.strip()]
     assert [ex.label for ex in swag.examples] == [r["label"] for r in rows] and len(swag.examples) == 10
     assert swag.examples[0].seconds[0] == f"{rows[0]['sent2']} {rows[0]['ending0']}"
+    csv_file = tmp_path / "val.csv"  # the official SWAG CSV columns
+    header = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1", "ending2",
+              "ending3", "label"]
+    import csv
+
+    with open(csv_file, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for i, r in enumerate(rows):
+            w.writerow([f"v{i}", i, f"{r['sent1']} {r['sent2']}", *(r[k] for k in header[3:5]), "gold",
+                        *(r[f"ending{j}"] for j in range(4)), r["label"]])
+    from_csv = read_choice_file(csv_file)
+    assert [(e.first, e.seconds, e.label) for e in from_csv.examples] == [(e.first, e.seconds, e.label)
+                                                                           for e in swag.examples]
     race = tmp_path / "race.json"
     race.write_text(json.dumps({"id": "m1.txt", "article": "Tom has a cat.", "questions": ["Tom has a _ .", "Who?"],
                                 "options": [["cat", "dog"], ["Tom", "Ann", "Bob"]], "answers": ["A", "C"]}))

@@ -256,3 +256,6 @@ def test_cli_token_task_type_with_columns(conll_run, tmp_path, capsys):
     assert main(["finetune", "--model", str(model), "--task-type", "token", "--tag-column", "1", "--train", str(train),
                  "--dev", str(train), "--output", str(tmp_path / "run2"), "--metric", "mcc"]) == 2
     assert "metric 'mcc' does not apply to token classification" in capsys.readouterr().err
+    assert main(["evaluate", "--model", str(tmp_path / "run/best"), "--data", str(train), "--task", "sst2"]) == 2
+    assert "holds an AlbertForTokenClassification but the data options ask for a classification task" in \
+        capsys.readouterr().err

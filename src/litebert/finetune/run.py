@@ -677,6 +677,12 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
         data = DataOptions(task=saved_task if saved_task in TASKS else None,
                            task_type=saved_type if saved_type != "classification" else None, **(saved_columns or {}))
     kind = make_kind(data, metrics=cfg.metrics)
+    heads = {"AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForQuestionAnswering",
+             "AlbertForMultipleChoice"}
+    saved_heads = [a for a in (config.architectures or []) if a in heads]
+    if saved_heads and kind.architecture not in saved_heads:
+        raise LitebertError(f"{directory} holds an {saved_heads[0]} but the data options ask for a {kind.name} task "
+                            f"({kind.architecture}); drop --task/--task-type to use the task saved with the model")
     kind.from_config(config)
     _check_seq_length(config, cfg.max_seq_length, directory)
     read = kind.read(cfg.data_file, require_labels=need_labels)

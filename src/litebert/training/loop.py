@@ -1,4 +1,4 @@
-"""The one training loop (STYLE.md §5): pretraining and fine-tuning differ only in the objective they pass.
+"""The one training loop: pretraining and fine-tuning differ only in the objective they pass.
 
 Read :func:`train` top to bottom: resume → for each optimizer step: micro-batches with accumulation (``no_sync``
 on all but the last), global loss normalisation, clip, finite check, step, schedule → log → evaluate → checkpoint.
