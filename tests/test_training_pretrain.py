@@ -204,12 +204,16 @@ def test_config_run_settings_repeats_the_run_bit_for_bit(tiny_data, tmp_path):
     assert settings[0]["seed"] == 7 and settings[0]["learning_rate"] == 5e-3
 
 
-def test_eval_data_longer_than_the_position_table_is_refused_before_the_first_step(tiny, tiny_data, tmp_path, capsys):
+def test_eval_data_longer_than_the_position_table_is_refused_before_the_first_step(tiny_data, tmp_path, capsys):
     """Defect 1: --eval-data prepared at 256 tokens for albert-debug (128 positions) trained every step and then
     died at the final evaluation with a traceback (no final/, no checkpoint). Now: one error line, no step run."""
-    corpus = tmp_path / "eval.txt"  # a slice of the corpus of tiny_data, with its tokenizer
-    corpus.write_text((tiny.root / "wiki_valid_300k.txt").read_text(encoding="utf-8")[:40_000], encoding="utf-8")
-    long_eval = tiny.prepared("eval256", (str(corpus),), str(tiny.root / "tok_pretrain"), max_seq_length=256, seed=1)
+    from litebert.data import PrepareConfig, prepare
+
+    corpus = tmp_path / "eval.txt"  # a slice of tiny_data's corpus, prepared with its tokenizer at 256 tokens
+    corpus.write_text((tiny_data.parent / "corpus.txt").read_text(encoding="utf-8")[:40_000], encoding="utf-8")
+    long_eval = tmp_path / "eval256"
+    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(tiny_data.parent / "tok"), output=str(long_eval),
+                          max_seq_length=256, seed=1, progress=False))
     out = tmp_path / "run"
     assert main(_args(tiny_data, out, "--eval-data", long_eval, "--max-steps", 2, "--batch-size", 4)) == 2
     err = capsys.readouterr().err
