@@ -217,7 +217,7 @@ def test_bad_input(en_model, tmp_path):
     with pytest.raises(LitebertError, match=r"short.tsv:3: row has 1 field"):
         finetune(_config(en_model, short, dev, tmp_path / "o4", data=data))
     with pytest.raises(LitebertError, match="unknown task"):
-        DataOptions(task="squad")
+        DataOptions(task="no_such_task")
     with pytest.raises(LitebertError, match=r"^--learning-rate 0\.0: must be > 0$"):
         _config(en_model, train, dev, tmp_path / "o5", data=data, learning_rate=0)
 

@@ -250,8 +250,8 @@ def test_one_error_format_and_library_defaults():
         PretrainConfig(data="d", output="o", model_config="m", max_steps="10")
     with pytest.raises(LitebertError, match=r"^--on-invalid-utf8 'drop': expected one of skip, error$"):
         PrepareConfig(corpus="c", tokenizer="t", output="o", on_invalid="drop")
-    with pytest.raises(LitebertError, match=r"^--task 'squad': unknown task"):
-        DataOptions(task="squad")
+    with pytest.raises(LitebertError, match=r"^--task 'no_such_task': unknown task"):
+        DataOptions(task="no_such_task")
     assert DataOptions(task="sst-2").task == "sst-2" and DataOptions(task="weibo_ner").task == "weibo_ner"
     # --dupe-factor: 10 passes with --static-masking (BERT's create_pretraining_data.py), 1 without
     assert PrepareConfig(corpus="c", tokenizer="t", output="o", static_masking=True).dupe_factor == 10

@@ -297,6 +297,17 @@ class Tokenizer:
             types += [1] * (len(b) + 1)
         return {"input_ids": ids, "token_type_ids": types, "attention_mask": [1] * len(ids)}
 
+    def encode_with_offsets(self, texts: Sequence[str]) -> list[tuple[list[int], np.ndarray]]:
+        """Ids (no special tokens) and character offsets of many texts: per text ``(ids, offsets)`` with
+        ``offsets`` ``int64 [T, 2]``, token ``i`` coming from ``text[offsets[i, 0]:offsets[i, 1]]`` (Python string
+        indices, i.e. code points, for every kind). The ``tokenizers`` pipeline tracks them through its
+        normalizer (lowercase, NFKD + accent stripping, SentencePiece's charsmap), so ``"Héllo"`` → ``▁he``
+        ``(0, 2)``; SentencePiece's ``▁`` covers no character (the piece's span starts at its first letter).
+        The ids are those of :meth:`encode`. Used by extractive QA to map answer characters to tokens.
+        """
+        encs = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        return [(e.ids, np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)) for e in encs]
+
     def tokenize(self, text: str) -> list[str]:
         """Token strings of ``text`` (no special tokens added)."""
         return self.backend.encode(text, add_special_tokens=False).tokens

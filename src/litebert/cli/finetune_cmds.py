@@ -16,8 +16,11 @@ from litebert.cli.options import add_config_option, add_settings, config_from_ar
 def _eval_data_rule(values: dict) -> dict:
     """evaluate/predict: data options count only with a task or a column; else the model's saved layout is used."""
     data = values.get("data")
+    qa = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")
     if isinstance(data, dict) and not any(data.get(k) is not None for k in ("task", "text_column", "label_column",
                                                                           "task_type")):
+        if any(data.get(k) is not None for k in qa):  # QA options alone: a QA model, the rest as saved with it
+            return {**values, "data": {"task_type": "qa", **{k: data[k] for k in qa if data.get(k) is not None}}}
         values = {k: v for k, v in values.items() if k != "data"}
     return values
 

@@ -134,6 +134,10 @@ class TaskKind:
             extra["finetuning_task"] = self.data.task
         return extra
 
+    def update_config(self, config) -> None:
+        """Record in ``config.extra`` what was chosen on dev, before ``best/`` is saved (default: nothing; QA:
+        the SQuAD v2 null-score threshold, which ``predict`` then applies)."""
+
     # ---- training
     def objective(self, device: torch.device):
         """``(objective, count)`` for :func:`litebert.training.train`: losses SUMMED over their units."""

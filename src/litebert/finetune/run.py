@@ -88,6 +88,16 @@ class DataOptions:
     tag_column: int | None = setting(None, ge=0, metavar="I", group="data layout",
                                      help="token classification: 0-based tag column of a CoNLL-style file "
                                           "(default: the last)")
+    doc_stride: int | None = setting(None, ge=0, metavar="N", group="extractive QA",
+                                     help="QA: tokens shared by consecutive context windows (transformers' meaning; "
+                                          "default 128, or as saved with the model)")
+    max_query_length: int | None = setting(None, ge=1, metavar="N", group="extractive QA",
+                                           help="QA: question tokens kept (default 64, or as saved with the model)")
+    n_best_size: int | None = setting(None, ge=1, metavar="N", group="extractive QA",
+                                      help="QA: spans kept per question in nbest_predictions.json (default 20, or "
+                                           "as saved)")
+    max_answer_length: int | None = setting(None, ge=1, metavar="N", group="extractive QA",
+                                            help="QA: longest answer in tokens (default 30, or as saved)")
 
     def __post_init__(self) -> None:
         from litebert.finetune.readers import parse_column
@@ -526,6 +536,7 @@ class _BestKeeper:
         return metrics
 
     def on_best(self, raw_model, eval_metrics: dict[str, float], step: int) -> None:
+        self.kind.update_config(raw_model.config)  # what the kind chose on dev (QA: the null-score threshold)
         with atomic_directory(self.best_dir) as tmp:  # a kill mid-save keeps the previous best/ whole
             raw_model.save_pretrained(tmp)
             self.data.tokenizer.save(tmp)

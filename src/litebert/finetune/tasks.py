@@ -192,3 +192,16 @@ def get_task(name: str) -> TaskSpec:
     if found is None:
         raise LitebertError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
     return found
+
+
+# extractive QA (litebert.finetune.qa): SQuAD-layout JSON or JSON lines; the option names the metric family
+TASKS.update({t.name: t for t in (
+    TaskSpec("squad", (), None, ("f1", "exact_match"), kind="qa", options=(("qa_metric", "squad"),),
+             description="SQuAD v1.1 JSON (data[].paragraphs[].qas[]); official v1.1 EM/F1"),
+    TaskSpec("squad_v2", (), None, ("f1", "exact"), kind="qa", options=(("qa_metric", "squad_v2"),),
+             description="SQuAD v2.0 JSON with is_impossible; v2.0 EM/F1, null threshold chosen on dev"),
+    TaskSpec("cmrc2018", (), None, ("f1", "exact_match"), kind="qa", options=(("qa_metric", "cmrc"),),
+             description="CMRC 2018 (Simplified Chinese, SQuAD layout); CMRC 2018 character EM/F1"),
+    TaskSpec("drcd", (), None, ("f1", "exact_match"), kind="qa", options=(("qa_metric", "cmrc"),),
+             description="DRCD (Traditional Chinese, SQuAD layout); CMRC 2018 character EM/F1"),
+)})
