@@ -158,3 +158,15 @@ def test_num_labels_override_resets_label_names():
 def test_unsupported_position_embedding_type():
     with pytest.raises(LitebertError, match="position_embedding_type"):
         AlbertConfig.from_dict({"position_embedding_type": "relative_key"})
+
+
+def test_misspelt_key_is_refused_not_silently_defaulted(tmp_path):
+    # {"hiden_size": 32} used to be kept in `extra` and the model built with the default hidden_size 4096 (7 GB).
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({"vocab_size": 100, "hiden_size": 32}))
+    with pytest.raises(LitebertError, match=r"model\.json: unknown key 'hiden_size'; did you mean 'hidden_size'"):
+        AlbertConfig.from_json_file(path)
+    # albert_zh's and transformers' own extra keys are still kept
+    zh = {"vocab_size": 100, "directionality": "bidi", "pooler_fc_size": 768, "pooler_type": "first_token_transform",
+          "ln_type": "postln", "position_embedding_type": "absolute", "torch_dtype": "float32"}
+    assert AlbertConfig.from_dict(zh).extra["pooler_type"] == "first_token_transform"

@@ -95,6 +95,15 @@ def test_bad_jsonl_line(tmp_path):
         list(read_documents([p], on_invalid="error"))
 
 
+def test_jsonl_without_text_field_is_refused(tmp_path):
+    # {"txt": ...} lines used to be detected as plain text and the JSON itself prepared as sentences.
+    p = _write(tmp_path / "d.jsonl", '\n{"txt": "hello world"}\n{"txt": "more"}\n')
+    with pytest.raises(LitebertError, match=r"d.jsonl:2: a JSON object without a 'text' field \(keys: 'txt'\)"):
+        detect_format(p)
+    with pytest.raises(LitebertError, match=r"d.jsonl:2"):
+        list(read_documents([p]))
+
+
 def test_real_corpora(tiny):
     stats = CorpusStats()
     docs = list(read_documents([tiny.wikitext_subset(60)], stats=stats))

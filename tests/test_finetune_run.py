@@ -222,6 +222,15 @@ def test_bad_input(en_model, tmp_path):
         _config(en_model, train, dev, tmp_path / "o5", data=data, learning_rate=0)
 
 
+def test_evaluate_refuses_a_model_without_a_finetuned_head(en_model, tmp_path):
+    # a pretraining final/ (AlbertForPreTraining) used to be evaluated with a random classifier: LABEL_0 everywhere
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\ngood\t1\nbad\t0\n", encoding="utf-8")
+    for run in (evaluate, predict):
+        with pytest.raises(LitebertError, match=r"holds an AlbertForPreTraining, not a fine-tuned model"):
+            run(EvaluateConfig(model=str(en_model), data_file=str(dev), data=DataOptions(task="sst2")))
+
+
 def test_truncation_is_counted(en_model):
     from litebert.finetune.data import encode_examples
     from litebert.finetune.readers import Example

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -78,11 +79,16 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
     exported, final = load_file(str(tmp_path / "exported" / "model.safetensors")), _weights(out)
     assert sorted(exported) == sorted(final) and all(torch.equal(exported[k], final[k]) for k in final)
     assert (tmp_path / "exported" / "spiece.model").is_file()
+    if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):  # the checkpoint as ONNX
+        assert main(["export", str(out / "checkpoints" / "step-6"), "--output", str(tmp_path / "onnx"),
+                     "--format", "onnx"]) == 0
+        assert (tmp_path / "onnx" / "model.onnx").is_file() and (tmp_path / "onnx" / "spiece.model").is_file()
     capsys.readouterr()
     assert main(["export", str(out / "checkpoints" / "step-6"), "--output", str(tmp_path / "exported")]) == 2
     assert "exists" in capsys.readouterr().err
-    assert main(["export", str(out / "final"), "--output", str(tmp_path / "x")]) == 2
-    assert "incomplete" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["export", str(tmp_path / "empty"), "--output", str(tmp_path / "x")]) == 2
+    assert "not a model directory" in capsys.readouterr().err and not (tmp_path / "x").exists()
     assert main(["info", str(out / "checkpoints" / "step-6")]) == 2  # points the user to `litebert export`
     assert "litebert export" in capsys.readouterr().err
 

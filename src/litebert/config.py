@@ -15,6 +15,7 @@ configs; brightmart/albert_zh ``albert_config/*.json``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -232,6 +233,10 @@ class AlbertConfig:
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names and k != "model_type"}
+        for key in extra:  # a misspelt field would otherwise be kept silently and its default used
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.8)
+            if close:
+                raise LitebertError(f"{source}: unknown key {key!r}; did you mean {close[0]!r}?")
         extra.update(data.get("extra", {}) if isinstance(data.get("extra"), dict) else {})
         extra.pop("extra", None)
         if "num_labels" in data and "id2label" not in data:

@@ -154,6 +154,11 @@ def detect_format(path: Path) -> str:
             obj = json.loads(first)
             if isinstance(obj, dict) and "text" in obj:
                 return "jsonl"
+            if isinstance(obj, dict):  # JSON lines without a text field: never tokenize the JSON itself as prose
+                line = lines.index(nonempty[0]) + 1
+                raise LitebertError(f"{path}:{line}: a JSON object without a 'text' field (keys: "
+                                    f"{', '.join(map(repr, obj))}); JSON-lines corpora need {{\"text\": ...}} "
+                                    "on every line")
         except json.JSONDecodeError:
             pass
     if any(_WIKITEXT_TITLE.match(ln.rstrip("\r")) for ln in lines[:200]):

@@ -210,6 +210,22 @@ class AlbertAttention(nn.Module):
         self.LayerNorm = nn.LayerNorm(H, eps=config.layer_norm_eps)
         self.pre_ln = config.layer_norm_position == "pre"
         self.attn_dropout, self.dropout_prob = config.attention_probs_dropout_prob, config.hidden_dropout_prob
+        self.qkv: nn.Linear | None = None  # set by fuse_qkv() for inference
+
+    def fuse_qkv(self) -> None:
+        """Inference only: replace ``query``/``key``/``value`` by one ``qkv`` Linear(H, 3H) holding their stacked
+        weights, so that Linear-level tools (``torch.ao.quantization.quantize_dynamic``) see one layer and no
+        concatenation runs per forward. The state dict then no longer has transformers' names; training must not
+        follow."""
+        if self.qkv is not None:
+            return
+        w, b = self.fused_qkv()
+        H = self.query.in_features
+        self.qkv = nn.Linear(H, 3 * H).to(device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            self.qkv.weight.copy_(w)
+            self.qkv.bias.copy_(b)
+        self.query = self.key = self.value = None
 
     def fused_qkv(self, cache: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(W (3H, H), b (3H,)): query, key and value stacked for one matmul. They are concatenated at forward time
@@ -228,8 +244,12 @@ class AlbertAttention(nn.Module):
         """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None)."""
         B, S, H = x.shape
         h = self.LayerNorm(x) if self.pre_ln else x
-        w, b = self.fused_qkv(cache)
-        qkv = F.linear(h, w, b).view(B, S, 3, self.num_heads, self.head_size)  # (B, S, 3H) -> (B, S, 3, nh, hd)
+        if self.qkv is not None:
+            qkv = self.qkv(h)
+        else:
+            w, b = self.fused_qkv(cache)
+            qkv = F.linear(h, w, b)
+        qkv = qkv.view(B, S, 3, self.num_heads, self.head_size)  # (B, S, 3H) -> (B, S, 3, nh, hd)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, nh, S, hd)
         p_drop = self.attn_dropout if self.training else 0.0
         if output_attentions:  # explicit softmax so the probabilities can be returned
@@ -454,8 +474,11 @@ class AlbertModel(AlbertPreTrainedModel):
     @staticmethod
     def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
         """attention_mask (B, S), 1 = token, 0 = padding → additive key mask (B, 1, 1, S) (0 or dtype's minimum),
-        or None when nothing is padded (lets SDPA take its unmasked path)."""
-        if attention_mask is None or bool(attention_mask.bool().all()):
+        or None when nothing is padded (lets SDPA take its unmasked path). Under tracing or export the mask is always
+        built: the exported graph must not depend on whether the example batch had padding."""
+        if attention_mask is None:
+            return None
+        if not (torch.jit.is_tracing() or torch.compiler.is_compiling()) and bool(attention_mask.bool().all()):
             return None
         keep = attention_mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
         return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, torch.finfo(dtype).min)

@@ -415,6 +415,8 @@ class Tokenizer:
             "mask_token": sp["mask"],
             "added_tokens_decoder": added_decoder,
             "clean_up_tokenization_spaces": False,
+            # without it transformers 5's AlbertTokenizer returns no token_type_ids and a pair becomes one segment
+            "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
             "litebert_kind": self.kind,
         }
         if self.kind == "sentencepiece":

@@ -33,11 +33,20 @@ def register(subparsers) -> None:
     q.set_defaults(func=run_plot)
 
     e = subparsers.add_parser(
-        "export", help="write a training checkpoint (checkpoints/step-N) as an HF model directory",
-        description="Turn RUN/checkpoints/step-N into a model directory with the run's tokenizer: what RUN/final/ "
-                    "would be had the run stopped at step N. It loads in transformers and in `litebert finetune`.")
-    e.add_argument("checkpoint", help="RUN/checkpoints/step-N of a `litebert pretrain` run")
-    e.add_argument("--output", required=True, metavar="DIR", help="new model directory (must not exist)")
+        "export", help="write a model directory or training checkpoint as an HF or ONNX directory",
+        description="--format hf (default): turn RUN/checkpoints/step-N (or a model directory) into a model directory "
+                    "with the tokenizer: what RUN/final/ would be had the run stopped at step N; it loads in "
+                    "transformers and in `litebert finetune`. --format onnx: DIR/model.onnx (every output of the "
+                    "model's head, dynamic batch and sequence axes, each shared layer stored once) + config.json + "
+                    "tokenizer files, runnable by `litebert predict --model DIR` (docs/deploy.md).")
+    e.add_argument("checkpoint", metavar="SOURCE",
+                   help="a model directory, or RUN/checkpoints/step-N of a `litebert pretrain` run")
+    e.add_argument("--output", required=True, metavar="DIR", help="new directory (must not exist)")
+    e.add_argument("--format", choices=("hf", "onnx"), default="hf")
+    e.add_argument("--quantize", choices=("int8",), help="onnx only: dynamic int8 weights (onnxruntime's quantizer)")
+    e.add_argument("--head", metavar="NAME",
+                   help="head class to export (e.g. AlbertForMaskedLM or masked-lm); default config.json's "
+                        "architectures")
     e.set_defaults(func=run_export)
 
 
@@ -50,9 +59,11 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from litebert.training.pretrain import export_checkpoint
+    from litebert.export import export_model
 
-    print(f"wrote {export_checkpoint(args.checkpoint, args.output)}")
+    result = export_model(args.checkpoint, args.output, format=args.format, quantize=args.quantize, head=args.head)
+    size = f", model.onnx {result.onnx_bytes / 1e6:.1f} MB" if result.onnx_bytes is not None else ""
+    print(f"wrote {result.output_dir} ({result.format}, {result.head}{size})")
     return 0
 
 

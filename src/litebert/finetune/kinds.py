@@ -211,31 +211,32 @@ def make_kind(data, *, problem_type: str | None = None, metrics: Sequence[str] |
 
 
 # ------------------------------------------------------------------------------------------------- inference
-@torch.no_grad()
 def run_features(kind: TaskKind, model, feats: Features, rows: Sequence[int], batch_size: int, pad_token_id: int,
-                 device: torch.device) -> tuple[list[np.ndarray], float, int]:
-    """Run ``model`` over the features ``rows`` in batches of similar length.
+                 device: torch.device, bucket: bool = True) -> tuple[list[np.ndarray], float, int]:
+    """Run ``model`` (a torch model or a :mod:`litebert.inference` runner) over the features ``rows`` under
+    ``torch.inference_mode``, in batches of similar length (:func:`litebert.inference.length_batches`; file order
+    without ``bucket``).
 
     Returns:
         ``(outputs, loss_sum, units)``: ``outputs[j]`` is :meth:`TaskKind.forward`'s output for feature
         ``rows[j]``; the loss summed over the batches and its units (0, 0 without labels).
     """
+    from litebert.inference import length_batches
+
     was_training = model.training
     model.eval()
     collate = kind.collator(pad_token_id)
     rows = list(rows)
-    lengths = np.asarray([feats.lengths[i] for i in rows], dtype=np.int64)
-    order = np.argsort(lengths, kind="stable")
     outputs: list[np.ndarray | None] = [None] * len(rows)
     loss_sum, units = 0.0, 0
-    for start in range(0, len(order), batch_size):
-        idx = order[start: start + batch_size]
-        batch = {k: v.to(device) for k, v in collate([feats.items[rows[int(j)]] for j in idx]).items()}
-        out, lsum, n = kind.forward(model, batch)
-        loss_sum += lsum
-        units += n
-        for row, j in enumerate(idx):
-            outputs[int(j)] = out[row]
+    with torch.inference_mode():
+        for idx in length_batches([feats.lengths[i] for i in rows], batch_size, bucket):
+            batch = {k: v.to(device) for k, v in collate([feats.items[rows[int(j)]] for j in idx]).items()}
+            out, lsum, n = kind.forward(model, batch)
+            loss_sum += lsum
+            units += n
+            for row, j in enumerate(idx):
+                outputs[int(j)] = out[row]
     model.train(was_training)
     return outputs, loss_sum, units
 

@@ -24,6 +24,7 @@ transformers' head model) and write ``eval_results.json`` / the predictions file
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -47,8 +48,8 @@ from litebert.finetune.metrics import METRICS
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
 from litebert.optim import OPTIMIZERS
+from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
 from litebert.settings import check, fail, setting
-from litebert.precision import PRECISIONS, resolve_precision
 
 log = logging.getLogger("litebert.finetune")
 
@@ -235,9 +236,15 @@ class EvaluateConfig:
     device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
                                  help="default: cuda when available")
     max_examples: int | None = setting(None, gt=0, metavar="N", help="only the first N rows")
+    #: issue 14 (litebert.inference): how the model runs; docs/deploy.md
+    backend: str | None = setting(None, choices=("torch", "onnxruntime"),
+                                  help="default: onnxruntime when --model holds model.onnx, else torch")
     precision: str = setting("auto", choices=PRECISIONS,
-                             help="auto: bf16 autocast where the device computes bf16 natively, else fp32; "
-                                  "bf16/fp16: autocast")
+                             help="auto: bf16 where the device computes bf16 natively, else fp32 (the onnxruntime "
+                                  "backend: the ONNX file's own precision); bf16: bf16 weights (torch backend); "
+                                  "fp16: fp16 autocast")
+    quantize: str | None = setting(None, choices=("int8",), help="torch backend: dynamic int8 Linear layers (CPU)")
+    threads: int | None = setting(None, gt=0, metavar="N", help="CPU threads (torch and onnxruntime)")
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
@@ -691,6 +698,9 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     heads = {"AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForQuestionAnswering",
              "AlbertForMultipleChoice"}
     saved_heads = [a for a in (config.architectures or []) if a in heads]
+    if config.architectures and not saved_heads:  # e.g. a pretraining final/: the head would be random weights
+        raise LitebertError(f"{directory} holds an {config.architectures[0]}, not a fine-tuned model: its task head "
+                            "would be random; give a `litebert finetune` output (OUTPUT/best)")
     if saved_heads and kind.architecture not in saved_heads:
         raise LitebertError(f"{directory} holds an {saved_heads[0]} but the data options ask for a {kind.name} task "
                             f"({kind.architecture}); drop --task/--task-type to use the task saved with the model")
@@ -705,15 +715,27 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
             else D.DistInfo(device=_device(cfg.device)))
-    model = _load_finetuned(directory, dist.device, kind.architecture)
-    precision = resolve_precision(cfg.precision, dist.device)
+    from litebert.inference import load_runner, onnx_dir
+
+    if cfg.precision == "auto" and (cfg.backend == "onnxruntime" or (cfg.backend is None and onnx_dir(directory))):
+        precision = PrecisionChoice("fp32", "auto", "the onnxruntime backend runs the ONNX file as exported")
+    elif cfg.precision == "auto" and cfg.quantize:
+        precision = PrecisionChoice("fp32", "auto", f"--quantize {cfg.quantize} runs its own integer path")
+    else:
+        precision = resolve_precision(cfg.precision, dist.device)
     log.info("%s: %s", "evaluate" if need_labels else "predict", precision)
-    return kind, _Split(read, feats), tokenizer, model, dist, precision
+    # with --quantize an explicit bf16 casts the runner's weights (litebert.inference); otherwise bf16/fp16 run as
+    # autocast around the fp32 runner (_evaluate_file), the numerics of fine-tuning's own evaluation
+    runner_bf16 = precision.precision == "bf16" and bool(cfg.quantize)
+    model = load_runner(directory, kind.architecture, backend=cfg.backend, precision="bf16" if runner_bf16 else "fp32",
+                        quantize=cfg.quantize, threads=cfg.threads, device=dist.device)
+    autocast = precision.dtype is not None and not runner_bf16
+    return kind, _Split(read, feats), tokenizer, model, dist, precision, autocast
 
 
 def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalResult:
-    kind, split, tokenizer, model, dist, precision = _prepare_eval(cfg, need_labels=need_labels)
-    with precision.autocast(dist.device):
+    kind, split, tokenizer, model, dist, precision, autocast = _prepare_eval(cfg, need_labels=need_labels)
+    with precision.autocast(dist.device) if autocast else contextlib.nullcontext():
         preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
     read = split.read
     labels = [ex.label for ex in read.examples] if read.has_labels else None

@@ -1,0 +1,412 @@
+"""``litebert export``: a model directory or a training checkpoint → an HF model directory or an ONNX directory.
+
+ONNX layout (``--format onnx``)::
+
+    DIR/model.onnx     every output of the directory's head class (:data:`ONNX_OUTPUTS`), inputs ``input_ids``,
+                       ``attention_mask``, ``token_type_ids`` int64 (B, S) — (B, C, S) for multiple choice — with
+                       dynamic batch / choice / sequence axes; opset :data:`OPSET`
+    DIR/config.json    the model's config (``architectures`` names the head; ``litebert_onnx`` records the export)
+    DIR/<tokenizer files>
+
+Shared layers stay shared: the graph is traced with the model's layer loop, so every application of a group reads the
+same parameters; constant folding then writes the pre-transposed copy of a weight once per *use*, which
+:func:`dedupe_initializers` folds back into one initializer (an all-shared 12-layer model's file is about its
+``model.safetensors``, not 12× the layer; tests/test_export.py checks the bound). ``--quantize int8`` runs
+onnxruntime's dynamic quantizer (``onnxruntime.quantization.quantize_dynamic``: int8 weights of every MatMul, int8
+activations quantized per batch at run time) and dedupes again.
+
+Everything is written to a temporary directory beside ``--output`` and renamed at the end, so a failure leaves nothing
+half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from litebert.errors import LitebertError
+from litebert.inference import ONNX_NAME, ONNX_OUTPUTS, require_onnx
+
+log = logging.getLogger("litebert.export")
+
+FORMATS = ("hf", "onnx")
+QUANTIZE = ("int8",)
+#: The opset written; onnxruntime ≥ 1.14 runs it on CPU (no einsum or newer attention ops are emitted).
+OPSET = 17
+#: Short head names accepted by ``--head`` besides the class names.
+HEAD_ALIASES = {
+    "base": "AlbertModel",
+    "pretraining": "AlbertForPreTraining",
+    "masked-lm": "AlbertForMaskedLM",
+    "sequence-classification": "AlbertForSequenceClassification",
+    "token-classification": "AlbertForTokenClassification",
+    "question-answering": "AlbertForQuestionAnswering",
+    "multiple-choice": "AlbertForMultipleChoice",
+}
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass
+class ExportResult:
+    """What :func:`export_model` wrote: ``output_dir``; ``format``; ``head`` (class name); ``onnx_bytes`` (size of
+    ``model.onnx``, None for hf); ``weights_bytes`` (the source's ``model.safetensors`` size, when it has one)."""
+
+    output_dir: Path
+    format: str
+    head: str
+    onnx_bytes: int | None = None
+    weights_bytes: int | None = None
+
+
+def resolve_head(name: str | None, config) -> str:
+    """The head class name: ``name`` (a class name or a :data:`HEAD_ALIASES` key) or the config's
+    ``architectures[0]``. Raises LitebertError for an unknown name."""
+    if name is None:
+        archs = config.architectures or ["AlbertForPreTraining"]
+        name = archs[0]
+        where = "config.json architectures"
+    else:
+        where = "--head"
+    cls = HEAD_ALIASES.get(name, name)
+    if cls not in ONNX_OUTPUTS:
+        raise LitebertError(
+            f"unknown head {name!r} ({where}); expected one of {', '.join(list(HEAD_ALIASES) + list(ONNX_OUTPUTS))}"
+        )
+    return cls
+
+
+def _is_checkpoint(path: Path) -> bool:
+    from litebert.training.state import COMPLETE_MARKER
+
+    return (path / COMPLETE_MARKER).is_file() or (path / "model.pt").is_file()
+
+
+def export_model(
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    format: str = "hf",
+    quantize: str | None = None,
+    head: str | None = None,
+    opset: int = OPSET,
+) -> ExportResult:
+    """Export ``source`` (a model directory, or a ``RUN/checkpoints/step-N`` training checkpoint) to ``output``.
+
+    ``format="hf"``: an HF model directory with the tokenizer (for a checkpoint: what ``RUN/final/`` would have been
+    at step N). ``format="onnx"``: see the module docstring. ``head`` overrides the class in ``architectures``.
+
+    Raises:
+        LitebertError: ``output`` exists; ``source`` is neither a model directory (``config.json`` + weights) nor a
+            training checkpoint; an unknown head; ``quantize`` with ``format="hf"``; onnx/onnxruntime missing.
+    """
+    from litebert.checkpoint import CONFIG_NAME, SAFETENSORS_NAME, load_config
+
+    src, out = Path(source), Path(output)
+    if format not in FORMATS:
+        raise LitebertError(f"export: format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if quantize is not None and quantize not in QUANTIZE:
+        raise LitebertError(f"export: quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
+    if quantize is not None and format == "hf":
+        raise LitebertError("export: --quantize int8 needs --format onnx (an HF directory keeps float weights)")
+    if format == "onnx":
+        require_onnx()
+    if out.exists():
+        raise LitebertError(f"{out} exists; choose a new output directory")
+    if not src.is_dir():
+        raise LitebertError(f"{src}: not a directory (expected a model directory or RUN/checkpoints/step-N)")
+    checkpoint = _is_checkpoint(src)
+    if not checkpoint and not (src / CONFIG_NAME).is_file():
+        raise LitebertError(
+            f"{src}: not a model directory (no {CONFIG_NAME}) nor a training checkpoint (no COMPLETE marker)"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_root = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        model_dir = src
+        if checkpoint:
+            from litebert.training.pretrain import export_checkpoint
+
+            model_dir = export_checkpoint(src, tmp_root / "hf")
+        config = load_config(model_dir)
+        cls_name = resolve_head(head, config)
+        weights = model_dir / SAFETENSORS_NAME
+        weights_bytes = weights.stat().st_size if weights.is_file() else None
+        if format == "hf":
+            if checkpoint and head is None:
+                staged = model_dir
+            else:
+                staged = tmp_root / "out"
+                _load_head(model_dir, cls_name).save_pretrained(staged)
+                _copy_tokenizer(model_dir, staged)
+            result = ExportResult(out, "hf", cls_name, weights_bytes=weights_bytes)
+        else:
+            staged = tmp_root / "out"
+            staged.mkdir()
+            model = _load_head(model_dir, cls_name)
+            onnx_path = staged / ONNX_NAME
+            export_onnx(model, onnx_path, opset=opset)
+            if quantize == "int8":
+                quantize_onnx(onnx_path)
+            config = model.config
+            config.architectures = [cls_name]
+            config.extra = {
+                **(config.extra or {}),
+                "litebert_onnx": {"opset": opset, "quantize": quantize, "outputs": list(ONNX_OUTPUTS[cls_name])},
+            }
+            (staged / CONFIG_NAME).write_text(config.to_json_string(), encoding="utf-8")
+            _copy_tokenizer(model_dir, staged)
+            result = ExportResult(
+                out, "onnx", cls_name, onnx_bytes=onnx_path.stat().st_size, weights_bytes=weights_bytes
+            )
+        staged.rename(out)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    return result
+
+
+def _load_head(model_dir: Path, cls_name: str):
+    from litebert.checkpoint import load_config, load_state_dict_file, load_weights
+    from litebert.modeling import MODEL_CLASSES
+
+    config = load_config(model_dir)
+    model = MODEL_CLASSES[cls_name](config)
+    state, source = load_state_dict_file(model_dir)
+    report = load_weights(model, state, source)
+    encoder_missing = [
+        k
+        for k in report["missing"]
+        if not k.startswith(
+            ("albert.pooler.", "pooler.", "classifier.", "qa_outputs.", "predictions.", "sop_classifier.")
+        )
+    ]
+    if encoder_missing:
+        raise LitebertError(
+            f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
+            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory?"
+        )
+    if report["missing"]:
+        log.warning(
+            "export: %s: %d tensors of %s are not in the directory and keep a fresh init: %s",
+            model_dir,
+            len(report["missing"]),
+            cls_name,
+            ", ".join(report["missing"][:5]),
+        )
+    return model.eval()
+
+
+def _copy_tokenizer(model_dir: Path, out: Path) -> None:
+    from litebert.tokenization import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(model_dir)
+    except LitebertError:
+        log.warning("export: %s has no tokenizer files; none written", model_dir)
+        return
+    tokenizer.save(out)
+
+
+class _OnnxWrapper(torch.nn.Module):
+    """Positional inputs → the head's outputs as a tuple, in :data:`ONNX_OUTPUTS` order."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.names = ONNX_OUTPUTS[type(model).__name__]
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return tuple(out[n] for n in self.names)
+
+
+def example_inputs(config, multiple_choice: bool = False) -> tuple[torch.Tensor, ...]:
+    """A padded example batch for tracing: (2, 5) — (2, 2, 5) for multiple choice — with the last row padded."""
+    shape = (2, 2, 5) if multiple_choice else (2, 5)
+    ids = torch.randint(0, config.vocab_size, shape)
+    mask = torch.ones(shape, dtype=torch.long)
+    mask[-1, ..., 3:] = 0
+    types = torch.zeros(shape, dtype=torch.long)
+    types[..., 2:] = 1
+    return ids, mask, types
+
+
+def export_onnx(model, path: str | os.PathLike, opset: int = OPSET) -> Path:
+    """Trace ``model`` (an eval-mode litebert head, fp32) into ``path`` and dedupe its initializers.
+
+    Uses the TorchScript exporter (``dynamo=False``): it traces the layer loop once per application with the same
+    parameter tensors, exports in about a second for small models, and needs no newer opset. Returns ``path``.
+    """
+    import warnings
+
+    import onnx
+
+    path = Path(path)
+    name = type(model).__name__
+    mc = name == "AlbertForMultipleChoice"
+    axes = {0: "batch", 1: "choice", 2: "sequence"} if mc else {0: "batch", 1: "sequence"}
+    outputs = ONNX_OUTPUTS[name]
+    out_axes = {
+        "last_hidden_state": {0: "batch", 1: "sequence"},
+        "pooler_output": {0: "batch"},
+        "prediction_logits": {0: "batch", 1: "sequence"},
+        "sop_logits": {0: "batch"},
+        "start_logits": {0: "batch", 1: "sequence"},
+        "end_logits": {0: "batch", 1: "sequence"},
+    }
+    logits_axes = {
+        "AlbertForMaskedLM": {0: "batch", 1: "sequence"},
+        "AlbertForTokenClassification": {0: "batch", 1: "sequence"},
+        "AlbertForSequenceClassification": {0: "batch"},
+        "AlbertForMultipleChoice": {0: "batch"},
+    }
+    dynamic = {n: axes for n in INPUT_NAMES}
+    for o in outputs:
+        dynamic[o] = logits_axes[name] if o == "logits" else out_axes[o]
+    was_training = model.training
+    model.eval()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer warnings about Python ints from shapes: the axes are declared dynamic
+        torch.onnx.export(
+            _OnnxWrapper(model),
+            example_inputs(model.config, mc),
+            str(path),
+            input_names=list(INPUT_NAMES),
+            output_names=list(outputs),
+            dynamic_axes=dynamic,
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    model.train(was_training)
+    proto = onnx.load(str(path))
+    dedupe_initializers(proto)
+    _save_onnx(proto, path)
+    return path
+
+
+def _save_onnx(proto, path: Path) -> None:
+    import onnx
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    onnx.save(proto, str(tmp))
+    os.replace(tmp, path)
+
+
+def dedupe_initializers(proto) -> int:
+    """Merge initializers with the same dtype, shape and bytes into the first of them (in place) and point every
+    node input at it; also replace an initializer that is the transpose of another (the tied MLM decoder, folded
+    from the word embeddings) with a ``Transpose`` node. Returns the number of initializers removed.
+
+    Why: constant folding evaluates ``Transpose(W)`` once per node, and a shared layer's nodes are repeated for each
+    of its L applications, so without this the file holds L copies of every shared weight.
+    """
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    graph = proto.graph
+    first: dict[tuple, str] = {}
+    rename: dict[str, str] = {}
+    keep = []
+    arrays: dict[str, np.ndarray] = {}
+    for init in graph.initializer:
+        arr = numpy_helper.to_array(init)
+        key = (init.data_type, tuple(init.dims), arr.tobytes())
+        if key in first:
+            rename[init.name] = first[key]
+            continue
+        first[key] = init.name
+        keep.append(init)
+        arrays[init.name] = arr
+    # transposed copies of a 2-D matrix (large ones only: small ones cost less than a node)
+    transposed: dict[tuple, str] = {}
+    for name, arr in arrays.items():
+        if arr.ndim == 2 and arr.size >= 4096:
+            transposed.setdefault((arr.dtype.str, arr.T.shape, np.ascontiguousarray(arr.T).tobytes()), name)
+    new_nodes = []
+    final = []
+    replaced: set[str] = set()
+    for init in keep:
+        arr = arrays[init.name]
+        src = transposed.get((arr.dtype.str, arr.shape, arr.tobytes())) if arr.ndim == 2 else None
+        if src is not None and src != init.name and src not in replaced:  # keep one of a pair (no cycle)
+            replaced.add(init.name)
+            new_nodes.append(
+                helper.make_node("Transpose", [src], [init.name], perm=[1, 0], name=f"{init.name}_transpose")
+            )
+            continue
+        final.append(init)
+    removed = len(graph.initializer) - len(final)
+    del graph.initializer[:]
+    graph.initializer.extend(final)
+    # the TorchScript exporter marks a parameter's later uses with Identity(initializer); the uses must read the
+    # initializer itself, or onnxruntime's quantizer (which quantizes MatMuls whose weight is an initializer) would
+    # leave every application of a shared layer but the first in fp32
+    names = {init.name for init in graph.initializer} | {n.output[0] for n in new_nodes}
+    outputs = {o.name for o in graph.output}
+    for node in graph.node:
+        if (
+            node.op_type == "Identity"
+            and rename.get(node.input[0], node.input[0]) in names
+            and node.output[0] not in outputs
+        ):
+            rename[node.output[0]] = rename.get(node.input[0], node.input[0])
+    kept_nodes = [n for n in graph.node if not (n.op_type == "Identity" and n.output[0] in rename)]
+    for node in kept_nodes:
+        for i, name in enumerate(node.input):
+            while name in rename:
+                name = rename[name]
+            node.input[i] = name
+    del graph.node[:]
+    graph.node.extend(new_nodes + kept_nodes)
+    return removed
+
+
+def quantize_onnx(path: str | os.PathLike) -> Path:
+    """Rewrite ``path`` with int8 dynamic quantization (onnxruntime's ``quantize_dynamic``, signed int8 weights
+    per tensor) and dedupe the initializers again. Returns ``path``."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.int8.tmp-{os.getpid()}.onnx")
+    try:
+        quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8)
+        proto = onnx.load(str(tmp))
+        dedupe_initializers(proto)
+        _save_onnx(proto, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read_onnx_meta(directory: str | os.PathLike) -> dict:
+    """The ``litebert_onnx`` entry of an ONNX directory's config.json ({} when absent)."""
+    path = Path(directory) / "config.json"
+    try:
+        return json.loads(path.read_text()).get("litebert_onnx", {}) or {}
+    except (OSError, ValueError):
+        return {}
+
+
+__all__ = [
+    "FORMATS",
+    "HEAD_ALIASES",
+    "ONNX_NAME",
+    "ONNX_OUTPUTS",
+    "OPSET",
+    "ExportResult",
+    "dedupe_initializers",
+    "export_model",
+    "export_onnx",
+    "quantize_onnx",
+    "require_onnx",
+    "resolve_head",
+]

@@ -1,0 +1,292 @@
+"""Fast inference: length-bucketed batches, torch (fp32 / bf16 / dynamic int8) and onnxruntime backends.
+
+A *runner* is called like a litebert model, ``runner(input_ids=, attention_mask=, token_type_ids=)`` (int64 (B, S),
+or (B, C, S) for multiple choice), and returns the head's outputs by name (float32 tensors, as
+:data:`ONNX_OUTPUTS` names them), so every task kind's inference code
+(:func:`litebert.finetune.kinds.run_features`) drives a torch model, a bf16 / int8 torch model or an onnxruntime
+session alike. Batches come from :func:`length_batches`: rows sorted by length, so little padding is computed, and
+the results are put back in file order.
+
+Where the speed comes from (docs/deploy.md has the measurements):
+
+- no padding computed: rows sorted by length, each batch padded to its own longest row;
+- no autograd bookkeeping: ``torch.inference_mode``;
+- fused attention: ``F.scaled_dot_product_attention`` (modeling.py) and one QKV matmul
+  (:meth:`~litebert.modeling.AlbertAttention.fuse_qkv`);
+- bf16 weights and activations where the processor has bf16 dot products (AVX512-BF16 / AMX), int8 weights with
+  ``torch.ao.quantization.quantize_dynamic`` (Linear layers) or onnxruntime's quantized MatMuls (VNNI);
+- onnxruntime: a graph optimised for inference (fused LayerNorm / GELU / attention kernels, no Python per op).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from litebert.errors import LitebertError
+
+log = logging.getLogger("litebert.inference")
+
+BACKENDS = ("torch", "onnxruntime")
+PRECISIONS = ("fp32", "bf16")
+QUANTIZE = ("int8",)
+ONNX_NAME = "model.onnx"
+#: Output names of each head class (the ONNX file's outputs too), in the order of its output dataclass.
+ONNX_OUTPUTS = {
+    "AlbertModel": ("last_hidden_state", "pooler_output"),
+    "AlbertForPreTraining": ("prediction_logits", "sop_logits"),
+    "AlbertForMaskedLM": ("logits",),
+    "AlbertForSequenceClassification": ("logits",),
+    "AlbertForTokenClassification": ("logits",),
+    "AlbertForQuestionAnswering": ("start_logits", "end_logits"),
+    "AlbertForMultipleChoice": ("logits",),
+}
+ONNX_INSTALL_HINT = "pip install 'litebert[onnx]'"
+
+
+def require_onnx() -> None:
+    """Raise LitebertError naming the extra to install when ``onnx`` or ``onnxruntime`` cannot be imported."""
+    for name in ("onnx", "onnxruntime"):
+        try:
+            __import__(name)
+        except ImportError:
+            raise LitebertError(f"the ONNX backend needs the '{name}' package: {ONNX_INSTALL_HINT}") from None
+
+
+# ------------------------------------------------------------------------------------------------ processor
+def cpu_capabilities() -> dict[str, bool]:
+    """The CPU's SIMD features that decide the fastest backend: ``avx2``, ``avx512`` (AVX-512F), ``avx512_bf16``,
+    ``avx512_vnni`` (int8 dot products), ``amx_bf16``, ``amx_int8``; from ``/proc/cpuinfo`` (all False elsewhere)."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    names = {
+        "avx2": "avx2",
+        "avx512": "avx512f",
+        "avx512_bf16": "avx512_bf16",
+        "avx512_vnni": "avx512_vnni",
+        "amx_bf16": "amx_bf16",
+        "amx_int8": "amx_int8",
+    }
+    return {k: v in flags for k, v in names.items()}
+
+
+def native_bf16(device: torch.device | str = "cpu") -> bool:
+    """Whether ``device`` multiplies bf16 natively: CUDA with bf16 support, or a CPU with AVX512-BF16 or AMX-BF16
+    (elsewhere torch emulates bf16 matmuls, slower than fp32)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    caps = cpu_capabilities()
+    return caps["avx512_bf16"] or caps["amx_bf16"]
+
+
+# ------------------------------------------------------------------------------------------------ batching
+def length_batches(lengths, batch_size: int, bucket: bool = True) -> list[np.ndarray]:
+    """Row indices per batch: with ``bucket``, rows sorted by length (stable, so equal lengths keep file order)
+    and cut into ``batch_size`` runs; without, file order. lengths: N ints → list of int64 index arrays."""
+    if batch_size < 1:
+        raise LitebertError(f"batch_size must be >= 1, got {batch_size}")
+    n = len(lengths)
+    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable") if bucket else np.arange(n)
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+# ------------------------------------------------------------------------------------------------ runners
+def _output_names(model) -> tuple[str, ...]:
+    return ONNX_OUTPUTS[type(model).__name__]
+
+
+class InferenceOutput(dict):
+    """Named outputs, by key or attribute (``out["logits"]``, ``out.logits``); ``out[0]`` is the first."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key):
+        return list(self.values())[key] if isinstance(key, int) else super().__getitem__(key)
+
+
+class _Runner:
+    """Model-like surface shared by the runners: always in eval mode; ``eval()``/``train()`` are accepted."""
+
+    training = False
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+
+class TorchRunner(_Runner):
+    """A litebert model in eval mode under ``torch.inference_mode``; outputs float32 (on ``device``).
+
+    ``precision="bf16"`` casts the weights to bfloat16 (activations follow); ``quantize="int8"`` applies
+    ``torch.ao.quantization.quantize_dynamic`` to the Linear layers (int8 weights, activations quantized per batch;
+    CPU only). Both, and ``fuse=True``, change the model in place: pass a model that is only used for inference.
+    """
+
+    def __init__(
+        self,
+        model,
+        device: torch.device | str = "cpu",
+        precision: str = "fp32",
+        quantize: str | None = None,
+        fuse: bool = False,
+    ):
+        if precision not in PRECISIONS:
+            raise LitebertError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if quantize is not None and quantize not in QUANTIZE:
+            raise LitebertError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
+        self.device = torch.device(device)
+        self.names = _output_names(model)
+        self.precision, self.quantize = precision, quantize
+        if quantize and self.device.type != "cpu":
+            raise LitebertError("--quantize int8 (dynamic int8) runs on the CPU only; drop --device cuda")
+        if quantize and precision != "fp32":
+            raise LitebertError("--quantize int8 and --precision bf16 exclude each other")
+        if fuse or quantize:
+            from litebert.modeling import AlbertAttention
+
+            for module in model.modules():
+                if isinstance(module, AlbertAttention):
+                    module.fuse_qkv()
+        model = model.to(self.device).eval()
+        if precision == "bf16":
+            if not native_bf16(self.device):
+                log.warning(
+                    "predict: %s has no native bf16 matmuls; bf16 runs emulated (slower than fp32)", self.device
+                )
+            model = model.to(torch.bfloat16)
+        if quantize == "int8":
+            import warnings
+
+            with warnings.catch_warnings():  # torch.ao's deprecation notes (the torchao successor is not a dependency)
+                warnings.simplefilter("ignore")
+                model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        self.model = model
+
+    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **_) -> InferenceOutput:
+        """int64 (B, S) tensors → :class:`InferenceOutput` of float32 tensors (:data:`ONNX_OUTPUTS`)."""
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
+                token_type_ids=None if token_type_ids is None else token_type_ids.to(self.device),
+            )
+            return InferenceOutput((n, out[n].float()) for n in self.names)
+
+
+class OrtRunner(_Runner):
+    """An ONNX directory (``model.onnx`` from ``litebert export --format onnx``) in an onnxruntime CPU session with
+    every graph optimisation on; ``threads`` sets the intra-op thread count (default: onnxruntime's)."""
+
+    def __init__(self, directory: str | os.PathLike, threads: int | None = None):
+        require_onnx()
+        import onnxruntime as ort
+
+        path = Path(directory) / ONNX_NAME
+        if not path.is_file():
+            raise LitebertError(
+                f"{path} not found: export one with `litebert export {directory} --output DIR --format onnx`"
+            )
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.inter_op_num_threads = 1
+        if threads:
+            opts.intra_op_num_threads = threads
+        try:
+            self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for unreadable or invalid files
+            raise LitebertError(f"{path}: onnxruntime cannot load it ({str(exc).splitlines()[0]})") from None
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.names = tuple(o.name for o in self.session.get_outputs())
+
+    def __call__(self, input_ids=None, attention_mask=None, token_type_ids=None, **_) -> InferenceOutput:
+        """As :meth:`TorchRunner.__call__` (``token_type_ids`` None = zeros)."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        feed = {k: np.ascontiguousarray(given[k].cpu().numpy(), dtype=np.int64) for k in self.inputs}
+        return InferenceOutput(
+            (n, torch.from_numpy(v)) for n, v in zip(self.names, self.session.run(None, feed), strict=True)
+        )
+
+
+def onnx_dir(directory: str | os.PathLike) -> bool:
+    """Whether ``directory`` holds an exported ``model.onnx``."""
+    return (Path(directory) / ONNX_NAME).is_file()
+
+
+def load_runner(
+    directory: str | os.PathLike,
+    head: str,
+    *,
+    backend: str | None = None,
+    precision: str = "fp32",
+    quantize: str | None = None,
+    threads: int | None = None,
+    device: torch.device | str = "cpu",
+):
+    """A runner for a model directory: onnxruntime when it holds ``model.onnx`` (or ``backend="onnxruntime"``),
+    else torch with ``head`` (a :data:`litebert.modeling.MODEL_CLASSES` name). ``threads`` also sets torch's
+    intra-op threads.
+
+    Raises:
+        LitebertError: an unknown backend; onnxruntime asked for a directory without ``model.onnx`` or combined with
+            ``precision``/``quantize`` (quantize at export instead); torch asked for an ONNX-only directory; the
+            loading errors of the directory.
+    """
+    from litebert.checkpoint import find_weight_files
+
+    if backend is not None and backend not in BACKENDS:
+        raise LitebertError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if threads is not None:
+        if threads < 1:
+            raise LitebertError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    has_onnx = onnx_dir(directory)
+    backend = backend or ("onnxruntime" if has_onnx else "torch")
+    if backend == "onnxruntime":
+        if quantize:
+            raise LitebertError(
+                "--quantize with the onnxruntime backend: quantize at export instead "
+                "(`litebert export SOURCE --output DIR --format onnx --quantize int8`)"
+            )
+        if precision != "fp32":
+            raise LitebertError(f"--precision {precision} needs the torch backend (the ONNX file is fp32 or int8)")
+        return OrtRunner(directory, threads)
+    if find_weight_files(directory)[1] is None and has_onnx:
+        raise LitebertError(f"{directory} holds model.onnx but no torch weights: use --backend onnxruntime")
+    from litebert.modeling import MODEL_CLASSES
+
+    model = MODEL_CLASSES[head].from_pretrained(Path(directory))
+    return TorchRunner(model, device, precision=precision, quantize=quantize, fuse=True)
+
+
+__all__ = [
+    "BACKENDS",
+    "PRECISIONS",
+    "QUANTIZE",
+    "InferenceOutput",
+    "OrtRunner",
+    "TorchRunner",
+    "cpu_capabilities",
+    "length_batches",
+    "load_runner",
+    "native_bf16",
+    "onnx_dir",
+]

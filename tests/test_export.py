@@ -1,0 +1,164 @@
+"""ONNX export (litebert.export): outputs equal torch's for every head on padded batches, shared weights stored once,
+int8 quantization runs, and bad input fails with one line and writes nothing. Tiny widths: each export ~1 s."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from litebert.cli import main
+from litebert.config import AlbertConfig
+from litebert.errors import LitebertError
+from litebert.modeling import MODEL_CLASSES, AlbertForPreTraining, AlbertForSequenceClassification
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+from litebert.export import export_model, export_onnx  # noqa: E402
+from litebert.inference import ONNX_OUTPUTS  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _config(groups: int, **kw) -> AlbertConfig:
+    base = dict(
+        vocab_size=120,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=12,
+        num_hidden_groups=groups,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        hidden_act="gelu_new",
+    )
+    base.update(kw)
+    return AlbertConfig(**base)
+
+
+def _padded_batch(shape, vocab, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, shape, generator=g)
+    mask = torch.ones(shape, dtype=torch.long)
+    mask[1, ..., 4:] = 0  # padded rows of different lengths; row 0 unpadded
+    mask[2, ..., 9:] = 0
+    types = torch.zeros(shape, dtype=torch.long)
+    types[..., 6:] = 1
+    return ids, mask, types
+
+
+@pytest.mark.parametrize("groups", [1, 2], ids=["all_shared", "two_groups"])
+@pytest.mark.parametrize("head", sorted(ONNX_OUTPUTS))
+def test_onnx_equals_torch_on_padded_batches(head, groups, tmp_path):
+    cfg = _config(groups, num_labels=2 if head == "AlbertForQuestionAnswering" else 3)
+    torch.manual_seed(0)
+    model = MODEL_CLASSES[head](cfg).eval()
+    path = export_onnx(model, tmp_path / "model.onnx")
+    # a batch shape other than the traced (2, 5): the axes are dynamic
+    shape = (3, 2, 12) if head == "AlbertForMultipleChoice" else (3, 12)
+    ids, mask, types = _padded_batch(shape, cfg.vocab_size)
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [o.name for o in sess.get_outputs()] == list(ONNX_OUTPUTS[head])
+    got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()})
+    for name, value in zip(ONNX_OUTPUTS[head], got, strict=True):
+        np.testing.assert_allclose(value, ref[name].numpy(), atol=1e-4, rtol=0, err_msg=name)
+
+
+def _save_model(directory, model):
+    model.save_pretrained(directory)
+    return directory
+
+
+def test_shared_layer_stored_once_cli(tmp_path):
+    # weights big enough that the graph's own bytes (~25 kB per layer application) are small beside them: a layer
+    # written once per use would make the file ~9x model.safetensors
+    cfg = _config(1, vocab_size=2000, embedding_size=64, hidden_size=256, num_attention_heads=4, intermediate_size=1024)
+    torch.manual_seed(0)
+    src = _save_model(tmp_path / "model", AlbertForPreTraining(cfg))
+    assert main(["export", str(src), "--output", str(tmp_path / "onnx"), "--format", "onnx"]) == 0
+    ratio = (tmp_path / "onnx/model.onnx").stat().st_size / (src / "model.safetensors").stat().st_size
+    assert ratio <= 1.2, ratio
+    saved = json.loads((tmp_path / "onnx/config.json").read_text())
+    assert saved["architectures"] == ["AlbertForPreTraining"]
+    assert saved["litebert_onnx"]["outputs"] == ["prediction_logits", "sop_logits"]
+
+
+def test_int8_onnx_runs_and_agrees(tmp_path):
+    cfg = _config(1, num_hidden_layers=4, num_labels=2, hidden_size=64, intermediate_size=128)
+    torch.manual_seed(0)
+    model = AlbertForSequenceClassification(cfg).eval()
+    with torch.no_grad():  # a classifier with a clear margin, so that int8 rounding cannot flip most labels
+        model.classifier.weight.mul_(30)
+    src = _save_model(tmp_path / "model", model)
+    result = export_model(src, tmp_path / "int8", format="onnx", quantize="int8")
+    assert result.head == "AlbertForSequenceClassification"
+    fp32 = export_model(src, tmp_path / "fp32", format="onnx")
+    import onnx
+
+    def weight_bytes(d):
+        return sum(len(i.raw_data) for i in onnx.load(str(d / "model.onnx")).graph.initializer)
+
+    # every application of the shared layer reads the same int8 weights: a third of fp32's weight bytes or less
+    assert weight_bytes(result.output_dir) < 0.35 * weight_bytes(fp32.output_dir)
+    ids, mask, types = _padded_batch((16, 12), cfg.vocab_size)
+    feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()}
+    q = ort.InferenceSession(str(tmp_path / "int8/model.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits.numpy()
+    assert np.isfinite(q).all() and q.shape == (16, 2)
+    assert (q.argmax(-1) == ref.argmax(-1)).mean() >= 0.8
+    assert np.abs(q - ref).max() < 0.2 * np.abs(ref).max()  # int8 noise, not garbage
+
+
+def _no_leftovers(parent, name):
+    return not (parent / name).exists() and not [p for p in parent.iterdir() if p.name.startswith(f".{name}")]
+
+
+def test_bad_input_one_line_and_nothing_written(tmp_path, capsys, monkeypatch):
+    torch.manual_seed(0)
+    src = _save_model(tmp_path / "model", AlbertForSequenceClassification(_config(1, num_hidden_layers=2)))
+    (tmp_path / "notmodel").mkdir()
+    (tmp_path / "notmodel/readme.txt").write_text("x")
+    cases = [
+        (["export", str(tmp_path / "notmodel"), "--format", "onnx"], "not a model directory"),
+        (["export", str(src), "--format", "onnx", "--head", "AlbertForPoetry"], "unknown head 'AlbertForPoetry'"),
+        (["export", str(src), "--quantize", "int8"], "--quantize int8 needs --format onnx"),
+    ]
+    for argv, message in cases:
+        assert main([*argv, "--output", str(tmp_path / "out")]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
+        assert _no_leftovers(tmp_path, "out")
+    # config.json naming an unknown architecture
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "architectures": ["BertForPoetry"]}))
+    with pytest.raises(LitebertError, match="unknown head 'BertForPoetry'"):
+        export_model(src, tmp_path / "out", format="onnx")
+    assert _no_leftovers(tmp_path, "out")
+    (src / "config.json").write_text(json.dumps(cfg))
+    # onnxruntime missing: say what to install
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert main(["export", str(src), "--format", "onnx", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "onnxruntime" in err and "pip install 'litebert[onnx]'" in err and err.count("\n") == 1
+    assert _no_leftovers(tmp_path, "out")
+
+
+def test_head_override_and_hf_format_from_model_dir(tmp_path):
+    torch.manual_seed(0)
+    src = _save_model(tmp_path / "model", AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+    res = export_model(src, tmp_path / "mlm", format="onnx", head="masked-lm")
+    assert res.head == "AlbertForMaskedLM"
+    sess = ort.InferenceSession(str(tmp_path / "mlm/model.onnx"), providers=["CPUExecutionProvider"])
+    assert [o.name for o in sess.get_outputs()] == ["logits"]
+    hf = export_model(src, tmp_path / "hf")  # a model directory in, the same weights out
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(hf.output_dir / "model.safetensors"))
+    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)

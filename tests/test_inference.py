@@ -1,0 +1,208 @@
+"""Fast inference (litebert.inference): length buckets keep file order and values, torch int8 / bf16 runners give
+labels, an ONNX directory runs through `litebert predict` and `litebert evaluate` with torch's results."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from litebert.cli import main
+from litebert.config import AlbertConfig
+from litebert.errors import LitebertError
+from litebert.finetune import DataOptions
+from litebert.finetune.classification import ClassificationKind, features_of
+from litebert.finetune.data import Encoded
+from litebert.finetune.kinds import run_features
+from litebert.inference import TorchRunner, length_batches, load_runner
+from litebert.modeling import AlbertForSequenceClassification
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _classifier(seed=0, margin=1.0, **kw) -> AlbertForSequenceClassification:
+    base = dict(
+        vocab_size=500,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_hidden_groups=1,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=128,
+        num_labels=3,
+    )
+    base.update(kw)
+    torch.manual_seed(seed)
+    model = AlbertForSequenceClassification(AlbertConfig(**base)).eval()
+    with torch.no_grad():
+        model.classifier.weight.mul_(margin)
+    return model
+
+
+def _encoded(n=23, seed=0, vocab=500) -> Encoded:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, 40, n).tolist()
+    ids = [[2, *rng.integers(5, vocab, k - 2).tolist(), 3] for k in lengths]
+    types = [[0] * (k // 2) + [1] * (k - k // 2) for k in lengths]
+    return Encoded(ids, types, None, lengths=lengths)
+
+
+def _logits(model, enc, batch_size=4, bucket=True) -> np.ndarray:
+    """Classification logits (N, C) in row order, through the task kinds' inference loop."""
+    kind = ClassificationKind(DataOptions(task="sst2"))
+    config = model.model.config if isinstance(model, TorchRunner) else model.config
+    kind.from_config(config)
+    outputs, _, _ = run_features(
+        kind, model, features_of(enc), range(len(enc.input_ids)), batch_size, 0, torch.device("cpu"), bucket=bucket
+    )
+    return np.stack(outputs)
+
+
+def test_length_batches_hand_computed():
+    assert [b.tolist() for b in length_batches([5, 2, 9, 2, 7], 2)] == [[1, 3], [0, 4], [2]]
+    assert [b.tolist() for b in length_batches([5, 2, 9, 2, 7], 2, bucket=False)] == [[0, 1], [2, 3], [4]]
+
+
+def test_bucketing_keeps_file_order_and_values():
+    model, enc = _classifier(), _encoded()
+    raw_b, raw_f = _logits(model, enc, bucket=True), _logits(model, enc, bucket=False)
+    # oracle: every row alone, unpadded
+    with torch.no_grad():
+        alone = np.stack(
+            [
+                model(input_ids=torch.tensor([i]), token_type_ids=torch.tensor([t])).logits[0].numpy()
+                for i, t in zip(enc.input_ids, enc.token_type_ids, strict=True)
+            ]
+        )
+    np.testing.assert_allclose(raw_b, alone, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(raw_f, alone, atol=1e-5, rtol=0)
+    assert raw_b.argmax(-1).tolist() == raw_f.argmax(-1).tolist() == alone.argmax(-1).tolist()
+
+
+def test_inference_restores_training_mode():
+    model = _classifier().train()
+    _logits(model, _encoded(5))
+    assert model.training
+
+
+@pytest.mark.parametrize("kind", ["int8", "bf16"])
+def test_torch_int8_and_bf16_give_labels(kind):
+    enc = _encoded(40, seed=3)
+    ref_raw = _logits(_classifier(margin=30), enc, 8)
+    runner = TorchRunner(
+        _classifier(margin=30),
+        quantize="int8" if kind == "int8" else None,
+        precision="bf16" if kind == "bf16" else "fp32",
+    )
+    raw = _logits(runner, enc, 8)
+    preds, ref_preds = raw.argmax(-1), ref_raw.argmax(-1)
+    assert np.isfinite(raw).all() and raw.dtype == np.float32 and set(preds.tolist()) <= {0, 1, 2}
+    assert (preds == ref_preds).mean() >= 0.9
+    assert np.abs(raw - ref_raw).max() < 0.1 * np.abs(ref_raw).max()  # rounding noise, not garbage
+    if kind == "int8":
+        assert any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in runner.model.modules())
+
+
+@pytest.fixture(scope="module")
+def sst2_classifier(shared_data, tmp_path_factory):
+    """A (random-weight) SST-2 classifier directory with a WordPiece tokenizer trained on a train.tsv slice."""
+    from litebert.tokenization import train_tokenizer
+
+    root = tmp_path_factory.mktemp("sst2")
+    rows = (shared_data / "glue/SST-2/train.tsv").read_text(encoding="utf-8").splitlines()[1:600]
+    (root / "corpus.txt").write_text("\n".join(r.split("\t")[0] for r in rows) + "\n", encoding="utf-8")
+    model_dir = root / "model"
+    tok = train_tokenizer([str(root / "corpus.txt")], "wordpiece", 600, model_dir)
+    model = _classifier(margin=20, vocab_size=tok.vocab_size, num_labels=2)
+    model.config.id2label, model.config.label2id = {0: "0", 1: "1"}, {"0": 0, "1": 1}
+    model.config.problem_type = "single_label_classification"
+    model.config.extra = {**model.config.extra, "finetuning_task": "sst2"}
+    model.save_pretrained(model_dir)
+    dev = root / "dev.tsv"
+    dev.write_text(
+        "\n".join((shared_data / "glue/SST-2/dev.tsv").read_text(encoding="utf-8").splitlines()[:81]) + "\n",
+        encoding="utf-8",
+    )
+    return model_dir, dev
+
+
+def _predictions(path):
+    return [line.split("\t") for line in path.read_text().splitlines()]
+
+
+def test_onnx_dir_through_predict_and_evaluate(sst2_classifier, tmp_path, capsys):
+    model_dir, dev = sst2_classifier
+    onnx_dir = tmp_path / "onnx"
+    assert main(["export", str(model_dir), "--output", str(onnx_dir), "--format", "onnx"]) == 0
+    assert (onnx_dir / "tokenizer.json").is_file() and (onnx_dir / "config.json").is_file()
+    for name, model in (("torch", model_dir), ("ort", onnx_dir)):
+        assert (
+            main(
+                [
+                    "predict",
+                    "--model",
+                    str(model),
+                    "--data",
+                    str(dev),
+                    "--output",
+                    str(tmp_path / name),
+                    "--batch-size",
+                    "16",
+                    "--threads",
+                    "1",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--model",
+                    str(model),
+                    "--data",
+                    str(dev),
+                    "--output",
+                    str(tmp_path / f"ev_{name}"),
+                    "--batch-size",
+                    "7",
+                    "--precision",  # compared with the fp32 ONNX file to 1e-4
+                    "fp32",
+                ]
+            )
+            == 0
+        )
+    assert _predictions(tmp_path / "ort/predictions.tsv") == _predictions(tmp_path / "torch/predictions.tsv")
+    assert len(_predictions(tmp_path / "ort/predictions.tsv")) == 81  # header + 80 rows, in file order
+    ev_t, ev_o = (json.loads((tmp_path / f"ev_{n}/eval_results.json").read_text()) for n in ("torch", "ort"))
+    assert ev_t["accuracy"] == ev_o["accuracy"] and ev_t["eval_loss"] == pytest.approx(ev_o["eval_loss"], abs=1e-4)
+    # torch int8 on the fly through the CLI
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(model_dir),
+                "--data",
+                str(dev),
+                "--output",
+                str(tmp_path / "q"),
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
+    q = [r[1] for r in _predictions(tmp_path / "q/predictions.tsv")[1:]]
+    assert set(q) <= {"0", "1"} and len(q) == 80
+    capsys.readouterr()
+    # an ONNX directory has no torch weights; a torch directory has no model.onnx
+    assert main(["predict", "--model", str(onnx_dir), "--data", str(dev), "--backend", "torch"]) == 2
+    assert "--backend onnxruntime" in capsys.readouterr().err
+    with pytest.raises(LitebertError, match=r"model\.onnx not found"):
+        load_runner(model_dir, "AlbertForSequenceClassification", backend="onnxruntime")
+    with pytest.raises(LitebertError, match="quantize at export"):
+        load_runner(onnx_dir, "AlbertForSequenceClassification", quantize="int8")
