@@ -169,7 +169,7 @@ def test_transformers_token_classification_pipeline_gives_the_same_tags(conll_ru
     model.save_pretrained(best)
     load_tokenizer(out / "best").save(best)
     pr = predict(EvaluateConfig(model=str(best), data_file=str(test), output_dir=str(tmp_path / "pr"),
-                                max_seq_length=24))
+                                max_seq_length=24, precision="fp32"))  # the pipeline's precision: argmax ties
     pipe = transformers.pipeline("token-classification", model=str(best), tokenizer=str(best), device="cpu",
                                  aggregation_strategy="none")
     tok = transformers.AutoTokenizer.from_pretrained(str(best))

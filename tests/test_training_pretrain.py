@@ -240,7 +240,8 @@ def test_incomplete_checkpoint_is_ignored_with_a_warning(tiny_data, tmp_path):
 
 
 def test_torchrun_two_processes_equal_one_process_and_accumulation(tiny_data, tmp_path):
-    common = ["--max-steps", 20, "--save-steps", 0, "--logging-steps", 5, "--device", "cpu"]
+    # fp32: the three runs sum the same gradients in different orders, which only fp32 keeps within 1e-4
+    common = ["--max-steps", 20, "--save-steps", 0, "--logging-steps", 5, "--device", "cpu", "--precision", "fp32"]
     one = _sub(_args(tiny_data, tmp_path / "1x8", "--batch-size", 8, *common), timeout=600)
     assert one.returncode == 0, one.stderr[-3000:]
     acc = _sub(_args(tiny_data, tmp_path / "1x4x2", "--batch-size", 4, "--gradient-accumulation-steps", 2, *common),

@@ -255,8 +255,9 @@ class AlbertAttention(nn.Module):
         p_drop = self.attn_dropout if self.training else 0.0
         if output_attentions:  # explicit softmax so the probabilities can be returned
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_size)  # (B, nh, S, S)
-            probs = torch.softmax(scores if mask is None else scores + mask, dim=-1)
-            ctx = _dropout(probs, p_drop, self.training) @ v
+            # fp32 probabilities under bf16/fp16 autocast (SDPA's fused kernels accumulate in fp32 too)
+            probs = torch.softmax(scores if mask is None else scores + mask, dim=-1, dtype=torch.float32)
+            ctx = _dropout(probs, p_drop, self.training).to(v.dtype) @ v
         else:
             probs = None
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)  # (B, nh, S, hd)

@@ -24,6 +24,7 @@ transformers' head model) and write ``eval_results.json`` / the predictions file
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -47,8 +48,8 @@ from litebert.finetune.metrics import METRICS
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
 from litebert.optim import OPTIMIZERS
+from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
 from litebert.settings import check, fail, setting
-from litebert.training.loop import PRECISIONS
 
 log = logging.getLogger("litebert.finetune")
 
@@ -189,7 +190,9 @@ class FinetuneConfig:
                                     help="tokenizer directory (default: the model directory)")
     classifier_dropout: float | None = setting(None, ge=0, lt=1, help="override classifier_dropout_prob")
     hidden_dropout: float | None = setting(None, ge=0, lt=1, help="override hidden/attention dropout")
-    precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype of the training loop")
+    precision: str = setting("auto", choices=PRECISIONS,
+                             help="auto: bf16 autocast where the device computes bf16 natively, else fp32 (on resume: "
+                                  "the checkpoint's); bf16/fp16: autocast; weights and checkpoints stay fp32")
     device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
                                  help="default: cuda when available")
     resume: str | None = setting(None, metavar="auto|PATH",
@@ -236,8 +239,10 @@ class EvaluateConfig:
     #: issue 14 (litebert.inference): how the model runs; docs/deploy.md
     backend: str | None = setting(None, choices=("torch", "onnxruntime"),
                                   help="default: onnxruntime when --model holds model.onnx, else torch")
-    precision: str = setting("fp32", choices=("fp32", "bf16"),
-                             help="torch backend: bf16 weights (fast where the CPU has native bf16)")
+    precision: str = setting("auto", choices=PRECISIONS,
+                             help="auto: bf16 where the device computes bf16 natively, else fp32 (the onnxruntime "
+                                  "backend: the ONNX file's own precision); bf16: bf16 weights (torch backend); "
+                                  "fp16: fp16 autocast")
     quantize: str | None = setting(None, choices=("int8",), help="torch backend: dynamic int8 Linear layers (CPU)")
     threads: int | None = setting(None, gt=0, metavar="N", help="CPU threads (torch and onnxruntime)")
 
@@ -550,7 +555,7 @@ class _BestKeeper:
 
 
 def _finish(cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeeper, model, result,
-            t0: float) -> FinetuneResult:
+            t0: float, precision) -> FinetuneResult:
     """Rank 0 after training: dev results and predictions of ``best/`` (and the test file), the result."""
     from litebert.training.distributed import DistInfo, unwrap_model
 
@@ -564,8 +569,9 @@ def _finish(cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeepe
     if "preds" in keeper.best:
         preds, eval_results = keeper.best["preds"], keeper.best["metrics"]
     else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
-        preds, eval_results = evaluate_split(kind, _load_finetuned(best_dir, local.device, kind.architecture),
-                                             data.dev, cfg.eval_batch_size, pad, local)
+        with precision.autocast(local.device):
+            preds, eval_results = evaluate_split(kind, _load_finetuned(best_dir, local.device, kind.architecture),
+                                                 data.dev, cfg.eval_batch_size, pad, local)
     best_info = read_json(best_dir / "best_eval.json", what="best_eval.json", expect=dict)
     _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(data.dev.read.examples),
                                             "best_step": best_info.get("step"), "truncated": data.dev.feats.truncated})
@@ -573,7 +579,8 @@ def _finish(cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeepe
     test_results = None
     if data.test is not None:
         best_model = _load_finetuned(best_dir, local.device, kind.architecture)
-        tpreds, tmetrics = evaluate_split(kind, best_model, data.test, cfg.eval_batch_size, pad, local)
+        with precision.autocast(local.device):
+            tpreds, tmetrics = evaluate_split(kind, best_model, data.test, cfg.eval_batch_size, pad, local)
         kind.write_predictions(out / f"test_{kind.predictions_name}", data.test.read, tpreds)
         if data.test.read.has_labels:
             test_results = tmetrics
@@ -610,7 +617,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
     from litebert.training.distributed import unwrap_model, wrap_model
-    from litebert.training.run import resolve_resume, start, teardown, write_run_settings
+    from litebert.training.run import resolve_resume, resolve_run_precision, start, teardown, write_run_settings
     from litebert.training.run import run_settings as make_run_settings
 
     t0 = time.time()
@@ -647,6 +654,9 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     if hasattr(kind, "columns"):
         run_settings["columns"] = {"train": kind.columns(cfg.train_file)}
     resume_from = resolve_resume(out, cfg.resume, dist, verify=True)  # before anything is written
+    precision = resolve_run_precision(cfg.precision, dist.device, resume_from)
+    log.info("finetune: %s", precision)
+    run_settings["precision"] = precision.to_dict()
     if dist.is_main:
         _write_json(out / "finetune_config.json", run_settings)
         write_run_settings(out, make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items()
@@ -654,13 +664,14 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     args = TrainingArgs(
         output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
-        save_total_limit=1, precision=cfg.precision, metric_for_best=kind.metrics[0], greater_is_better=True,
+        save_total_limit=1, precision=precision.precision, metric_for_best=kind.metrics[0], greater_is_better=True,
         early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar,
         resume=None if resume_from is None else str(resume_from),
         log_prefix=f"finetune {cfg.data.task or Path(cfg.train_file).name}")
     result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=keeper.eval_fn,
-                   on_best=keeper.on_best, extra_state={"finetune": run_settings["finetune_config"]}, dist=dist)
-    final = _finish(cfg, kind, data, keeper, model, result, t0) if dist.is_main else None
+                   on_best=keeper.on_best, dist=dist,
+                   extra_state={"finetune": run_settings["finetune_config"], "precision": precision.precision})
+    final = _finish(cfg, kind, data, keeper, model, result, t0, precision) if dist.is_main else None
     if dist.distributed:  # under torchrun the other ranks wait for rank 0's results
         final = D.broadcast_object(final)
         teardown()
@@ -704,16 +715,28 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
             else D.DistInfo(device=_device(cfg.device)))
-    from litebert.inference import load_runner
+    from litebert.inference import load_runner, onnx_dir
 
-    model = load_runner(directory, kind.architecture, backend=cfg.backend, precision=cfg.precision,
+    if cfg.precision == "auto" and (cfg.backend == "onnxruntime" or (cfg.backend is None and onnx_dir(directory))):
+        precision = PrecisionChoice("fp32", "auto", "the onnxruntime backend runs the ONNX file as exported")
+    elif cfg.precision == "auto" and cfg.quantize:
+        precision = PrecisionChoice("fp32", "auto", f"--quantize {cfg.quantize} runs its own integer path")
+    else:
+        precision = resolve_precision(cfg.precision, dist.device)
+    log.info("%s: %s", "evaluate" if need_labels else "predict", precision)
+    # with --quantize an explicit bf16 casts the runner's weights (litebert.inference); otherwise bf16/fp16 run as
+    # autocast around the fp32 runner (_evaluate_file), the numerics of fine-tuning's own evaluation
+    runner_bf16 = precision.precision == "bf16" and bool(cfg.quantize)
+    model = load_runner(directory, kind.architecture, backend=cfg.backend, precision="bf16" if runner_bf16 else "fp32",
                         quantize=cfg.quantize, threads=cfg.threads, device=dist.device)
-    return kind, _Split(read, feats), tokenizer, model, dist
+    autocast = precision.dtype is not None and not runner_bf16
+    return kind, _Split(read, feats), tokenizer, model, dist, precision, autocast
 
 
 def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalResult:
-    kind, split, tokenizer, model, dist = _prepare_eval(cfg, need_labels=need_labels)
-    preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
+    kind, split, tokenizer, model, dist, precision, autocast = _prepare_eval(cfg, need_labels=need_labels)
+    with precision.autocast(dist.device) if autocast else contextlib.nullcontext():
+        preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
     read = split.read
     labels = [ex.label for ex in read.examples] if read.has_labels else None
     res = EvalResult(metrics=metrics, predictions=[kind.decode(p) for p in preds], labels=labels,

@@ -21,14 +21,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from litebert.errors import LitebertError
+from litebert.precision import RESOLVED_PRECISIONS
 from litebert.training import distributed as D
 from litebert.training import state as S
 from litebert.training.metrics import MetricsLogger
 
 Batch = dict[str, torch.Tensor]
 
-#: autocast settings of the loop (the choices of every command's ``--precision``)
-PRECISIONS = ("fp32", "bf16", "fp16")
+#: what the loop computes in (a command's ``--precision``, litebert.precision.PRECISIONS, resolves to one of these)
+PRECISIONS = RESOLVED_PRECISIONS
 
 
 @dataclass

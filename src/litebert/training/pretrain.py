@@ -27,10 +27,11 @@ from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, read_json
 from litebert.optim import OPTIMIZERS
+from litebert.precision import PRECISIONS
 from litebert.settings import check, fail, setting
 from litebert.training import distributed as D
 from litebert.training import run as R
-from litebert.training.loop import PRECISIONS, LossOutput, TrainingArgs, make_batch_factory, train
+from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
 
 
 @dataclass
@@ -79,7 +80,10 @@ class PretrainConfig:
         help="start from this model directory's weights (continued / domain-adaptive pretraining, Gururangan et "
              "al. 2020); pass its config.json as --model-config; a resumed run takes its weights from the "
              "checkpoint instead")
-    precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype (fp16 adds loss scaling)")
+    precision: str = setting("auto", choices=PRECISIONS,
+                             help="auto: bf16 autocast where the device computes bf16 natively, else fp32 (on resume: "
+                                  "the checkpoint's); bf16/fp16: autocast (fp16 adds loss scaling); weights, optimizer "
+                                  "state and checkpoints stay fp32")
     num_workers: int = setting(0, ge=0, help="DataLoader workers per process")
     compile: bool = setting(False, help="torch.compile the model")
     fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more "
@@ -333,8 +337,10 @@ def settings_gbs(cfg: PretrainConfig, dist: D.DistInfo) -> int:
     return cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size
 
 
-def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int) -> dict:
+def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int,
+                  precision=None) -> dict:
     return R.run_settings("pretrain", cfg, {
+        "precision": precision.to_dict() if precision is not None else None,
         "world_size": dist.world_size,
         "device": str(dist.device),
         "global_batch_size": settings_gbs(cfg, dist),
@@ -375,6 +381,8 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
                                   f"--init-from {cfg.init_from}")
         # check the checkpoint before anything is written, so a bad one harms nothing already saved
         resume_from = R.resolve_resume(out, cfg.resume, dist, verify=True)
+        precision = R.resolve_run_precision(cfg.precision, dist.device, resume_from)
+        log(f"pretrain: {precision}")
 
         use_sop = (manifest.get("settings") or {}).get("inter_sentence_task", "sop") != "none"
         torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
@@ -390,7 +398,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
         n_params = model.num_parameters()
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
-            settings = _run_settings(cfg, dist, config, manifest, n_params)
+            settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
             if resume_from is None or not (out / "config.json").exists():
                 config.save(out)
             R.write_run_settings(out, settings, resume_from)  # a resumed run adds its own file beside the first
@@ -402,7 +410,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
 
         from litebert.optim import build_optimizer, build_scheduler
 
-        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile, precision=cfg.precision)
+        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile, precision=precision.precision)
         optimizer = build_optimizer(wrapped, cfg.optimizer, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
                                     betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon,
                                     bias_correction=cfg.bias_correction)
@@ -422,18 +430,19 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             max_grad_norm=cfg.max_grad_norm or None, logging_steps=cfg.logging_steps, eval_steps=cfg.eval_steps,
             save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
             resume=str(resume_from) if resume_from is not None else None,
-            precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
+            precision=precision.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
             log_prefix="pretrain", max_minutes=cfg.max_minutes)
         objective, count = (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective,
                                                                                        mlm_only_count)
         result = train(wrapped, optimizer, scheduler, batches, objective, count, args,
                        eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed,
-                                                     "global_batch_size": settings_gbs(cfg, dist)},
+                                                     "global_batch_size": settings_gbs(cfg, dist),
+                                                     "precision": precision.precision},
                        dist=dist)
         eval_metrics = {k: v for k, v in result.last_eval.items() if k not in ("step", "split")}
         if eval_fn is not None and not eval_metrics:  # resumed at the very end: evaluate once more
             wrapped.eval()
-            with torch.no_grad():
+            with torch.no_grad(), precision.autocast(dist.device):
                 eval_metrics = eval_fn(wrapped)
         final = out / "final"
         if D.is_fsdp(wrapped):  # gather the sharded weights (a collective), rank 0 writes them from a CPU copy
