@@ -76,9 +76,11 @@ def processor_report() -> list[str]:
         pass
     shown = " ".join(f"{f}={'yes' if f in flags else 'no'}" for f in CPUINFO_FLAGS) if flags else "(no /proc/cpuinfo)"
     choice = resolve_precision("auto", "cpu")
-    return [f"processor: {name}; {os.cpu_count()} logical CPUs visible",
-            f"torch cpu capability: {torch.backends.cpu.get_cpu_capability()}; /proc/cpuinfo: {shown}",
-            f"--precision auto here: {choice.precision} ({choice.reason})"]
+    return [
+        f"processor: {name}; {os.cpu_count()} logical CPUs visible",
+        f"torch cpu capability: {torch.backends.cpu.get_cpu_capability()}; /proc/cpuinfo: {shown}",
+        f"--precision auto here: {choice.precision} ({choice.reason})",
+    ]
 
 
 class MatmulPeak:
@@ -87,8 +89,10 @@ class MatmulPeak:
 
     def __init__(self, n: int = 2048) -> None:
         self.n = n
-        self.mats = {name: (torch.randn(n, n).to(dt), torch.randn(n, n).to(dt), torch.empty(n, n, dtype=dt))
-                     for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+        self.mats = {
+            name: (torch.randn(n, n).to(dt), torch.randn(n, n).to(dt), torch.empty(n, n, dtype=dt))
+            for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+        }
         self.best = {(name, clock): float("inf") for name in self.mats for clock in CLOCKS}
         self.samples = 0
 
@@ -115,11 +119,13 @@ def applied_parameters(model) -> dict[str, int]:
     if getattr(enc, "embedding_hidden_mapping_in", None) is not None:
         per_token += sum(p.numel() for p in enc.embedding_hidden_mapping_in.parameters())
     head = model.predictions
-    per_predicted = (sum(p.numel() for n, p in head.named_parameters() if not n.startswith("decoder"))
-                     + head.decoder.weight.numel())
+    per_predicted = (
+        sum(p.numel() for n, p in head.named_parameters() if not n.startswith("decoder")) + head.decoder.weight.numel()
+    )
     pooler = model.albert.pooler
     per_sequence = (sum(p.numel() for p in pooler.parameters()) if pooler is not None else 0) + sum(
-        p.numel() for p in model.sop_classifier.parameters())
+        p.numel() for p in model.sop_classifier.parameters()
+    )
     return {"token": per_token, "predicted": per_predicted, "sequence": per_sequence}
 
 
@@ -133,13 +139,18 @@ def make_batch(vocab: int, B: int, S: int, seed: int = 0):
     ids = torch.randint(5, vocab, (B, S), generator=g)
     ids[:, 0] = 2
     tt = torch.zeros(B, S, dtype=torch.long)
-    tt[:, S // 2:] = 1
+    tt[:, S // 2 :] = 1
     picked = torch.rand(B, S, generator=g) < 0.15
     picked[:, 0] = False
     labels = torch.where(picked, ids, torch.full_like(ids, -100))
     ids = torch.where(picked, torch.full_like(ids, 4), ids)  # [MASK]
-    return {"input_ids": ids, "attention_mask": torch.ones(B, S, dtype=torch.long), "token_type_ids": tt,
-            "labels": labels, "sentence_order_label": torch.randint(0, 2, (B,), generator=g)}
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones(B, S, dtype=torch.long),
+        "token_type_ids": tt,
+        "labels": labels,
+        "sentence_order_label": torch.randint(0, 2, (B,), generator=g),
+    }
 
 
 def load_config(name: str):
@@ -178,7 +189,7 @@ def bench_case(name: str, B: int, S: int, steps: int, warmup: int, peak: MatmulP
 
     times: dict[tuple[str, str, str], list[float]] = {(*v, c): [] for v in VARIANTS for c in CLOCKS}
     for i in range(warmup + steps):
-        order = VARIANTS[i % 4:] + VARIANTS[:i % 4]  # rotate who goes first
+        order = VARIANTS[i % 4 :] + VARIANTS[: i % 4]  # rotate who goes first
         for v in order:
             dt = step(*v)
             if i >= warmup:
@@ -187,21 +198,34 @@ def bench_case(name: str, B: int, S: int, steps: int, warmup: int, peak: MatmulP
         peak.sample()
     P = int((batch["labels"] != -100).sum())
     applied = applied_parameters(ours)
-    return {"name": name, "B": B, "S": S, "P": P, "applied": applied, "flops": step_flops(applied, B, S, P),
-            "median": {v: statistics.median(t) for v, t in times.items()},
-            "best": {v: min(t) for v, t in times.items()}}
+    return {
+        "name": name,
+        "B": B,
+        "S": S,
+        "P": P,
+        "applied": applied,
+        "flops": step_flops(applied, B, S, P),
+        "median": {v: statistics.median(t) for v, t in times.items()},
+        "best": {v: min(t) for v, t in times.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", nargs="+", default=["albert-unittest:32:128", "quickstart:64:64",
-                                                       "albert-base:8:128"],
-                        help="NAME:batch:seq_len; NAME is a preset, a config.json, or 'quickstart' "
-                             "(scripts/quickstart_model.json)")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        default=["albert-unittest:32:128", "quickstart:64:64", "albert-base:8:128"],
+        help="NAME:batch:seq_len; NAME is a preset, a config.json, or 'quickstart' (scripts/quickstart_model.json)",
+    )
     parser.add_argument("--steps", type=int, default=4, help="timed steps per variant and case")
     parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads (1 suits a shared machine; the peaks use the same number)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads (1 suits a shared machine; the peaks use the same number)",
+    )
     parser.add_argument("--peak-size", type=int, default=2048)
     parser.add_argument("--peak-repeats", type=int, default=10)
     args = parser.parse_args(argv)
@@ -219,10 +243,14 @@ def main(argv: list[str] | None = None) -> None:
     meter = MatmulPeak(args.peak_size)
     meter.sample(args.peak_repeats)
     print(f"matmul peak at start ({args.peak_size}^3, best of {args.peak_repeats}): {_peaks(meter)}")
-    print("FLOPs/step = 6 x applied parameters x tokens (a shared layer counted once per use; encoder x B*S tokens, "
-          "MLM head x P predicted, pooler+SOP x B); bf16 = torch.autocast(cpu, bfloat16), weights fp32")
-    print("each figure twice: by wall time and by this process's CPU time (the time its thread actually ran; on a "
-          "shared machine the CPU-time figures show the kernels, the wall ones include waiting for a core)")
+    print(
+        "FLOPs/step = 6 x applied parameters x tokens (a shared layer counted once per use; encoder x B*S tokens, "
+        "MLM head x P predicted, pooler+SOP x B); bf16 = torch.autocast(cpu, bfloat16), weights fp32"
+    )
+    print(
+        "each figure twice: by wall time and by this process's CPU time (the time its thread actually ran; on a "
+        "shared machine the CPU-time figures show the kernels, the wall ones include waiting for a core)"
+    )
     from litebert.precision import resolve_precision
 
     auto = resolve_precision("auto", "cpu").precision
@@ -230,34 +258,47 @@ def main(argv: list[str] | None = None) -> None:
         name, B, S = case.rsplit(":", 2)
         r = bench_case(name, int(B), int(S), args.steps, args.warmup, meter)
         a = r["applied"]
-        print(f"\n{r['name']} B={r['B']} S={r['S']} P={r['P']}: applied parameters {a['token']:,}/token, "
-              f"{a['predicted']:,}/predicted token, {a['sequence']:,}/sequence; {r['flops'] / 1e9:.1f} GFLOP/step "
-              f"({args.steps} timed steps per variant, round-robin)")
+        print(
+            f"\n{r['name']} B={r['B']} S={r['S']} P={r['P']}: applied parameters {a['token']:,}/token, "
+            f"{a['predicted']:,}/predicted token, {a['sequence']:,}/sequence; {r['flops'] / 1e9:.1f} GFLOP/step "
+            f"({args.steps} timed steps per variant, round-robin)"
+        )
         for lib, prec in VARIANTS:
             parts = []
             for clock in CLOCKS:
                 med, best = r["median"][(lib, prec, clock)], r["best"][(lib, prec, clock)]
                 frac = r["flops"] / best / 1e9 / meter.gflops(prec, clock)
-                parts.append(f"{clock}: {1 / med:6.2f} steps/s median, best {best * 1e3:7.0f} ms = "
-                             f"{100 * frac:5.1f} % of {prec} peak")
+                parts.append(
+                    f"{clock}: {1 / med:6.2f} steps/s median, best {best * 1e3:7.0f} ms = "
+                    f"{100 * frac:5.1f} % of {prec} peak"
+                )
             print(f"  {lib:>12} {prec}: " + " | ".join(parts))
         for clock in CLOCKS:
             med = {v: r["median"][(*v, clock)] for v in VARIANTS}
             best = {v: r["best"][(*v, clock)] for v in VARIANTS}
             tf32, lb_auto = ("transformers", "fp32"), ("litebert", auto)
-            print(f"  {clock:>4}: litebert-auto ({auto}) / transformers-fp32 = {med[tf32] / med[lb_auto]:.2f}x median "
-                  f"({best[tf32] / best[lb_auto]:.2f}x best); litebert fp32 / transformers fp32 = "
-                  f"{med[tf32] / med[('litebert', 'fp32')]:.2f}x; litebert bf16 / fp32 = "
-                  f"{med[('litebert', 'fp32')] / med[('litebert', 'bf16')]:.2f}x")
-    print(f"\nmatmul peak, best of {meter.samples} samples taken at the start and between the steps (each case's "
-          f"fractions use the peaks as they stood after that case): {_peaks(meter)}")
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"{time.perf_counter() - t0:.0f} s in all")
+            print(
+                f"  {clock:>4}: litebert-auto ({auto}) / transformers-fp32 = {med[tf32] / med[lb_auto]:.2f}x median "
+                f"({best[tf32] / best[lb_auto]:.2f}x best); litebert fp32 / transformers fp32 = "
+                f"{med[tf32] / med[('litebert', 'fp32')]:.2f}x; litebert bf16 / fp32 = "
+                f"{med[('litebert', 'fp32')] / med[('litebert', 'bf16')]:.2f}x"
+            )
+    print(
+        f"\nmatmul peak, best of {meter.samples} samples taken at the start and between the steps (each case's "
+        f"fractions use the peaks as they stood after that case): {_peaks(meter)}"
+    )
+    print(
+        f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {time.perf_counter() - t0:.0f} s in all"
+    )
 
 
 def _peaks(meter: MatmulPeak) -> str:
-    return "; ".join(f"{clock}: fp32 {meter.gflops('fp32', clock):.1f} GFLOP/s, bf16 {meter.gflops('bf16', clock):.1f} "
-                     f"GFLOP/s ({meter.gflops('bf16', clock) / meter.gflops('fp32', clock):.2f}x)" for clock in CLOCKS)
+    return "; ".join(
+        f"{clock}: fp32 {meter.gflops('fp32', clock):.1f} GFLOP/s, bf16 {meter.gflops('bf16', clock):.1f} "
+        f"GFLOP/s ({meter.gflops('bf16', clock) / meter.gflops('fp32', clock):.2f}x)"
+        for clock in CLOCKS
+    )
+
 
 if __name__ == "__main__":
     main()

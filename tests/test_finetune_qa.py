@@ -649,8 +649,9 @@ def test_squad_v2_threshold_chosen_on_dev_and_saved(en_models, squad, tmp_path):
     odds = json.loads((tmp_path / "run/null_odds.json").read_text())
     preds = json.loads((tmp_path / "run/predictions.json").read_text())
     assert all((preds[q] == "") == (odds[q] > res["best_f1_thresh"]) for q in preds)
-    pr = predict(EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(dev), max_seq_length=SEQ,
-                                precision="fp32"))
+    pr = predict(
+        EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(dev), max_seq_length=SEQ, precision="fp32")
+    )
     assert dict(zip([e.qid for e in read_qa_file(dev).examples], pr.predictions)) == preds
 
 

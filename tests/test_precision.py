@@ -31,16 +31,20 @@ collate = PretrainingCollator(pad_token_id=0)
 @pytest.fixture
 def cpu_with_bf16(monkeypatch):
     """A CPU whose torch capability table says AVX-512 BF16 (and oneDNN present)."""
-    monkeypatch.setattr(P, "cpu_capabilities", lambda: {"architecture": "x86_64", "avx2": True, "avx512_f": True,
-                                                        "avx512_bf16": True})
+    monkeypatch.setattr(
+        P, "cpu_capabilities", lambda: {"architecture": "x86_64", "avx2": True, "avx512_f": True, "avx512_bf16": True}
+    )
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
 
 
 @pytest.fixture
 def cpu_without_bf16(monkeypatch):
     """An AVX2-only CPU (no AVX-512 BF16, no AMX): bf16 would be emulated."""
-    monkeypatch.setattr(P, "cpu_capabilities", lambda: {"architecture": "x86_64", "avx2": True, "avx512_f": False,
-                                                        "avx512_bf16": False, "amx_bf16": False})
+    monkeypatch.setattr(
+        P,
+        "cpu_capabilities",
+        lambda: {"architecture": "x86_64", "avx2": True, "avx512_f": False, "avx512_bf16": False, "amx_bf16": False},
+    )
 
 
 # ------------------------------------------------------------------------------------------------- resolution
@@ -78,9 +82,12 @@ def test_explicit_choices_and_bad_values(cpu_with_bf16):
     assert PretrainConfig(data="d", output="o", model_config="albert-debug").precision == "auto"
     from litebert.finetune.run import EvaluateConfig, FinetuneConfig
 
-    for make in (lambda **kw: FinetuneConfig(model="m", train_file="t", dev_file="d", output_dir="o",
-                                             data={"task": "sst2"}, **kw),
-                 lambda **kw: EvaluateConfig(model="m", data_file="f", **kw)):
+    for make in (
+        lambda **kw: FinetuneConfig(
+            model="m", train_file="t", dev_file="d", output_dir="o", data={"task": "sst2"}, **kw
+        ),
+        lambda **kw: EvaluateConfig(model="m", data_file="f", **kw),
+    ):
         assert make().precision == "auto"
         with pytest.raises(LitebertError, match="--precision 'fp8'"):
             make(precision="fp8")
@@ -137,8 +144,15 @@ def _train(out, precision, steps, save_steps=0, resume=None, batch_size=8, n=64)
     opt = build_optimizer(model, "lamb", lr=1e-2, weight_decay=0.01)
     sched = build_scheduler(opt, 2, steps)
     batches = make_batch_factory(SyntheticPretrainingData(n=n), batch_size, collate, seed=1)
-    args = TrainingArgs(output_dir=out, max_steps=steps, logging_steps=1, progress_bar=False, precision=precision,
-                        save_steps=save_steps, resume=resume)
+    args = TrainingArgs(
+        output_dir=out,
+        max_steps=steps,
+        logging_steps=1,
+        progress_bar=False,
+        precision=precision,
+        save_steps=save_steps,
+        resume=resume,
+    )
     return model, train(model, opt, sched, batches, pretraining_objective, pretraining_count, args)
 
 
@@ -199,20 +213,42 @@ def synthetic_shards(tmp_path_factory):
     root = tmp_path_factory.mktemp("precision_data")
     rng = random.Random(0)
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8))) for _ in range(300)]
-    docs = ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 15))) + " ." for _ in range(6))
-            for _ in range(60)]
+    docs = [
+        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 15))) + " ." for _ in range(6))
+        for _ in range(60)
+    ]
     corpus = root / "corpus.txt"
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     train_tokenizer([corpus], "sentencepiece", 400, root / "tok")
-    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(root / "tok"), output=str(root / "data"),
-                          max_seq_length=32, seed=1, progress=False))
+    prepare(
+        PrepareConfig(
+            corpus=[str(corpus)],
+            tokenizer=str(root / "tok"),
+            output=str(root / "data"),
+            max_seq_length=32,
+            seed=1,
+            progress=False,
+        )
+    )
     return root / "data"
 
 
 def _pretrain(data, out, steps, **kw):
-    return pretrain(PretrainConfig(data=str(data), output=str(out), model_config="albert-debug", max_steps=steps,
-                                   batch_size=4, learning_rate=5e-3, save_steps=2, logging_steps=1,
-                                   progress_bar=False, device="cpu", **kw))
+    return pretrain(
+        PretrainConfig(
+            data=str(data),
+            output=str(out),
+            model_config="albert-debug",
+            max_steps=steps,
+            batch_size=4,
+            learning_rate=5e-3,
+            save_steps=2,
+            logging_steps=1,
+            progress_bar=False,
+            device="cpu",
+            **kw,
+        )
+    )
 
 
 def test_pretrain_records_the_choice_and_a_resumed_run_keeps_it(synthetic_shards, tmp_path, cpu_with_bf16, capsys):
@@ -225,8 +261,9 @@ def test_pretrain_records_the_choice_and_a_resumed_run_keeps_it(synthetic_shards
     resumed = json.loads((out / "run_settings.resume-step-2.json").read_text())
     assert resumed["pretrain_config"]["precision"] == "auto"
     assert resumed["precision"]["precision"] == "fp32" and "trained in fp32" in resumed["precision"]["reason"]
-    assert json.loads((out / "checkpoints" / "step-4" / "trainer_state.json").read_text())["extra"]["precision"] \
-        == "fp32"
+    assert (
+        json.loads((out / "checkpoints" / "step-4" / "trainer_state.json").read_text())["extra"]["precision"] == "fp32"
+    )
     # a fresh run with auto on this (faked) CPU: bf16, said at the start and recorded; resumed: bf16 again
     out = tmp_path / "auto-run"
     _pretrain(synthetic_shards, out, 2)

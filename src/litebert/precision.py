@@ -35,8 +35,10 @@ RESOLVED_PRECISIONS = ("fp32", "bf16", "fp16")
 
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # torch.cpu.get_capabilities() keys that mean "computes this dtype natively" (torch/cpu/__init__.py lists them)
-_CPU_NATIVE_FLAGS = {"bf16": ("amx_bf16", "avx512_bf16", "sve_bf16", "bf16"),
-                     "fp16": ("amx_fp16", "avx512_fp16", "fp16_arith")}
+_CPU_NATIVE_FLAGS = {
+    "bf16": ("amx_bf16", "avx512_bf16", "sve_bf16", "bf16"),
+    "fp16": ("amx_fp16", "avx512_fp16", "fp16_arith"),
+}
 
 
 class PrecisionWarning(UserWarning):
@@ -106,8 +108,9 @@ def cpu_capabilities() -> dict:
     return dict(get()) if get is not None else {}
 
 
-def resolve_precision(requested: str, device: torch.device | str, *, checkpoint_precision: str | None = None
-                      ) -> PrecisionChoice:
+def resolve_precision(
+    requested: str, device: torch.device | str, *, checkpoint_precision: str | None = None
+) -> PrecisionChoice:
     """The precision a run on ``device`` computes in; see the module docstring for the rules.
 
     Args:
@@ -124,16 +127,24 @@ def resolve_precision(requested: str, device: torch.device | str, *, checkpoint_
         raise ValueError(f"precision {requested!r}: expected one of {', '.join(PRECISIONS)}")
     if requested == "auto" and checkpoint_precision is not None:
         if checkpoint_precision not in RESOLVED_PRECISIONS:
-            raise ValueError(f"checkpoint precision {checkpoint_precision!r}: expected one of "
-                             f"{', '.join(RESOLVED_PRECISIONS)}")
+            raise ValueError(
+                f"checkpoint precision {checkpoint_precision!r}: expected one of {', '.join(RESOLVED_PRECISIONS)}"
+            )
         if checkpoint_precision == "fp32":
             return PrecisionChoice("fp32", requested, "resumed run: the checkpoint was trained in fp32")
         ok, why = native_support(checkpoint_precision, device)
         if ok:
-            return PrecisionChoice(checkpoint_precision, requested,
-                                   f"resumed run: the checkpoint was trained in {checkpoint_precision}; {why}")
-        return PrecisionChoice("fp32", requested, f"the checkpoint was trained in {checkpoint_precision}, but {why}: "
-                                                  f"fp32 (pass --precision {checkpoint_precision} to force it)")
+            return PrecisionChoice(
+                checkpoint_precision,
+                requested,
+                f"resumed run: the checkpoint was trained in {checkpoint_precision}; {why}",
+            )
+        return PrecisionChoice(
+            "fp32",
+            requested,
+            f"the checkpoint was trained in {checkpoint_precision}, but {why}: "
+            f"fp32 (pass --precision {checkpoint_precision} to force it)",
+        )
     if requested == "auto":
         ok, why = native_support("bf16", device)
         if ok:
@@ -143,6 +154,10 @@ def resolve_precision(requested: str, device: torch.device | str, *, checkpoint_
         return PrecisionChoice("fp32", requested, "asked for")
     ok, why = native_support(requested, device)
     if not ok:
-        warnings.warn(f"--precision {requested}: {why}, so {requested} is emulated and can be much slower than fp32 "
-                      f"(use --precision auto or fp32)", PrecisionWarning, stacklevel=2)
+        warnings.warn(
+            f"--precision {requested}: {why}, so {requested} is emulated and can be much slower than fp32 "
+            f"(use --precision auto or fp32)",
+            PrecisionWarning,
+            stacklevel=2,
+        )
     return PrecisionChoice(requested, requested, f"asked for; {why}", native=ok)

@@ -46,8 +46,13 @@ def teardown() -> None:
     D.destroy_distributed()
 
 
-def resolve_resume(output_dir: str | os.PathLike, resume: str | os.PathLike | None, dist: D.DistInfo | None = None,
-                   *, verify: bool = False) -> Path | None:
+def resolve_resume(
+    output_dir: str | os.PathLike,
+    resume: str | os.PathLike | None,
+    dist: D.DistInfo | None = None,
+    *,
+    verify: bool = False,
+) -> Path | None:
     """The checkpoint a run continues from, or None for a fresh start (see the module docstring).
 
     ``verify`` also checks the checkpoint's sizes and checksums now, before the run writes anything.
@@ -60,8 +65,10 @@ def resolve_resume(output_dir: str | os.PathLike, resume: str | os.PathLike | No
     if resume is None:
         existing = S.list_checkpoints(out, warn=False)
         if existing:
-            raise LitebertError(f"{out} already holds checkpoints (newest {existing[-1][1].name}); pass "
-                                "--resume auto to continue, or choose another --output (nothing was overwritten)")
+            raise LitebertError(
+                f"{out} already holds checkpoints (newest {existing[-1][1].name}); pass "
+                "--resume auto to continue, or choose another --output (nothing was overwritten)"
+            )
         return None
     if str(resume) == "auto":
         is_main = dist is None or dist.is_main
@@ -86,9 +93,14 @@ def resolve_run_precision(requested: str, device: torch.device, resume_from: Pat
 def run_settings(command: str, cfg: Any, record: dict | None = None) -> dict:
     """The content of ``run_settings.json``: ``{"command", "<command>_config": settings, **record, "versions",
     "argv", "started"}``."""
-    return {"command": command, f"{command}_config": to_dict(cfg), **(record or {}),
-            "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {
+        "command": command,
+        f"{command}_config": to_dict(cfg),
+        **(record or {}),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__},
+        "argv": sys.argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def write_run_settings(output_dir: str | os.PathLike, settings: dict, resumed_from: Path | None = None) -> Path:

@@ -70,8 +70,11 @@ def set_rng_state(state: dict, device: torch.device | None = None) -> None:
     if isinstance(cuda, (list, tuple)):
         index = device.index or 0
         if index >= len(cuda):
-            warnings.warn(f"the checkpoint holds CUDA RNG states of {len(cuda)} GPU(s), none for {device}: its CUDA "
-                          "RNG starts from the current state", stacklevel=2)
+            warnings.warn(
+                f"the checkpoint holds CUDA RNG states of {len(cuda)} GPU(s), none for {device}: its CUDA "
+                "RNG starts from the current state",
+                stacklevel=2,
+            )
             return
         cuda = cuda[index]
     torch.cuda.set_rng_state(cuda, device)
@@ -184,8 +187,10 @@ def verify_checkpoint(path: str | Path) -> dict:
         if not f.is_file():
             raise LitebertError(f"checkpoint file {f} is missing")
         if f.stat().st_size != meta["bytes"] or sha256_file(f) != meta["sha256"]:
-            raise LitebertError(f"checkpoint file {f} is corrupted (size/sha256 differ from {marker.name}); "
-                                f"resume from an older checkpoint with --resume PATH")
+            raise LitebertError(
+                f"checkpoint file {f} is corrupted (size/sha256 differ from {marker.name}); "
+                f"resume from an older checkpoint with --resume PATH"
+            )
     return info
 
 
