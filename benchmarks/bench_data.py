@@ -17,8 +17,8 @@ train first (not timed). transformers is needed only for the comparison.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,8 +56,9 @@ def main() -> None:
 
     # ---- 1. prepare ----
     out = tmp / "data"
-    res = prepare(PrepareConfig(corpus=[args.corpus], tokenizer=tok_dir, output=out, workers=args.workers,
-                                progress=False))
+    res = prepare(
+        PrepareConfig(corpus=[args.corpus], tokenizer=tok_dir, output=out, workers=args.workers, progress=False)
+    )
     print(res.summary)
     print(f"prepare --workers {args.workers}: {res.mb_per_s:.2f} MB/s  (target >= 1.5 MB/s)")
 
@@ -80,7 +81,7 @@ def bench_masking(ds: PretrainingDataset, hf_tok, batch_size: int, n_batches: in
     rng = np.random.default_rng(0)
     n_items = min(len(ds), n_batches * batch_size)
     order = rng.permutation(len(ds))[:n_items]
-    batches = [order[i:i + batch_size] for i in range(0, n_items, batch_size)]
+    batches = [order[i : i + batch_size] for i in range(0, n_items, batch_size)]
 
     def run_ours() -> None:
         for b in batches:
@@ -96,7 +97,7 @@ def bench_masking(ds: PretrainingDataset, hf_tok, batch_size: int, n_batches: in
         special = {hf_tok.cls_token_id, hf_tok.sep_token_id, hf_tok.pad_token_id}
         n_hf = max(1, min(len(batches), 1280 // batch_size))
         feats = {}
-        for i in order[:n_hf * batch_size]:  # the same token ids, as lists for transformers (not timed)
+        for i in order[: n_hf * batch_size]:  # the same token ids, as lists for transformers (not timed)
             raw = ds.raw(int(i))
             ids = raw["input_ids"].tolist()
             ws = raw["word_start"]
@@ -107,16 +108,21 @@ def bench_masking(ds: PretrainingDataset, hf_tok, batch_size: int, n_batches: in
                 if not ws[k]:
                     offsets[k] = (offsets[k - 1][1], offsets[k - 1][1] + 1)
             pad = ds.max_seq_length - len(ids)  # transformers pads offset_mapping only via the tokenizer: pre-pad
-            feats[int(i)] = {"input_ids": ids + [hf_tok.pad_token_id] * pad,
-                             "attention_mask": [1] * len(ids) + [0] * pad,
-                             "special_tokens_mask": [int(x in special) for x in ids] + [1] * pad,
-                             "offset_mapping": offsets + [(0, 0)] * pad}
-        for name, wwm in (("transformers DataCollatorForLanguageModeling(whole_word_mask=True)", True),
-                          ("transformers DataCollatorForLanguageModeling (token masking)", False)):
+            feats[int(i)] = {
+                "input_ids": ids + [hf_tok.pad_token_id] * pad,
+                "attention_mask": [1] * len(ids) + [0] * pad,
+                "special_tokens_mask": [int(x in special) for x in ids] + [1] * pad,
+                "offset_mapping": offsets + [(0, 0)] * pad,
+            }
+        for name, wwm in (
+            ("transformers DataCollatorForLanguageModeling(whole_word_mask=True)", True),
+            ("transformers DataCollatorForLanguageModeling (token masking)", False),
+        ):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                coll = transformers.DataCollatorForLanguageModeling(hf_tok, mlm_probability=0.15, seed=0,
-                                                                    whole_word_mask=wwm)
+                coll = transformers.DataCollatorForLanguageModeling(
+                    hf_tok, mlm_probability=0.15, seed=0, whole_word_mask=wwm
+                )
 
             def run_hf(coll=coll, wwm=wwm) -> None:
                 for b in batches[:n_hf]:
@@ -142,8 +148,10 @@ def bench_masking(ds: PretrainingDataset, hf_tok, batch_size: int, n_batches: in
     ours = best["litebert dynamic n-gram whole-word masking + collator"]
     ww = best["transformers DataCollatorForLanguageModeling(whole_word_mask=True)"]
     tk = best["transformers DataCollatorForLanguageModeling (token masking)"]
-    print(f"batch {batch_size}: ours / transformers whole-word = {ours / ww:.1f}x (target >= 5x); "
-          f"ours / transformers token masking = {ours / tk:.1f}x")
+    print(
+        f"batch {batch_size}: ours / transformers whole-word = {ours / ww:.1f}x (target >= 5x); "
+        f"ours / transformers token masking = {ours / tk:.1f}x"
+    )
 
 
 if __name__ == "__main__":

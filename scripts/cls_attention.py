@@ -24,13 +24,18 @@ def cls_attention(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) 
     each a list over heads, averaged over the batch. ``input_ids``/``attention_mask``: (B, S) int64."""
     with torch.no_grad():
         out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
-    n_tokens = attention_mask.sum(-1).float()                       # (B,)
+    n_tokens = attention_mask.sum(-1).float()  # (B,)
     layers = []
-    for probs in out.attentions:                                    # (B, heads, S, S)
-        p = probs[:, :, 0, :]                                       # the [CLS] query: (B, heads, S)
+    for probs in out.attentions:  # (B, heads, S, S)
+        p = probs[:, :, 0, :]  # the [CLS] query: (B, heads, S)
         entropy = -(p.clamp_min(1e-12).log() * p).sum(-1) / n_tokens.log()[:, None]
-        layers.append({"entropy": entropy.mean(0).tolist(), "self": p[:, :, 0].mean(0).tolist(),
-                       "max": p.max(-1).values.mean(0).tolist()})
+        layers.append(
+            {
+                "entropy": entropy.mean(0).tolist(),
+                "self": p[:, :, 0].mean(0).tolist(),
+                "max": p.max(-1).values.mean(0).tolist(),
+            }
+        )
     return layers
 
 
@@ -61,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, model in runs:
         print(f"== {name} ({len(sentences)} sentences of {path.name}); per head:")
         for i, layer in enumerate(cls_attention(model.eval(), enc["input_ids"], enc["attention_mask"]), 1):
-            print(f"  layer {i}: entropy/max {fmt(layer['entropy'])} | on itself {fmt(layer['self'])} | "
-                  f"largest {fmt(layer['max'])}")
+            print(
+                f"  layer {i}: entropy/max {fmt(layer['entropy'])} | on itself {fmt(layer['self'])} | "
+                f"largest {fmt(layer['max'])}"
+            )
     return 0
 
 

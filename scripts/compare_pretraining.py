@@ -49,8 +49,8 @@ class TaskRun:
     """Fine-tuning settings of one task in the comparison (identical for both initialisations)."""
 
     task: str
-    lang: str                      # "en" or "zh": which pretrained model
-    folder: str                    # under the data directory
+    lang: str  # "en" or "zh": which pretrained model
+    folder: str  # under the data directory
     max_train_examples: int | None  # subsample of train (data seed 0, the same rows for every run)
     max_seq_length: int
     epochs: float = 3.0
@@ -75,8 +75,16 @@ TASK_RUNS = {
 CRITERION_TASKS = ("sst2", "mrpc", "chnsenticorp")
 
 # Shared fine-tuning hyper-parameters: one setting for both arms, chosen for small models on CPU.
-FT = dict(batch_size=32, learning_rate=5e-4, warmup_ratio=0.1, weight_decay=0.01, classifier_dropout=0.1,
-          hidden_dropout=0.1, optimizer="adamw", eval_steps=0)
+FT = dict(
+    batch_size=32,
+    learning_rate=5e-4,
+    warmup_ratio=0.1,
+    weight_decay=0.01,
+    classifier_dropout=0.1,
+    hidden_dropout=0.1,
+    optimizer="adamw",
+    eval_steps=0,
+)
 
 # Chinese pretraining (zh-pretrain): the English main job's recipe (scripts/quickstart.sh) on the Chinese corpora.
 # Model: E64/H128, 4 heads, 4 layers in one group, initializer_range 0.05. Two phases of 4,096 tokens a step, as the
@@ -87,11 +95,22 @@ FT = dict(batch_size=32, learning_rate=5e-4, warmup_ratio=0.1, weight_decay=0.01
 # initializer_range 0.02, 128 characters, 15 % masking, LAMB 1e-2) and session 3's first try (this model and
 # optimizer, but 128 characters from the start, 4,000 x 32) both stayed on the context-free MLM plateau (about
 # 12.6 % validation MLM accuracy, SOP at chance); 64 characters leave it sooner (docs/pretraining.md).
-ZH_MODEL_CONFIG = {"vocab_size": 8000, "embedding_size": 64, "hidden_size": 128, "num_hidden_layers": 4,
-                   "num_hidden_groups": 1, "num_attention_heads": 4, "intermediate_size": 512,
-                   "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-                   "classifier_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
-                   "initializer_range": 0.05}
+ZH_MODEL_CONFIG = {
+    "vocab_size": 8000,
+    "embedding_size": 64,
+    "hidden_size": 128,
+    "num_hidden_layers": 4,
+    "num_hidden_groups": 1,
+    "num_attention_heads": 4,
+    "intermediate_size": 512,
+    "hidden_act": "gelu_new",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "classifier_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.05,
+}
 #: (max_seq_length, max_predictions_per_seq, batch_size, steps, peak lr) of phases a and b
 ZH_PHASES = ((64, 20, 64, 3600, 2e-3), (128, 40, 32, 400, 5e-4))
 ZH_PRETRAIN = dict(optimizer="adamw", logging_steps=100, eval_steps=1000, save_steps=1000, save_total_limit=1)
@@ -125,8 +144,10 @@ def zh_review_text(data: Path, out: Path) -> Path:
 
 def zh_corpus(data: Path) -> list[str]:
     """The tokenizer's corpus: the two Chinese pretraining texts of the shared data."""
-    return [str(data / "zh_clue_corpus_small_sample/CLUECorpusSmall_bert_sampled.txt"),
-            str(data / "zh_news_albert_zh/news_zh_1.txt")]
+    return [
+        str(data / "zh_clue_corpus_small_sample/CLUECorpusSmall_bert_sampled.txt"),
+        str(data / "zh_news_albert_zh/news_zh_1.txt"),
+    ]
 
 
 def zh_pretrain(workdir: Path, data: Path, corpus: str = "tapt") -> Path:
@@ -149,24 +170,55 @@ def zh_pretrain(workdir: Path, data: Path, corpus: str = "tapt") -> Path:
         data_dir, valid_dir = zh / f"data-{corpus}-{seq}", zh / f"valid-{seq}"
         for split, files in ((data_dir, train_files), (valid_dir, [news])):
             if not (split / "manifest.json").exists():
-                prepare(PrepareConfig(corpus=files, tokenizer=str(zh / "tokenizer"), output=str(split),
-                                      max_seq_length=seq, max_predictions_per_seq=max_pred, masked_lm_prob=0.3,
-                                      progress=False))
+                prepare(
+                    PrepareConfig(
+                        corpus=files,
+                        tokenizer=str(zh / "tokenizer"),
+                        output=str(split),
+                        max_seq_length=seq,
+                        max_predictions_per_seq=max_pred,
+                        masked_lm_prob=0.3,
+                        progress=False,
+                    )
+                )
         last = i == len(ZH_PHASES) - 1
         run = zh / (zh_run_name(corpus) if last else f"{zh_run_name(corpus)}-seq{seq}")
         if not (run / "final" / "config.json").exists():
-            pretrain(PretrainConfig(data=str(data_dir), eval_data=str(valid_dir), output=str(run),
-                                    model_config=str(model_config), init_from=init_from, progress_bar=False,
-                                    resume="auto", batch_size=batch, max_steps=steps, warmup_steps=steps // 10,
-                                    learning_rate=lr, seed=42 + i, **ZH_PRETRAIN))
+            pretrain(
+                PretrainConfig(
+                    data=str(data_dir),
+                    eval_data=str(valid_dir),
+                    output=str(run),
+                    model_config=str(model_config),
+                    init_from=init_from,
+                    progress_bar=False,
+                    resume="auto",
+                    batch_size=batch,
+                    max_steps=steps,
+                    warmup_steps=steps // 10,
+                    learning_rate=lr,
+                    seed=42 + i,
+                    **ZH_PRETRAIN,
+                )
+            )
         model_config, init_from = run / "final" / "config.json", str(run / "final")
     return run / "final"
 
 
 # English task-adaptive control (en-tapt): the main job's model, pretrained further with MLM only on SST-2's train
 # sentences (labels dropped; 10 consecutive sentences per pseudo-document, so SOP is off). Not the main job's model.
-EN_TAPT_PRETRAIN = dict(optimizer="adamw", learning_rate=1e-3, warmup_steps=150, max_steps=1500, batch_size=64,
-                        logging_steps=250, eval_steps=750, max_eval_batches=40, save_steps=1500, seed=42)
+EN_TAPT_PRETRAIN = dict(
+    optimizer="adamw",
+    learning_rate=1e-3,
+    warmup_steps=150,
+    max_steps=1500,
+    batch_size=64,
+    logging_steps=250,
+    eval_steps=750,
+    max_eval_batches=40,
+    save_steps=1500,
+    seed=42,
+)
 
 
 def en_tapt(workdir: Path, data: Path, en_model: Path) -> Path:
@@ -181,20 +233,42 @@ def en_tapt(workdir: Path, data: Path, en_model: Path) -> Path:
     text = root / "sst2_train_text.txt"
     if not text.exists():
         with open(data / "glue/SST-2/train.tsv", encoding="utf-8", newline="") as f:
-            sentences = [r["sentence"].strip() for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-                         if r["sentence"].strip()]
-        docs = ["\n".join(sentences[i:i + 10]) for i in range(0, len(sentences), 10)]
+            sentences = [
+                r["sentence"].strip()
+                for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+                if r["sentence"].strip()
+            ]
+        docs = ["\n".join(sentences[i : i + 10]) for i in range(0, len(sentences), 10)]
         tmp = text.with_suffix(".tmp")
         tmp.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
         os.replace(tmp, text)
     if not (root / "data/manifest.json").exists():
-        prepare(PrepareConfig(corpus=[str(text)], tokenizer=str(en_model), output=str(root / "data"), format="bert",
-                              max_seq_length=64, max_predictions_per_seq=20, masked_lm_prob=0.3,
-                              inter_sentence_task="none", progress=False))
+        prepare(
+            PrepareConfig(
+                corpus=[str(text)],
+                tokenizer=str(en_model),
+                output=str(root / "data"),
+                format="bert",
+                max_seq_length=64,
+                max_predictions_per_seq=20,
+                masked_lm_prob=0.3,
+                inter_sentence_task="none",
+                progress=False,
+            )
+        )
     run = root / "pretrain"
     if not (run / "final/config.json").exists():
-        pretrain(PretrainConfig(data=str(root / "data"), output=str(run), model_config=str(en_model / "config.json"),
-                                init_from=str(en_model), progress_bar=False, resume="auto", **EN_TAPT_PRETRAIN))
+        pretrain(
+            PretrainConfig(
+                data=str(root / "data"),
+                output=str(run),
+                model_config=str(en_model / "config.json"),
+                init_from=str(en_model),
+                progress_bar=False,
+                resume="auto",
+                **EN_TAPT_PRETRAIN,
+            )
+        )
     return run / "final"
 
 
@@ -205,8 +279,15 @@ def _done(results: Path) -> set[tuple[str, str, int]]:
     return {(r["task"], r["init"], r["seed"]) for r in rows}
 
 
-def run_finetuning(workdir: Path, data: Path, models: dict[str, Path], tasks: list[str], seeds: list[int],
-                   inits: list[str], learning_rate: float | None = None) -> None:
+def run_finetuning(
+    workdir: Path,
+    data: Path,
+    models: dict[str, Path],
+    tasks: list[str],
+    seeds: list[int],
+    inits: list[str],
+    learning_rate: float | None = None,
+) -> None:
     from litebert.finetune import DataOptions, FinetuneConfig, finetune
 
     results = workdir / "results.jsonl"
@@ -224,42 +305,69 @@ def run_finetuning(workdir: Path, data: Path, models: dict[str, Path], tasks: li
                 out = workdir / "ft" / task / init / f"seed{seed}"
                 if out.exists():  # an interrupted run: start it again
                     import shutil
+
                     shutil.rmtree(out)
                 folder = data / spec.folder
                 cfg = FinetuneConfig(
-                    model=str(model), train_file=str(folder / "train.tsv"), dev_file=str(folder / "dev.tsv"),
-                    output_dir=str(out), data=DataOptions(task=spec.task), epochs=spec.epochs,
-                    max_train_examples=spec.max_train_examples, max_seq_length=spec.max_seq_length, seed=seed,
-                    init=init, progress_bar=False, keep_checkpoints=False,
-                    **{**FT, **({"learning_rate": learning_rate} if learning_rate else {})})
+                    model=str(model),
+                    train_file=str(folder / "train.tsv"),
+                    dev_file=str(folder / "dev.tsv"),
+                    output_dir=str(out),
+                    data=DataOptions(task=spec.task),
+                    epochs=spec.epochs,
+                    max_train_examples=spec.max_train_examples,
+                    max_seq_length=spec.max_seq_length,
+                    seed=seed,
+                    init=init,
+                    progress_bar=False,
+                    keep_checkpoints=False,
+                    **{**FT, **({"learning_rate": learning_rate} if learning_rate else {})},
+                )
                 t0 = time.time()
                 res = finetune(cfg)
-                row = {"task": task, "init": init, "seed": seed, "metric": res.metric,
-                       "dev": res.eval_results, "best_step": res.best_step, "steps": res.steps,
-                       "num_train": res.num_train, "num_dev": res.num_dev, "model": str(model),
-                       "learning_rate": cfg.learning_rate, "epochs": cfg.epochs,
-                       "seconds": round(time.time() - t0, 1)}
+                row = {
+                    "task": task,
+                    "init": init,
+                    "seed": seed,
+                    "metric": res.metric,
+                    "dev": res.eval_results,
+                    "best_step": res.best_step,
+                    "steps": res.steps,
+                    "num_train": res.num_train,
+                    "num_dev": res.num_dev,
+                    "model": str(model),
+                    "learning_rate": cfg.learning_rate,
+                    "epochs": cfg.epochs,
+                    "seconds": round(time.time() - t0, 1),
+                }
                 with results.open("a") as f:
                     f.write(json.dumps(row) + "\n")
-                print(f"[done] {task} {init} seed {seed}: {res.metric} {res.eval_results[res.metric]:.4f} "
-                      f"({row['seconds']} s)", flush=True)
+                print(
+                    f"[done] {task} {init} seed {seed}: {res.metric} {res.eval_results[res.metric]:.4f} "
+                    f"({row['seconds']} s)",
+                    flush=True,
+                )
 
 
 def table(workdir: Path, criterion: tuple[str, ...] = CRITERION_TASKS) -> str:
     """Markdown table: per task, mean ± std of each metric for pretrained and random, the gap, and the verdict;
     the closing line counts the passes among ``criterion`` (one protocol per task)."""
     rows = [json.loads(line) for line in (workdir / "results.jsonl").read_text().splitlines() if line.strip()]
-    lines = ["| task | metric | pretrained (mean ± std) | random init (mean ± std) | gap | 2 × std(random) | "
-             "pretrained better by > 2σ? | seeds |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | metric | pretrained (mean ± std) | random init (mean ± std) | gap | 2 × std(random) | "
+        "pretrained better by > 2σ? | seeds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     passed = 0
     tasks = [t for t in TASK_RUNS if any(r["task"] == t for r in rows)]
     for task in tasks:
-        by_init = {init: [r for r in rows if r["task"] == task and r["init"] == init]
-                   for init in ("pretrained", "random")}
+        by_init = {
+            init: [r for r in rows if r["task"] == task and r["init"] == init] for init in ("pretrained", "random")
+        }
         metric = (by_init["pretrained"] or by_init["random"])[0]["metric"]
-        names = [metric] + [m for m in (by_init["pretrained"] or by_init["random"])[0]["dev"]
-                            if m not in (metric, "eval_loss")]
+        names = [metric] + [
+            m for m in (by_init["pretrained"] or by_init["random"])[0]["dev"] if m not in (metric, "eval_loss")
+        ]
         for name in names:
             vals = {k: [r["dev"][name] for r in v] for k, v in by_init.items()}
             if not vals["pretrained"] or not vals["random"]:
@@ -271,14 +379,18 @@ def table(workdir: Path, criterion: tuple[str, ...] = CRITERION_TASKS) -> str:
             ok = judged and (mp - mr) > 2 * sr
             if name == metric and task in criterion:
                 passed += ok
-            lines.append(f"| {task} | {name}{' (selects)' if name == metric else ''} | {100 * mp:.2f} ± "
-                         f"{100 * sp:.2f} | {100 * mr:.2f} ± {100 * sr:.2f} | {100 * (mp - mr):+.2f} | "
-                         f"{200 * sr:.2f} | {('yes' if ok else 'no') if judged else 'not yet (one random run)'} | "
-                         f"{len(vals['pretrained'])}/{len(vals['random'])} |")
+            lines.append(
+                f"| {task} | {name}{' (selects)' if name == metric else ''} | {100 * mp:.2f} ± "
+                f"{100 * sp:.2f} | {100 * mr:.2f} ± {100 * sr:.2f} | {100 * (mp - mr):+.2f} | "
+                f"{200 * sr:.2f} | {('yes' if ok else 'no') if judged else 'not yet (one random run)'} | "
+                f"{len(vals['pretrained'])}/{len(vals['random'])} |"
+            )
     lines.append("")
     counted = [t for t in tasks if t in criterion]
-    lines.append(f"Pretrained beats random by more than 2 × std(random) on {passed} of {len(counted)} tasks "
-                 f"(on each task's first metric; {', '.join(counted)}).")
+    lines.append(
+        f"Pretrained beats random by more than 2 × std(random) on {passed} of {len(counted)} tasks "
+        f"(on each task's first metric; {', '.join(counted)})."
+    )
     text = "\n".join(lines) + "\n"
     (workdir / "results.md").write_text(text)
     return text
@@ -287,30 +399,56 @@ def table(workdir: Path, criterion: tuple[str, ...] = CRITERION_TASKS) -> str:
 def main(argv: list[str] | None = None) -> int:
     from litebert.paths import data_dir
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("command", choices=("zh-pretrain", "en-tapt", "finetune", "table", "all"))
     p.add_argument("--workdir", default=str(REPO / "runs/compare"))
     p.add_argument("--data", default=None, help="data directory (default: litebert.paths.data_dir())")
-    p.add_argument("--en-model", default=str(REPO / "runs/quickstart/pretrain/final"),
-                   help="English pretrained model directory (the README main job's final/)")
-    p.add_argument("--zh-model", default=None,
-                   help="Chinese pretrained model (default: WORKDIR/zh/pretrain-CORPUS/final, see --zh-corpus)")
-    p.add_argument("--zh-corpus", choices=ZH_CORPORA, default="tapt",
-                   help="Chinese pretraining text: the CLUE sample plus ChnSentiCorp's unlabeled train reviews "
-                        "(tapt), or the CLUE sample alone (general)")
-    p.add_argument("--tasks", nargs="+", default=list(CRITERION_TASKS), choices=list(TASK_RUNS),
-                   help="the issue's three tasks by default; chnsenticorp-2000 is the sessions 1-2 protocol")
-    p.add_argument("--criterion-tasks", nargs="+", default=list(CRITERION_TASKS), choices=list(TASK_RUNS),
-                   help="the protocols the table's verdict counts, one per task (default: %(default)s)")
+    p.add_argument(
+        "--en-model",
+        default=str(REPO / "runs/quickstart/pretrain/final"),
+        help="English pretrained model directory (the README main job's final/)",
+    )
+    p.add_argument(
+        "--zh-model",
+        default=None,
+        help="Chinese pretrained model (default: WORKDIR/zh/pretrain-CORPUS/final, see --zh-corpus)",
+    )
+    p.add_argument(
+        "--zh-corpus",
+        choices=ZH_CORPORA,
+        default="tapt",
+        help="Chinese pretraining text: the CLUE sample plus ChnSentiCorp's unlabeled train reviews "
+        "(tapt), or the CLUE sample alone (general)",
+    )
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(CRITERION_TASKS),
+        choices=list(TASK_RUNS),
+        help="the issue's three tasks by default; chnsenticorp-2000 is the sessions 1-2 protocol",
+    )
+    p.add_argument(
+        "--criterion-tasks",
+        nargs="+",
+        default=list(CRITERION_TASKS),
+        choices=list(TASK_RUNS),
+        help="the protocols the table's verdict counts, one per task (default: %(default)s)",
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--inits", nargs="+", default=["pretrained", "random"], choices=["pretrained", "random"])
-    p.add_argument("--learning-rate", type=float, default=None,
-                   help=f"fine-tuning peak learning rate, both arms (default {FT['learning_rate']})")
+    p.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help=f"fine-tuning peak learning rate, both arms (default {FT['learning_rate']})",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (small models: 1 is fastest)")
     args = p.parse_args(argv)
 
     import torch
+
     torch.set_num_threads(args.threads)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -322,8 +460,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model: {en_tapt(workdir, data, Path(args.en_model))}")
         return 0
     if args.command in ("finetune", "all"):
-        run_finetuning(workdir, data, {"en": Path(args.en_model), "zh": zh_model}, args.tasks, args.seeds,
-                       args.inits, args.learning_rate)
+        run_finetuning(
+            workdir,
+            data,
+            {"en": Path(args.en_model), "zh": zh_model},
+            args.tasks,
+            args.seeds,
+            args.inits,
+            args.learning_rate,
+        )
     if args.command in ("table", "finetune", "all"):
         print(table(workdir, tuple(args.criterion_tasks)))
     return 0

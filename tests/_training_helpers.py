@@ -30,5 +30,10 @@ class SyntheticPretrainingData(torch.utils.data.Dataset):
         half = length // 2
         tt = torch.zeros(length, dtype=torch.long)
         tt[half:] = 1
-        return {"input_ids": ids, "token_type_ids": tt, "attention_mask": torch.ones(length, dtype=torch.long),
-                "labels": labels, "sentence_order_label": torch.randint(0, 2, (), generator=g)}
+        return {
+            "input_ids": ids,
+            "token_type_ids": tt,
+            "attention_mask": torch.ones(length, dtype=torch.long),
+            "labels": labels,
+            "sentence_order_label": torch.randint(0, 2, (), generator=g),
+        }

@@ -141,8 +141,16 @@ class TinyData:
         with open(self.data / "wikitext-2" / "wiki.valid.tokens", encoding="utf-8") as f:
             corpus.write_text(f.read(300_000), encoding="utf-8")
         train_tokenizer([corpus], "sentencepiece", 1000, root / "tok")
-        prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(root / "tok"), output=root / "data",
-                              max_seq_length=64, seed=1, progress=False))
+        prepare(
+            PrepareConfig(
+                corpus=[str(corpus)],
+                tokenizer=str(root / "tok"),
+                output=root / "data",
+                max_seq_length=64,
+                seed=1,
+                progress=False,
+            )
+        )
         return root / "data"
 
     def model_dir(self, path: Path, corpus_files: list[Path], kind: str, vocab_size: int = 1500) -> Path:

@@ -45,18 +45,27 @@ def test_transformers_loads_ours_without_key_problems(cls_name, tmp_path):
     hf, info = getattr(transformers, cls_name).from_pretrained(tmp_path, output_loading_info=True)
     assert info["missing_keys"] == set() or not info["missing_keys"], info
     assert not info["unexpected_keys"] and not info["mismatched_keys"], info
-    torch.testing.assert_close(hf.state_dict()["albert.embeddings.word_embeddings.weight" if cls_name != "AlbertModel"
-                                               else "embeddings.word_embeddings.weight"],
-                               model.state_dict()["albert.embeddings.word_embeddings.weight" if cls_name != "AlbertModel"
-                                                  else "embeddings.word_embeddings.weight"])
+    torch.testing.assert_close(
+        hf.state_dict()[
+            "albert.embeddings.word_embeddings.weight"
+            if cls_name != "AlbertModel"
+            else "embeddings.word_embeddings.weight"
+        ],
+        model.state_dict()[
+            "albert.embeddings.word_embeddings.weight"
+            if cls_name != "AlbertModel"
+            else "embeddings.word_embeddings.weight"
+        ],
+    )
 
 
 def test_reads_transformers_directories_bin_and_safetensors(tmp_path):
     torch.manual_seed(0)
     hf = transformers.AlbertForPreTraining(transformers.AlbertConfig(**small().to_dict()))
     hf.save_pretrained(tmp_path / "st")
-    hf.save_pretrained(tmp_path / "bin", safe_serialization=False) if "safe_serialization" in \
-        hf.save_pretrained.__code__.co_varnames else None
+    hf.save_pretrained(
+        tmp_path / "bin", safe_serialization=False
+    ) if "safe_serialization" in hf.save_pretrained.__code__.co_varnames else None
     if not (tmp_path / "bin" / "pytorch_model.bin").exists():  # transformers 5 writes safetensors only
         (tmp_path / "bin").mkdir(exist_ok=True)
         torch.save(hf.state_dict(), tmp_path / "bin" / "pytorch_model.bin")
@@ -173,9 +182,12 @@ def test_shape_mismatch_names_file_and_parameter(tmp_path):
     cfg = json.loads((tmp_path / "config.json").read_text())
     cfg["intermediate_size"] = 100
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(LitebertError, match=r"model\.safetensors: parameter "
-                                            r"'albert\.encoder\.albert_layer_groups\.0\.albert_layers\.0\.ffn\.\w+' "
-                                            r"has shape \[128.*\[100"):
+    with pytest.raises(
+        LitebertError,
+        match=r"model\.safetensors: parameter "
+        r"'albert\.encoder\.albert_layer_groups\.0\.albert_layers\.0\.ffn\.\w+' "
+        r"has shape \[128.*\[100",
+    ):
         AlbertForPreTraining.from_pretrained(tmp_path)
 
 

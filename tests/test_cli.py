@@ -7,11 +7,17 @@ import pytest
 from litebert.cli import build_parser, main
 
 
-@pytest.mark.parametrize("command, option, default", [
-    ("prepare", "--max-seq-length", "128"), ("prepare", "--masked-lm-prob", "0.15"),
-    ("pretrain", "--max-steps", "1000"), ("pretrain", "--optimizer", "lamb"),
-    ("finetune", "--learning-rate", "2e-05"), ("finetune", "--epochs", "3.0"),
-])
+@pytest.mark.parametrize(
+    "command, option, default",
+    [
+        ("prepare", "--max-seq-length", "128"),
+        ("prepare", "--masked-lm-prob", "0.15"),
+        ("pretrain", "--max-steps", "1000"),
+        ("pretrain", "--optimizer", "lamb"),
+        ("finetune", "--learning-rate", "2e-05"),
+        ("finetune", "--epochs", "3.0"),
+    ],
+)
 def test_help_shows_every_default(command, option, default):
     sub = build_parser()._subparsers._group_actions[0].choices[command]
     text = " ".join(sub.format_help().split())  # argparse wraps lines
@@ -28,11 +34,14 @@ def test_abbreviated_option_and_bad_integer_are_usage_errors(capsys):
     assert exc.value.code == 2 and "expected an integer, got 'x'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o"], "progress"),
-    (["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o"], "progress_bar"),
-    (["finetune", "--model", "m", "--train", "t", "--dev", "d", "--output", "o", "--task", "sst2"], "progress_bar"),
-])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o"], "progress"),
+        (["pretrain", "--data", "d", "--model-config", "albert-debug", "--output", "o"], "progress_bar"),
+        (["finetune", "--model", "m", "--train", "t", "--dev", "d", "--output", "o", "--task", "sst2"], "progress_bar"),
+    ],
+)
 def test_both_spellings_of_no_progress(argv, field):
     from litebert.cli.options import config_from_args
 

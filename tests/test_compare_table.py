@@ -27,16 +27,34 @@ def _write(workdir: Path, runs: dict[tuple[str, str], list[float]]) -> None:
     with (workdir / "results.jsonl").open("w") as f:
         for (task, init), values in runs.items():
             for seed, v in enumerate(values, 1):
-                f.write(json.dumps({"task": task, "init": init, "seed": seed, "metric": "accuracy",
-                                    "dev": {"accuracy": v, "eval_loss": 0.5}}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "task": task,
+                            "init": init,
+                            "seed": seed,
+                            "metric": "accuracy",
+                            "dev": {"accuracy": v, "eval_loss": 0.5},
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def test_table_mean_std_gap_and_criterion(compare, tmp_path):
     # sst2-full: random 0.79, 0.80, 0.81 -> mean 80.00, sample std 1.00, bar 2.00; pretrained mean 82.10 -> +2.10 yes
     # sst2 (4,000 rows): pretrained behind -> no;  mrpc: gap +1.00 against a bar of 2.00 -> no
-    _write(tmp_path, {("sst2-full", "pretrained"): [0.821, 0.820, 0.822], ("sst2-full", "random"): [0.79, 0.80, 0.81],
-                      ("sst2", "pretrained"): [0.68, 0.69, 0.70], ("sst2", "random"): [0.71, 0.72, 0.73],
-                      ("mrpc", "pretrained"): [0.70, 0.71, 0.72], ("mrpc", "random"): [0.69, 0.70, 0.71]})
+    _write(
+        tmp_path,
+        {
+            ("sst2-full", "pretrained"): [0.821, 0.820, 0.822],
+            ("sst2-full", "random"): [0.79, 0.80, 0.81],
+            ("sst2", "pretrained"): [0.68, 0.69, 0.70],
+            ("sst2", "random"): [0.71, 0.72, 0.73],
+            ("mrpc", "pretrained"): [0.70, 0.71, 0.72],
+            ("mrpc", "random"): [0.69, 0.70, 0.71],
+        },
+    )
     text = compare.table(tmp_path, ("sst2-full", "mrpc"))
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in text.splitlines() if "(selects)" in line}
     assert rows["sst2-full"][2:7] == ["82.10 ± 0.10", "80.00 ± 1.00", "+2.10", "2.00", "yes"]

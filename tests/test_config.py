@@ -9,10 +9,27 @@ import pytest
 
 from litebert import PRESETS, AlbertConfig, LitebertError
 
-HF_FIELDS = ["vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-             "num_attention_heads", "intermediate_size", "inner_group_num", "hidden_act", "hidden_dropout_prob",
-             "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size", "initializer_range",
-             "layer_norm_eps", "classifier_dropout_prob", "pad_token_id", "bos_token_id", "eos_token_id"]
+HF_FIELDS = [
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "num_attention_heads",
+    "intermediate_size",
+    "inner_group_num",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+    "layer_norm_eps",
+    "classifier_dropout_prob",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+]
 
 
 def test_defaults_equal_transformers():
@@ -28,8 +45,15 @@ def test_defaults_equal_transformers():
 
 def test_reads_transformers_config_json_and_keeps_unknown_keys(tmp_path):
     transformers = pytest.importorskip("transformers")
-    hf = transformers.AlbertConfig(hidden_size=64, num_attention_heads=4, intermediate_size=128, embedding_size=16,
-                                   num_hidden_layers=3, vocab_size=100, id2label={0: "neg", 1: "neu", 2: "pos"})
+    hf = transformers.AlbertConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        intermediate_size=128,
+        embedding_size=16,
+        num_hidden_layers=3,
+        vocab_size=100,
+        id2label={0: "neg", 1: "neu", 2: "pos"},
+    )
     hf.save_pretrained(tmp_path)
     data = json.loads((tmp_path / "config.json").read_text())
     data["position_embedding_type"] = "absolute"
@@ -65,19 +89,46 @@ def test_presets_build(name):
 
 def test_preset_values():
     base = AlbertConfig.from_preset("albert-base")
-    assert (base.vocab_size, base.embedding_size, base.hidden_size, base.num_hidden_layers,
-            base.num_attention_heads, base.intermediate_size) == (30000, 128, 768, 12, 12, 3072)
+    assert (
+        base.vocab_size,
+        base.embedding_size,
+        base.hidden_size,
+        base.num_hidden_layers,
+        base.num_attention_heads,
+        base.intermediate_size,
+    ) == (30000, 128, 768, 12, 12, 3072)
     assert base.hidden_dropout_prob == base.attention_probs_dropout_prob == base.classifier_dropout_prob == 0
     assert base.hidden_act == "gelu_new" and base.sharing == "all"
     unit = AlbertConfig.from_preset("albert-unittest")
-    assert (unit.embedding_size, unit.hidden_size, unit.num_hidden_layers, unit.num_attention_heads,
-            unit.intermediate_size) == (24, 64, 6, 1, 256)
+    assert (
+        unit.embedding_size,
+        unit.hidden_size,
+        unit.num_hidden_layers,
+        unit.num_attention_heads,
+        unit.intermediate_size,
+    ) == (24, 64, 6, 1, 256)
     tiny = AlbertConfig.from_preset("albert-zh-tiny")
-    assert (tiny.vocab_size, tiny.hidden_size, tiny.num_hidden_layers, tiny.num_attention_heads,
-            tiny.intermediate_size) == (21128, 312, 4, 12, 1248)
-    assert {n for n in PRESETS} >= {"albert-debug", "albert-unittest", "albert-base", "albert-large", "albert-xlarge",
-                                   "albert-xxlarge", "albert-zh-tiny", "albert-zh-small", "albert-zh-base",
-                                   "albert-zh-large", "albert-zh-xlarge", "albert-zh-xxlarge"}
+    assert (
+        tiny.vocab_size,
+        tiny.hidden_size,
+        tiny.num_hidden_layers,
+        tiny.num_attention_heads,
+        tiny.intermediate_size,
+    ) == (21128, 312, 4, 12, 1248)
+    assert {n for n in PRESETS} >= {
+        "albert-debug",
+        "albert-unittest",
+        "albert-base",
+        "albert-large",
+        "albert-xlarge",
+        "albert-xxlarge",
+        "albert-zh-tiny",
+        "albert-zh-small",
+        "albert-zh-base",
+        "albert-zh-large",
+        "albert-zh-xlarge",
+        "albert-zh-xxlarge",
+    }
 
 
 def test_preset_overrides_and_unknown_preset():
@@ -88,19 +139,22 @@ def test_preset_overrides_and_unknown_preset():
         AlbertConfig.load("albert-huge")
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(hidden_size=100, num_attention_heads=3), "hidden_size"),
-    (dict(num_hidden_layers=0), "num_hidden_layers"),
-    (dict(num_hidden_groups=13), "num_hidden_groups"),
-    (dict(hidden_act="swishy"), "hidden_act"),
-    (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
-    (dict(sharing="some"), "sharing"),
-    (dict(embedding_layout="bert"), "embedding_layout"),
-    (dict(layer_norm_position="middle"), "layer_norm_position"),
-    (dict(problem_type="ranking"), "problem_type"),
-    (dict(vocab_size=2.5), "vocab_size"),
-    (dict(layer_norm_eps=0), "layer_norm_eps"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(hidden_size=100, num_attention_heads=3), "hidden_size"),
+        (dict(num_hidden_layers=0), "num_hidden_layers"),
+        (dict(num_hidden_groups=13), "num_hidden_groups"),
+        (dict(hidden_act="swishy"), "hidden_act"),
+        (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
+        (dict(sharing="some"), "sharing"),
+        (dict(embedding_layout="bert"), "embedding_layout"),
+        (dict(layer_norm_position="middle"), "layer_norm_position"),
+        (dict(problem_type="ranking"), "problem_type"),
+        (dict(vocab_size=2.5), "vocab_size"),
+        (dict(layer_norm_eps=0), "layer_norm_eps"),
+    ],
+)
 def test_validation_names_the_field(kwargs, field):
     with pytest.raises(LitebertError, match=f"AlbertConfig.{field}"):
         AlbertConfig(**kwargs)
@@ -109,7 +163,9 @@ def test_validation_names_the_field(kwargs, field):
 def test_validation_error_from_file_names_file(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"hidden_size": 100, "num_attention_heads": 3}))
-    with pytest.raises(LitebertError, match=r"config\.json.*hidden_size: 100 is not divisible by num_attention_heads=3"):
+    with pytest.raises(
+        LitebertError, match=r"config\.json.*hidden_size: 100 is not divisible by num_attention_heads=3"
+    ):
         AlbertConfig.from_json_file(path)
     path.write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(LitebertError, match="not an ALBERT model"):
@@ -139,8 +195,12 @@ def test_sharing_defaults_follow_groups():
 def test_hf_compatibility_flags():
     assert AlbertConfig().hf_compatible
     assert AlbertConfig(num_hidden_groups=12).hf_compatible
-    for kw in (dict(sharing="attention"), dict(sharing="ffn"), dict(embedding_layout="albert_zh"),
-               dict(layer_norm_position="pre")):
+    for kw in (
+        dict(sharing="attention"),
+        dict(sharing="ffn"),
+        dict(embedding_layout="albert_zh"),
+        dict(layer_norm_position="pre"),
+    ):
         cfg = AlbertConfig(**kw)
         assert not cfg.hf_compatible and cfg.hf_incompatibility
         assert cfg.to_dict()["model_type"] == "litebert_albert"
@@ -167,6 +227,13 @@ def test_misspelt_key_is_refused_not_silently_defaulted(tmp_path):
     with pytest.raises(LitebertError, match=r"model\.json: unknown key 'hiden_size'; did you mean 'hidden_size'"):
         AlbertConfig.from_json_file(path)
     # albert_zh's and transformers' own extra keys are still kept
-    zh = {"vocab_size": 100, "directionality": "bidi", "pooler_fc_size": 768, "pooler_type": "first_token_transform",
-          "ln_type": "postln", "position_embedding_type": "absolute", "torch_dtype": "float32"}
+    zh = {
+        "vocab_size": 100,
+        "directionality": "bidi",
+        "pooler_fc_size": 768,
+        "pooler_type": "first_token_transform",
+        "ln_type": "postln",
+        "position_embedding_type": "absolute",
+        "torch_dtype": "float32",
+    }
     assert AlbertConfig.from_dict(zh).extra["pooler_type"] == "first_token_transform"

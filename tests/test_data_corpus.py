@@ -12,7 +12,11 @@ from litebert.errors import LitebertError
 
 def test_split_sentences_english_and_chinese():
     assert split_sentences("It rained . Then it stopped ! 下雨了。停了！") == [
-        "It rained .", "Then it stopped !", "下雨了。", "停了！"]
+        "It rained .",
+        "Then it stopped !",
+        "下雨了。",
+        "停了！",
+    ]
     assert split_sentences('He said "Go." She went. 3 left.') == ['He said "Go."', "She went.", "3 left."]
     assert split_sentences("他说：“走吧。”然后走了？没有") == ["他说：“走吧。”", "然后走了？", "没有"]
     assert split_sentences("no end here e.g. lower") == ["no end here e.g. lower"]
@@ -26,12 +30,20 @@ def _write(path, text):
 
 def test_formats_detected_and_read(tmp_path):
     bert = _write(tmp_path / "bert.txt", "First sentence.\nSecond one.\n\nOther doc.\nMore.\n")
-    wiki = _write(tmp_path / "wiki.txt", " \n = Title A = \n \n Para one . Para two .\n \n = = Sec = = \n"
-                                         " Para three .\n \n = Title B = \n \n B text . More B .\n")
-    wx = _write(tmp_path / "wx.txt", '<doc id="1" url="u" title="T1">\nT1\n\nOne. Two.\n</doc>\n'
-                                     '<doc id="2" url="u" title="T2">\nT2\nThree.\n</doc>\n')
-    jl = _write(tmp_path / "d.jsonl", json.dumps({"text": "A one. A two.\nA three."}) + "\n"
-                + json.dumps({"text": "B one."}) + "\n")
+    wiki = _write(
+        tmp_path / "wiki.txt",
+        " \n = Title A = \n \n Para one . Para two .\n \n = = Sec = = \n"
+        " Para three .\n \n = Title B = \n \n B text . More B .\n",
+    )
+    wx = _write(
+        tmp_path / "wx.txt",
+        '<doc id="1" url="u" title="T1">\nT1\n\nOne. Two.\n</doc>\n'
+        '<doc id="2" url="u" title="T2">\nT2\nThree.\n</doc>\n',
+    )
+    jl = _write(
+        tmp_path / "d.jsonl",
+        json.dumps({"text": "A one. A two.\nA three."}) + "\n" + json.dumps({"text": "B one."}) + "\n",
+    )
     plain = _write(tmp_path / "plain.txt", "One here. Two here. Three here.\nFour here. Five.\n\nSix. Seven here.\n")
     expected = {
         bert: ("bert", [["First sentence.", "Second one."], ["Other doc.", "More."]]),

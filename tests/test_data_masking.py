@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from litebert.data.masking import (_STREAM_ACTION, _STREAM_NGRAM, _STREAM_ORDER, _STREAM_RANDOM, _uniform,
-                                   mask_batch, mask_keys, ngram_probs)
+from litebert.data.masking import (
+    _STREAM_ACTION,
+    _STREAM_NGRAM,
+    _STREAM_ORDER,
+    _STREAM_RANDOM,
+    _uniform,
+    mask_batch,
+    mask_keys,
+    ngram_probs,
+)
 
 CLS, SEP, PAD, MASK = 2, 3, 0, 4
 SPECIAL = np.array([PAD, CLS, SEP, MASK])
@@ -43,6 +51,7 @@ def reference_mask(ids, word_start, length, key, prob=0.15, P=20, N=3):
         navail = min(N, W - w)
         c = np.cumsum(p[:navail] / p[:navail].sum())
         n = 1 + int((u_n[k] >= c[:-1]).sum())
+
         def size(m, w=w):
             return sum(len(cand_words[w + j]) for j in range(m))
 
@@ -106,7 +115,7 @@ def test_item_mask_independent_of_batch_and_padding():
     out, labels = run(ids, ws, lengths, keys)
     for b in (0, 5, 15):
         n = int(lengths[b])
-        o1, l1 = run(ids[b:b + 1, :n], ws[b:b + 1, :n], lengths[b:b + 1], keys[b:b + 1])
+        o1, l1 = run(ids[b : b + 1, :n], ws[b : b + 1, :n], lengths[b : b + 1], keys[b : b + 1])
         assert o1[0].tolist() == out[b, :n].tolist() and l1[0].tolist() == labels[b, :n].tolist()
     o2, _ = run(ids, ws, lengths, mask_keys(3, 1, np.arange(16)))
     assert not np.array_equal(o2, out)  # another epoch, other masks

@@ -12,8 +12,16 @@ import pytest
 import torch
 
 from litebert.cli import main
-from litebert.data import (PrepareConfig, PretrainingCollator, PretrainingDataset, check_data_matches_model,
-                           prepare, read_documents, read_manifest, verify_checksums)
+from litebert.data import (
+    PrepareConfig,
+    PretrainingCollator,
+    PretrainingDataset,
+    check_data_matches_model,
+    prepare,
+    read_documents,
+    read_manifest,
+    verify_checksums,
+)
 from litebert.data.instances import META_INDEX as M
 from litebert.data.instances import truncated_lengths
 from litebert.errors import LitebertError
@@ -70,13 +78,13 @@ def test_wikitext_instances_follow_spec(tiny):
         assert n <= 128
         # layout [CLS] A [SEP] B [SEP]
         assert ids[0] == cls and ids[la + 1] == sep and ids[-1] == sep
-        assert not np.isin(ids[1:la + 1], [cls, sep]).any() and not np.isin(ids[la + 2:-1], [cls, sep]).any()
+        assert not np.isin(ids[1 : la + 1], [cls, sep]).any() and not np.isin(ids[la + 2 : -1], [cls, sep]).any()
         assert la >= 1 and n - la - 3 >= 1
         doc = docs[m[M["doc"]]]
         assert m[M["b_doc"]] == m[M["doc"]]  # sop: never text of another document
         # the kept text is the document's text at the recorded positions
-        assert np.array_equal(ids[1:la + 1], doc[m[M["a_start"]]:m[M["a_end"]]])
-        assert np.array_equal(ids[la + 2:-1], doc[m[M["b_start"]]:m[M["b_end"]]])
+        assert np.array_equal(ids[1 : la + 1], doc[m[M["a_start"]] : m[M["a_end"]]])
+        assert np.array_equal(ids[la + 2 : -1], doc[m[M["b_start"]] : m[M["b_end"]]])
         assert m[M["a_orig_start"]] <= m[M["a_start"]] < m[M["a_end"]] <= m[M["a_orig_end"]]
         assert m[M["b_orig_start"]] <= m[M["b_start"]] < m[M["b_end"]] <= m[M["b_orig_end"]]
         # consecutive text, in order (label 0) or swapped (label 1); never overlapping
@@ -90,7 +98,7 @@ def test_wikitext_instances_follow_spec(tiny):
     # token types and item tensors
     item = ds[0]
     la = int(meta[0, M["len_a"]])
-    assert item["token_type_ids"][:la + 2].eq(0).all() and item["token_type_ids"][la + 2:].eq(1).all()
+    assert item["token_type_ids"][: la + 2].eq(0).all() and item["token_type_ids"][la + 2 :].eq(1).all()
     assert item["attention_mask"].eq(1).all()
     assert set(item) == {"input_ids", "token_type_ids", "attention_mask", "labels", "sentence_order_label"}
     assert all(v.dtype == torch.int64 for v in item.values())
@@ -98,7 +106,7 @@ def test_wikitext_instances_follow_spec(tiny):
 
 def test_short_targets_about_ten_percent(tmp_path, tiny):
     """Hand-built corpus of 3000 documents: the share of documents whose target is short is ≈ short_seq_prob."""
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
     rng = np.random.default_rng(0)
     lines = []
     for _ in range(3000):
@@ -108,8 +116,16 @@ def test_short_targets_about_ten_percent(tmp_path, tiny):
     corpus = tmp_path / "docs.txt"
     corpus.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    prepare(PrepareConfig(corpus=[corpus], tokenizer=tiny.tokenizer("wordpiece"), output=out, progress=False,
-                          max_seq_length=64, format="bert"))
+    prepare(
+        PrepareConfig(
+            corpus=[corpus],
+            tokenizer=tiny.tokenizer("wordpiece"),
+            output=out,
+            progress=False,
+            max_seq_length=64,
+            format="bert",
+        )
+    )
     meta = PretrainingDataset(out).meta
     per_doc = {}
     for row in meta:
@@ -122,8 +138,11 @@ def test_single_long_sentence_document_gives_sop_pairs(tmp_path, tiny):
     corpus = tmp_path / "one.txt"
     corpus.write_text(" ".join(f"word{i % 50}" for i in range(400)) + "\n")
     out = tmp_path / "out"
-    res = prepare(PrepareConfig(corpus=[corpus], tokenizer=tiny.tokenizer("wordpiece"), output=out,
-                                progress=False, format="bert", seed=3))
+    res = prepare(
+        PrepareConfig(
+            corpus=[corpus], tokenizer=tiny.tokenizer("wordpiece"), output=out, progress=False, format="bert", seed=3
+        )
+    )
     assert res.instances >= 1 and "every document is a single sentence" in res.summary
     ds = PretrainingDataset(out)
     for i in range(len(ds)):
@@ -144,8 +163,15 @@ def test_all_documents_one_short_sentence_is_a_clear_error(tmp_path, tiny):
     corpus = tmp_path / "short.txt"
     corpus.write_text("\n\n".join(words) + "\n")
     with pytest.raises(LitebertError, match="no instances were made from 3 documents"):
-        prepare(PrepareConfig(corpus=[corpus], tokenizer=tiny.tokenizer("wordpiece"), output=tmp_path / "o",
-                              progress=False, format="bert"))
+        prepare(
+            PrepareConfig(
+                corpus=[corpus],
+                tokenizer=tiny.tokenizer("wordpiece"),
+                output=tmp_path / "o",
+                progress=False,
+                format="bert",
+            )
+        )
     assert not (tmp_path / "o").exists()
 
 
@@ -166,8 +192,17 @@ def test_same_seed_same_bytes_any_workers(tmp_path, tiny):
     tok = str(tiny.tokenizer("sentencepiece"))
     digests = []
     for name, workers, seed in (("a", 1, 5), ("b", 2, 5), ("c", 1, 6)):
-        prepare(PrepareConfig(corpus=corpus, tokenizer=tok, output=tmp_path / name, workers=workers, seed=seed,
-                              progress=False, shard_size=300))
+        prepare(
+            PrepareConfig(
+                corpus=corpus,
+                tokenizer=tok,
+                output=tmp_path / name,
+                workers=workers,
+                seed=seed,
+                progress=False,
+                shard_size=300,
+            )
+        )
         digests.append(_files_digest(tmp_path / name))
     assert digests[0] == digests[1]
     assert digests[0] != digests[2]
@@ -239,8 +274,9 @@ def test_collator_pads_to_longest(tiny):
         assert (batch["token_type_ids"][0, n:] == 0).all()
     assert batch["sentence_order_label"].shape == (2,)
     assert PretrainingCollator(0, pad_to_multiple_of=64)(items)["input_ids"].shape[1] % 64 == 0
-    loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=True, collate_fn=ds.collator(),
-                                         generator=torch.Generator().manual_seed(0))
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=16, shuffle=True, collate_fn=ds.collator(), generator=torch.Generator().manual_seed(0)
+    )
     b = next(iter(loader))
     assert b["input_ids"].shape[0] == 16 and b["labels"].ne(-100).any()
 
@@ -270,8 +306,13 @@ def test_static_masking_with_dupe_factor(tiny):
 
 
 def test_chinese_whole_word_masking(tiny):
-    out = tiny.prepared("zh_wwm", (str(tiny.news_zh()), str(tiny.clue_subset(300))), str(tiny.tokenizer("chinese", 4000)),
-                   whole_word_mask_zh=True, max_seq_length=128)
+    out = tiny.prepared(
+        "zh_wwm",
+        (str(tiny.news_zh()), str(tiny.clue_subset(300))),
+        str(tiny.tokenizer("chinese", 4000)),
+        whole_word_mask_zh=True,
+        max_seq_length=128,
+    )
     ds = PretrainingDataset(out)
     tok = load_tokenizer(out / "tokenizer")
     pieces = tok.convert_ids_to_tokens(list(range(tok.vocab_size)))
@@ -280,8 +321,10 @@ def test_chinese_whole_word_masking(tiny):
         it, raw = ds[i], ds.raw(i)
         lab = it["labels"].numpy()
         sel = lab != -100
-        assert not any(pieces[t].startswith("##") and len(pieces[t]) == 3 and "\u4e00" <= pieces[t][2] <= "\u9fff"
-                       for t in lab[sel])  # labels are original character ids, never a ## form
+        assert not any(
+            pieces[t].startswith("##") and len(pieces[t]) == 3 and "\u4e00" <= pieces[t][2] <= "\u9fff"
+            for t in lab[sel]
+        )  # labels are original character ids, never a ## form
         ws = raw["word_start"]
         for p in np.nonzero(sel)[0]:
             if not ws[p] and p > 0 and raw["input_ids"][p - 1] not in (tok.cls_token_id, tok.sep_token_id):
@@ -347,23 +390,85 @@ def test_bad_input(tmp_path, tiny):
 
 def test_cli(tmp_path, tiny, capsys):
     corpus = str(tiny.wikitext_subset(5))
-    assert main(["train-tokenizer", "--corpus", corpus, "--kind", "wordpiece", "--vocab-size", "500",
-                 "--output", str(tmp_path / "tok")]) == 0
-    assert main(["prepare", "--corpus", corpus, "--tokenizer", str(tmp_path / "tok"), "--output",
-                 str(tmp_path / "data"), "--max-seq-length", "64", "--workers", "2", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train-tokenizer",
+                "--corpus",
+                corpus,
+                "--kind",
+                "wordpiece",
+                "--vocab-size",
+                "500",
+                "--output",
+                str(tmp_path / "tok"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "prepare",
+                "--corpus",
+                corpus,
+                "--tokenizer",
+                str(tmp_path / "tok"),
+                "--output",
+                str(tmp_path / "data"),
+                "--max-seq-length",
+                "64",
+                "--workers",
+                "2",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "documents" in out and "instances" in out and "MB/s" in out
     assert json.loads((tmp_path / "data" / "manifest.json").read_text())["settings"]["max_seq_length"] == 64
-    rc = main(["prepare", "--corpus", str(tmp_path / "nope.txt"), "--tokenizer", str(tmp_path / "tok"),
-               "--output", str(tmp_path / "d2")])
+    rc = main(
+        [
+            "prepare",
+            "--corpus",
+            str(tmp_path / "nope.txt"),
+            "--tokenizer",
+            str(tmp_path / "tok"),
+            "--output",
+            str(tmp_path / "d2"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error:") and "not found" in err and "Traceback" not in err
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"ok line\n\xff\xfe\n")
-    rc = main(["prepare", "--corpus", str(bad), "--tokenizer", str(tmp_path / "tok"), "--output",
-               str(tmp_path / "d3"), "--on-invalid-utf8", "error"])
+    rc = main(
+        [
+            "prepare",
+            "--corpus",
+            str(bad),
+            "--tokenizer",
+            str(tmp_path / "tok"),
+            "--output",
+            str(tmp_path / "d3"),
+            "--on-invalid-utf8",
+            "error",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and f"{bad}:2" in err
-    rc = main(["prepare", "--corpus", corpus, "--tokenizer", str(tmp_path / "tok"), "--output",
-               str(tmp_path / "d4"), "--max-seq-length", "600"])
+    rc = main(
+        [
+            "prepare",
+            "--corpus",
+            corpus,
+            "--tokenizer",
+            str(tmp_path / "tok"),
+            "--output",
+            str(tmp_path / "d4"),
+            "--max-seq-length",
+            "600",
+        ]
+    )
     assert rc == 2 and "max_position_embeddings" in capsys.readouterr().err

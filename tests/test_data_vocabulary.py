@@ -33,8 +33,17 @@ def two_tokenizers_data(tmp_path_factory):
         tok_dir = root / f"tok_{name}"
         tok_dir.mkdir()
         (tok_dir / "vocab.txt").write_text("".join(t + "\n" for t in SPECIALS + words), encoding="utf-8")
-        prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(tok_dir), output=str(root / f"data_{name}"),
-                              max_seq_length=16, max_predictions_per_seq=3, seed=1, progress=False))
+        prepare(
+            PrepareConfig(
+                corpus=[str(corpus)],
+                tokenizer=str(tok_dir),
+                output=str(root / f"data_{name}"),
+                max_seq_length=16,
+                max_predictions_per_seq=3,
+                seed=1,
+                progress=False,
+            )
+        )
         out[name] = (tok_dir, root / f"data_{name}")
     return out
 
@@ -49,8 +58,23 @@ def test_manifest_stores_the_sha256_of_the_ordered_vocabulary(two_tokenizers_dat
 
 
 def _pretrain(data, out, *extra):
-    return main(["pretrain", "--data", str(data), "--model-config", "albert-debug", "--output", str(out),
-                 "--max-steps", "1", "--batch-size", "2", "--no-progress-bar", *map(str, extra)])
+    return main(
+        [
+            "pretrain",
+            "--data",
+            str(data),
+            "--model-config",
+            "albert-debug",
+            "--output",
+            str(out),
+            "--max-steps",
+            "1",
+            "--batch-size",
+            "2",
+            "--no-progress-bar",
+            *map(str, extra),
+        ]
+    )
 
 
 def test_eval_data_of_another_tokenizer_is_refused_before_training(two_tokenizers_data, tmp_path, capsys):
@@ -83,8 +107,11 @@ def test_data_prepared_without_a_fingerprint_is_accepted_with_a_warning(two_toke
     manifest = json.loads((old / "manifest.json").read_text())
     del manifest["tokenizer"]["vocab_sha256"]  # as written before the fingerprint existed
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.warns(UserWarning, match=r"cannot check that --eval-data .* use the same tokens, only the same "
-                                         r"vocab_size: --eval-data .*old has no vocabulary fingerprint"):
+    with pytest.warns(
+        UserWarning,
+        match=r"cannot check that --eval-data .* use the same tokens, only the same "
+        r"vocab_size: --eval-data .*old has no vocabulary fingerprint",
+    ):
         check_same_vocabulary(read_manifest(old), read_manifest(data_a), f"--eval-data {old}", "--data a")
     # a different vocabulary size is still refused without fingerprints
     manifest["tokenizer"]["vocab_size"] = 19

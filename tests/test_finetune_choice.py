@@ -25,10 +25,14 @@ def zh_model(tiny, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("zh")
     docs = json.loads((shared_data / "c3/c3-m-train.json").read_text(encoding="utf-8"))[:200]
     lines = ["".join(d[0]) for d in docs]
-    lines += [json.loads(r)["sentence1"] for r in (shared_data / "clue/ocnli/train.10k.json").read_text(
-        encoding="utf-8").splitlines()[:1000]]
-    lines += [json.loads(r)["sentence"] for r in (shared_data / "clue/tnews/train.json").read_text(
-        encoding="utf-8").splitlines()[:1000]]
+    lines += [
+        json.loads(r)["sentence1"]
+        for r in (shared_data / "clue/ocnli/train.10k.json").read_text(encoding="utf-8").splitlines()[:1000]
+    ]
+    lines += [
+        json.loads(r)["sentence"]
+        for r in (shared_data / "clue/tnews/train.json").read_text(encoding="utf-8").splitlines()[:1000]
+    ]
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return tiny.model_dir(root / "model", [corpus], "chinese")
@@ -53,28 +57,71 @@ def test_swag_race_copa_layouts(shared_data, tmp_path):
     assert [ex.label for ex in swag.examples] == [r["label"] for r in rows] and len(swag.examples) == 10
     assert swag.examples[0].seconds[0] == f"{rows[0]['sent2']} {rows[0]['ending0']}"
     csv_file = tmp_path / "val.csv"  # the official SWAG CSV columns
-    header = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1", "ending2",
-              "ending3", "label"]
+    header = [
+        "video-id",
+        "fold-ind",
+        "startphrase",
+        "sent1",
+        "sent2",
+        "gold-source",
+        "ending0",
+        "ending1",
+        "ending2",
+        "ending3",
+        "label",
+    ]
     import csv
 
     with open(csv_file, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(header)
         for i, r in enumerate(rows):
-            w.writerow([f"v{i}", i, f"{r['sent1']} {r['sent2']}", *(r[k] for k in header[3:5]), "gold",
-                        *(r[f"ending{j}"] for j in range(4)), r["label"]])
+            w.writerow(
+                [
+                    f"v{i}",
+                    i,
+                    f"{r['sent1']} {r['sent2']}",
+                    *(r[k] for k in header[3:5]),
+                    "gold",
+                    *(r[f"ending{j}"] for j in range(4)),
+                    r["label"],
+                ]
+            )
     from_csv = read_choice_file(csv_file)
-    assert [(e.first, e.seconds, e.label) for e in from_csv.examples] == [(e.first, e.seconds, e.label)
-                                                                           for e in swag.examples]
+    assert [(e.first, e.seconds, e.label) for e in from_csv.examples] == [
+        (e.first, e.seconds, e.label) for e in swag.examples
+    ]
     race = tmp_path / "race.json"
-    race.write_text(json.dumps({"id": "m1.txt", "article": "Tom has a cat.", "questions": ["Tom has a _ .", "Who?"],
-                                "options": [["cat", "dog"], ["Tom", "Ann", "Bob"]], "answers": ["A", "C"]}))
+    race.write_text(
+        json.dumps(
+            {
+                "id": "m1.txt",
+                "article": "Tom has a cat.",
+                "questions": ["Tom has a _ .", "Who?"],
+                "options": [["cat", "dog"], ["Tom", "Ann", "Bob"]],
+                "answers": ["A", "C"],
+            }
+        )
+    )
     read = read_choice_file(race)
-    assert [ex.label for ex in read.examples] == [0, 2] and read.examples[0].seconds == ["Tom has a cat .",
-                                                                                          "Tom has a dog ."]
+    assert [ex.label for ex in read.examples] == [0, 2] and read.examples[0].seconds == [
+        "Tom has a cat .",
+        "Tom has a dog .",
+    ]
     copa = tmp_path / "copa.jsonl"
-    copa.write_text(json.dumps({"premise": "The man fell.", "choice1": "He slipped.", "choice2": "He sang.",
-                                "question": "cause", "label": 0, "idx": 7}) + "\n")
+    copa.write_text(
+        json.dumps(
+            {
+                "premise": "The man fell.",
+                "choice1": "He slipped.",
+                "choice2": "He sang.",
+                "question": "cause",
+                "label": 0,
+                "idx": 7,
+            }
+        )
+        + "\n"
+    )
     ex = read_choice_file(copa).examples[0]
     assert ex.seconds == ["What was the cause? He slipped.", "What was the cause? He sang."] and ex.id == "7"
 
@@ -104,9 +151,10 @@ def test_padded_options_get_minus_inf_and_are_never_chosen():
     from litebert.finetune.choice import choice_logits
     from litebert.modeling import AlbertForMultipleChoice
 
-    items = [{"input_ids": [[2, 5, 3], [2, 6, 7, 3]], "token_type_ids": [[0, 0, 0], [0, 0, 0, 1]], "labels": 1},
-             {"input_ids": [[2, 8, 3], [2, 9, 3], [2, 5, 6, 3]], "token_type_ids": [[0] * 3, [0] * 3, [0] * 4],
-              "labels": 2}]
+    items = [
+        {"input_ids": [[2, 5, 3], [2, 6, 7, 3]], "token_type_ids": [[0, 0, 0], [0, 0, 0, 1]], "labels": 1},
+        {"input_ids": [[2, 8, 3], [2, 9, 3], [2, 5, 6, 3]], "token_type_ids": [[0] * 3, [0] * 3, [0] * 4], "labels": 2},
+    ]
     batch = ChoiceCollator(0)(items)
     assert batch["input_ids"].shape == (2, 3, 4) and batch["choice_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
     assert batch["input_ids"][0, 2].tolist() == [2, 3, 0, 0] and batch["attention_mask"][0, 2].tolist() == [1, 1, 0, 0]
@@ -115,8 +163,11 @@ def test_padded_options_get_minus_inf_and_are_never_chosen():
     with torch.no_grad():
         model.classifier.bias.fill_(100.0)  # would make any option "win" by a lot; the mask still wins
         logits = choice_logits(model, batch)
-        alone = model(input_ids=batch["input_ids"][:1, :2], attention_mask=batch["attention_mask"][:1, :2],
-                      token_type_ids=batch["token_type_ids"][:1, :2]).logits
+        alone = model(
+            input_ids=batch["input_ids"][:1, :2],
+            attention_mask=batch["attention_mask"][:1, :2],
+            token_type_ids=batch["token_type_ids"][:1, :2],
+        ).logits
     assert torch.isinf(logits[0, 2]) and logits[0, 2] < 0 and torch.isfinite(logits[1]).all()
     torch.testing.assert_close(logits[0, :2], alone[0])  # the padded third option changes nothing
     assert logits.softmax(-1)[0, 2] == 0
@@ -126,10 +177,22 @@ def test_padded_options_get_minus_inf_and_are_never_chosen():
 @pytest.fixture(scope="module")
 def c3_run(zh_model, shared_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("c3") / "run"
-    cfg = FinetuneConfig(model=str(zh_model), train_file=str(shared_data / "c3/c3-m-train.json"),
-                         dev_file=str(shared_data / "c3/c3-m-dev.json"), output_dir=str(out),
-                         data=DataOptions(task="c3"), max_train_examples=64, max_eval_examples=48, batch_size=8,
-                         max_steps=6, learning_rate=2e-3, max_seq_length=48, eval_steps=3, progress_bar=False)
+    cfg = FinetuneConfig(
+        model=str(zh_model),
+        train_file=str(shared_data / "c3/c3-m-train.json"),
+        dev_file=str(shared_data / "c3/c3-m-dev.json"),
+        output_dir=str(out),
+        data=DataOptions(task="c3"),
+        max_train_examples=64,
+        max_eval_examples=48,
+        batch_size=8,
+        max_steps=6,
+        learning_rate=2e-3,
+        max_seq_length=48,
+        eval_steps=3,
+        progress_bar=False,
+        precision="fp32",
+    )  # compared with transformers in fp32; the options' logits are near-ties
     return finetune(cfg), out
 
 
@@ -158,6 +221,7 @@ def test_transformers_multiple_choice_gives_the_same_argmax(c3_run, shared_data)
     read = kind.read(shared_data / "c3/c3-m-dev.json", require_labels=True)
     by_index = {ex.index: ex for ex in read.examples}
     import dataclasses
+
     sub = dataclasses.replace(read, examples=[by_index[int(r[0])] for r in rows])
     feats = kind.featurize(sub, load_tokenizer(out / "best"), 48, "dev")
     n_options = set()
@@ -165,16 +229,27 @@ def test_transformers_multiple_choice_gives_the_same_argmax(c3_run, shared_data)
         batch = ChoiceCollator(0)([item])
         n_options.add(batch["input_ids"].shape[1])
         with torch.no_grad():
-            logits = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                        token_type_ids=batch["token_type_ids"]).logits
+            logits = hf(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                token_type_ids=batch["token_type_ids"],
+            ).logits
         assert int(logits.argmax(-1)) == int(row[2])
     assert len(n_options) >= 2  # questions with different numbers of options were compared
 
 
 def test_evaluate_reproduces_c3(c3_run, shared_data, tmp_path):
     _, out = c3_run
-    ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(shared_data / "c3/c3-m-dev.json"),
-                                 max_seq_length=48, max_examples=30, output_dir=str(tmp_path)))
+    ev = evaluate(
+        EvaluateConfig(
+            model=str(out / "best"),
+            data_file=str(shared_data / "c3/c3-m-dev.json"),
+            max_seq_length=48,
+            max_examples=30,
+            output_dir=str(tmp_path),
+            precision="fp32",
+        )
+    )
     assert ev.num_examples == 30 and set(ev.metrics) == {"accuracy", "eval_loss"}
     rows = [ln.split("\t") for ln in (tmp_path / "predictions.tsv").read_text().splitlines()[1:]]
     assert [int(r[2]) for r in rows] == ev.predictions and [int(r[3]) for r in rows] == ev.labels
@@ -202,20 +277,50 @@ def test_clue_readers(shared_data):
 
 def test_tnews_finetune_and_ocnli_model_scored_on_xnli(zh_model, shared_data, tmp_path):
     tnews = shared_data / "clue/tnews"
-    result = finetune(FinetuneConfig(model=str(zh_model), train_file=str(tnews / "train.json"),
-                                     dev_file=str(tnews / "dev.json"), output_dir=str(tmp_path / "tnews"),
-                                     data=DataOptions(task="tnews"), max_train_examples=96, max_eval_examples=48,
-                                     batch_size=16, max_steps=4, learning_rate=2e-3, max_seq_length=32,
-                                     progress_bar=False))
+    result = finetune(
+        FinetuneConfig(
+            model=str(zh_model),
+            train_file=str(tnews / "train.json"),
+            dev_file=str(tnews / "dev.json"),
+            output_dir=str(tmp_path / "tnews"),
+            data=DataOptions(task="tnews"),
+            max_train_examples=96,
+            max_eval_examples=48,
+            batch_size=16,
+            max_steps=4,
+            learning_rate=2e-3,
+            max_seq_length=32,
+            progress_bar=False,
+        )
+    )
     assert result.labels == list(json.loads((tmp_path / "tnews/best/config.json").read_text())["label2id"])
     assert len(result.labels) == 15 and set(result.eval_results) == {"accuracy", "eval_loss"}
     ocnli = shared_data / "clue/ocnli"
-    finetune(FinetuneConfig(model=str(zh_model), train_file=str(ocnli / "train.10k.json"),
-                            dev_file=str(ocnli / "dev.json"), output_dir=str(tmp_path / "ocnli"),
-                            data=DataOptions(task="ocnli"), max_train_examples=64, max_eval_examples=32,
-                            batch_size=16, max_steps=2, learning_rate=2e-3, max_seq_length=32, progress_bar=False))
+    finetune(
+        FinetuneConfig(
+            model=str(zh_model),
+            train_file=str(ocnli / "train.10k.json"),
+            dev_file=str(ocnli / "dev.json"),
+            output_dir=str(tmp_path / "ocnli"),
+            data=DataOptions(task="ocnli"),
+            max_train_examples=64,
+            max_eval_examples=32,
+            batch_size=16,
+            max_steps=2,
+            learning_rate=2e-3,
+            max_seq_length=32,
+            progress_bar=False,
+        )
+    )
     # the OCNLI model on XNLI-zh dev: the same three label names, so the model's labels apply as they are
-    ev = evaluate(EvaluateConfig(model=str(tmp_path / "ocnli/best"), data_file=str(shared_data / "xnli_zh/dev.tsv"),
-                                 data=DataOptions(task="xnli"), max_seq_length=32, max_examples=60))
+    ev = evaluate(
+        EvaluateConfig(
+            model=str(tmp_path / "ocnli/best"),
+            data_file=str(shared_data / "xnli_zh/dev.tsv"),
+            data=DataOptions(task="xnli"),
+            max_seq_length=32,
+            max_examples=60,
+        )
+    )
     assert ev.num_examples == 60 and set(ev.predictions) <= {"contradiction", "entailment", "neutral"}
     assert ev.metrics["accuracy"] == pytest.approx(sum(p == g for p, g in zip(ev.predictions, ev.labels)) / 60)

@@ -8,7 +8,6 @@ import pytest
 from litebert.errors import LitebertError
 from litebert.finetune import metrics
 
-
 # preds/labels: TP = 3 (rows 0, 3, 5), FP = 1 (row 2), FN = 1 (row 4), TN = 1 (row 1)
 PRED = np.array([1, 0, 1, 1, 0, 1])
 GOLD = np.array([1, 0, 0, 1, 1, 1])

@@ -47,8 +47,11 @@ def test_csv_with_quotes_and_custom_delimiter(tmp_path):
 
 
 def test_jsonl(tmp_path):
-    path = write(tmp_path, "d.jsonl", '{"sentence1": "a", "sentence2": "b", "label": 2}\n\n{"sentence1": "c", '
-                                      '"sentence2": "d", "label": 0}')
+    path = write(
+        tmp_path,
+        "d.jsonl",
+        '{"sentence1": "a", "sentence2": "b", "label": 2}\n\n{"sentence1": "c", "sentence2": "d", "label": 0}',
+    )
     res = read_examples(path, ColumnSpec(text="sentence1", text_pair="sentence2", label="label"))
     assert [(e.text, e.text_pair, e.label) for e in res.examples] == [("a", "b", "2"), ("c", "d", "0")]
     bad = write(tmp_path, "bad.jsonl", '{"sentence1": "a"}\n{"x": 1}\n')
@@ -96,7 +99,9 @@ def test_optional_label_for_test_files(tmp_path):
 
 
 def test_task_presets_pick_layouts(tmp_path):
-    cola_train = write(tmp_path, "cola.tsv", "gj04\t1\t\tOur friends won't buy this.\ngj04\t0\t*\tThey drank the pub.\n")
+    cola_train = write(
+        tmp_path, "cola.tsv", "gj04\t1\t\tOur friends won't buy this.\ngj04\t0\t*\tThey drank the pub.\n"
+    )
     cola_test = write(tmp_path, "cola_test.tsv", "index\tsentence\n0\tBill whistled.\n")
     cola = get_task("CoLA")
     assert read_examples(cola_train, cola.layout_for(cola_train)).examples[1].label == "0"
@@ -106,8 +111,11 @@ def test_task_presets_pick_layouts(tmp_path):
     xnli = get_task("xnli")
     mt = write(tmp_path, "mt.tsv", "premise\thypo\tlabel\na\tb\tcontradictory\n")
     assert read_examples(mt, xnli.layout_for(mt)).examples[0].label == "contradiction"
-    dev = write(tmp_path, "xnli.dev.tsv", "language\tgold_label\tsentence1\tsentence2\nen\tneutral\ta\tb\n"
-                                         "zh\tentailment\t你\t好\n")
+    dev = write(
+        tmp_path,
+        "xnli.dev.tsv",
+        "language\tgold_label\tsentence1\tsentence2\nen\tneutral\ta\tb\nzh\tentailment\t你\t好\n",
+    )
     res = read_examples(dev, xnli.layout_for(dev))
     assert [(e.text, e.label) for e in res.examples] == [("你", "entailment")] and res.skipped == 1
 
@@ -121,8 +129,10 @@ def test_task_presets_pick_layouts(tmp_path):
     assert set(TASKS) >= {"sst2", "mrpc", "cola", "stsb", "qnli", "rte", "qqp", "mnli", "chnsenticorp", "lcqmc", "xnli"}
 
 
-@pytest.mark.parametrize("task,split,rows,pair", [
-    ("sst2", "SST-2", 872, False), ("mrpc", "MRPC", 408, True), ("chnsenticorp", "chnsenticorp", 1200, False)])
+@pytest.mark.parametrize(
+    "task,split,rows,pair",
+    [("sst2", "SST-2", 872, False), ("mrpc", "MRPC", 408, True), ("chnsenticorp", "chnsenticorp", 1200, False)],
+)
 def test_real_glue_and_clue_files(shared_data, task, split, rows, pair):
     base = shared_data / ("glue" if split != "chnsenticorp" else "") / split
     spec = get_task(task)

@@ -18,7 +18,6 @@ from litebert.cli import main
 from litebert.errors import LitebertError
 from litebert.finetune import DataOptions, EvaluateConfig, FinetuneConfig, evaluate, finetune, predict
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -43,10 +42,22 @@ def zh_model(tiny, shared_data, tmp_path_factory):
 
 
 def _config(model, train, dev, out, task=None, **kw):
-    base = dict(model=str(model), train_file=str(train), dev_file=str(dev), output_dir=str(out),
-                data=DataOptions(task=task) if task else kw.pop("data"), max_train_examples=192,
-                max_eval_examples=96, batch_size=32, max_steps=12, learning_rate=1e-3, warmup_ratio=0.1,
-                max_seq_length=64, eval_steps=6, progress_bar=False)
+    base = dict(
+        model=str(model),
+        train_file=str(train),
+        dev_file=str(dev),
+        output_dir=str(out),
+        data=DataOptions(task=task) if task else kw.pop("data"),
+        max_train_examples=192,
+        max_eval_examples=96,
+        batch_size=32,
+        max_steps=12,
+        learning_rate=1e-3,
+        warmup_ratio=0.1,
+        max_seq_length=64,
+        eval_steps=6,
+        progress_bar=False,
+    )
     base.update(kw)
     return FinetuneConfig(**base)
 
@@ -55,8 +66,9 @@ def _config(model, train, dev, out, task=None, **kw):
 def sst2_run(en_model, shared_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("sst2") / "run"
     glue = shared_data / "glue/SST-2"
-    result = finetune(_config(en_model, glue / "train.tsv", glue / "dev.tsv", out, "sst2",
-                              test_file=str(glue / "test.tsv")))
+    result = finetune(
+        _config(en_model, glue / "train.tsv", glue / "dev.tsv", out, "sst2", test_file=str(glue / "test.tsv"))
+    )
     return result, out
 
 
@@ -64,9 +76,17 @@ def test_sst2_outputs(sst2_run, shared_data):
     result, out = sst2_run
     assert result.steps == 12 and result.num_train == 192 and result.num_dev == 96
     assert result.metric == "accuracy" and result.labels == ["0", "1"]
-    for name in ("eval_results.json", "predictions.tsv", "test_predictions.tsv", "metrics.jsonl",
-                 "finetune_config.json", "train.log", "best/config.json", "best/model.safetensors",
-                 "best/tokenizer.json"):
+    for name in (
+        "eval_results.json",
+        "predictions.tsv",
+        "test_predictions.tsv",
+        "metrics.jsonl",
+        "finetune_config.json",
+        "train.log",
+        "best/config.json",
+        "best/model.safetensors",
+        "best/tokenizer.json",
+    ):
         assert (out / name).exists(), name
     assert any((out / "tb").iterdir())
     res = json.loads((out / "eval_results.json").read_text())
@@ -130,12 +150,19 @@ def test_evaluate_and_predict_reproduce_finetune(sst2_run, shared_data, tmp_path
     _, out = sst2_run
     dev = shared_data / "glue/SST-2/dev.tsv"
     # the task is read back from config.json (finetuning_task): no columns needed
-    ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "ev"),
-                                 max_seq_length=64))
+    ev = evaluate(
+        EvaluateConfig(model=str(out / "best"), data_file=str(dev), output_dir=str(tmp_path / "ev"), max_seq_length=64)
+    )
     assert ev.num_examples == 872 and (tmp_path / "ev/eval_results.json").exists()
     assert set(ev.metrics) == {"accuracy", "eval_loss"}
-    pr = predict(EvaluateConfig(model=str(out / "best"), data_file=str(shared_data / "glue/SST-2/test.tsv"),
-                                output_dir=str(tmp_path / "pr"), max_seq_length=64))
+    pr = predict(
+        EvaluateConfig(
+            model=str(out / "best"),
+            data_file=str(shared_data / "glue/SST-2/test.tsv"),
+            output_dir=str(tmp_path / "pr"),
+            max_seq_length=64,
+        )
+    )
     assert pr.labels is None and len(pr.predictions) == 1821
     written = [line.split("\t")[1] for line in (tmp_path / "pr/predictions.tsv").read_text().splitlines()[1:]]
     assert written == pr.predictions
@@ -145,16 +172,36 @@ def test_evaluate_and_predict_reproduce_finetune(sst2_run, shared_data, tmp_path
 
 def test_mrpc_sentence_pairs(en_model, shared_data, tmp_path):
     glue = shared_data / "glue/MRPC"
-    result = finetune(_config(en_model, glue / "train.tsv", glue / "dev.tsv", tmp_path / "mrpc", "mrpc",
-                              optimizer="lamb", max_steps=6, eval_steps=3))
+    result = finetune(
+        _config(
+            en_model,
+            glue / "train.tsv",
+            glue / "dev.tsv",
+            tmp_path / "mrpc",
+            "mrpc",
+            optimizer="lamb",
+            max_steps=6,
+            eval_steps=3,
+        )
+    )
     assert set(result.eval_results) == {"accuracy", "f1", "eval_loss"}
     assert result.metric == "accuracy"
 
 
 def test_chnsenticorp(zh_model, shared_data, tmp_path):
     data = shared_data / "chnsenticorp"
-    result = finetune(_config(zh_model, data / "train.tsv", data / "dev.tsv", tmp_path / "chn", "chnsenticorp",
-                              test_file=str(data / "test.tsv"), max_steps=6, eval_steps=6))
+    result = finetune(
+        _config(
+            zh_model,
+            data / "train.tsv",
+            data / "dev.tsv",
+            tmp_path / "chn",
+            "chnsenticorp",
+            test_file=str(data / "test.tsv"),
+            max_steps=6,
+            eval_steps=6,
+        )
+    )
     assert result.num_dev == 96 and result.truncated["train"] > 0  # reviews are longer than 64 characters
     assert result.test_results is not None and "accuracy" in result.test_results  # this test split has labels
     assert (tmp_path / "chn/test_results.json").exists()
@@ -165,9 +212,23 @@ def test_string_labels_csv_columns_by_index_early_stopping(en_model, tmp_path):
     train = tmp_path / "train.csv"
     train.write_text("".join(f'"{t}",{lab}\n' for t, lab in rows), encoding="utf-8")  # no header
     data = DataOptions(text_column="0", label_column="1", header=False)
-    result = finetune(_config(en_model, train, train, tmp_path / "run", data=data, max_train_examples=None,
-                              max_eval_examples=None, batch_size=8, max_steps=40, eval_steps=1,
-                              early_stopping_patience=2, learning_rate=1e-9, metrics=("f1", "accuracy")))
+    result = finetune(
+        _config(
+            en_model,
+            train,
+            train,
+            tmp_path / "run",
+            data=data,
+            max_train_examples=None,
+            max_eval_examples=None,
+            batch_size=8,
+            max_steps=40,
+            eval_steps=1,
+            early_stopping_patience=2,
+            learning_rate=1e-9,
+            metrics=("f1", "accuracy"),
+        )
+    )
     assert result.stopped_early and result.steps < 40
     assert result.labels == ["neg", "pos"] and result.metric == "f1"
     cfg = json.loads((tmp_path / "run/best/config.json").read_text())
@@ -175,8 +236,12 @@ def test_string_labels_csv_columns_by_index_early_stopping(en_model, tmp_path):
     preds = {line.split("\t")[1] for line in (tmp_path / "run/predictions.tsv").read_text().splitlines()[1:]}
     assert preds <= {"neg", "pos"}
     # the column options were saved in config.json: evaluate needs none
-    assert cfg["litebert_data_options"] == {"text_column": 0, "label_column": 1, "header": False,
-                                            "label_separator": ","}
+    assert cfg["litebert_data_options"] == {
+        "text_column": 0,
+        "label_column": 1,
+        "header": False,
+        "label_separator": ",",
+    }
     ev = evaluate(EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(train), max_seq_length=64))
     assert ev.metrics["f1"] == pytest.approx(result.eval_results["f1"])
 
@@ -185,15 +250,28 @@ def test_regression_and_multilabel_train(en_model, tmp_path):
     reg = tmp_path / "reg.tsv"
     reg.write_text("text\tscore\n" + "".join(f"row {i}\t{i % 5 * 0.5}\n" for i in range(24)), encoding="utf-8")
     data = DataOptions(text_column="text", label_column="score")
-    r = finetune(_config(en_model, reg, reg, tmp_path / "reg", data=data, problem_type="regression",
-                         max_steps=3, eval_steps=3))
+    r = finetune(
+        _config(en_model, reg, reg, tmp_path / "reg", data=data, problem_type="regression", max_steps=3, eval_steps=3)
+    )
     assert set(r.eval_results) == {"pearson", "spearman", "eval_loss"}
     assert json.loads((tmp_path / "reg/best/config.json").read_text())["num_labels"] == 1
     multi = tmp_path / "multi.jsonl"
-    multi.write_text("".join(json.dumps({"text": f"t {i}", "tags": ["a", "b", "c"][: 1 + i % 3]}) + "\n"
-                             for i in range(24)), encoding="utf-8")
-    m = finetune(_config(en_model, multi, multi, tmp_path / "multi", problem_type="multi_label", max_steps=3,
-                         eval_steps=3, data=DataOptions(text_column="text", label_column="tags")))
+    multi.write_text(
+        "".join(json.dumps({"text": f"t {i}", "tags": ["a", "b", "c"][: 1 + i % 3]}) + "\n" for i in range(24)),
+        encoding="utf-8",
+    )
+    m = finetune(
+        _config(
+            en_model,
+            multi,
+            multi,
+            tmp_path / "multi",
+            problem_type="multi_label",
+            max_steps=3,
+            eval_steps=3,
+            data=DataOptions(text_column="text", label_column="tags"),
+        )
+    )
     assert m.labels == ["a", "b", "c"] and set(m.eval_results) == {"accuracy", "f1", "eval_loss"}
 
 
@@ -204,8 +282,9 @@ def test_bad_input(en_model, tmp_path):
     dev.write_text("text\tlabel\nfine\tpos\nmeh\tneutral\n", encoding="utf-8")
     data = DataOptions(text_column="text", label_column="label")
     with pytest.raises(LitebertError, match=r"dev.tsv:3: label 'neutral' does not occur in the training labels"):
-        finetune(_config(en_model, train, dev, tmp_path / "o1", data=data, max_train_examples=None,
-                         max_eval_examples=None))
+        finetune(
+            _config(en_model, train, dev, tmp_path / "o1", data=data, max_train_examples=None, max_eval_examples=None)
+        )
     empty = tmp_path / "empty.tsv"
     empty.write_text("", encoding="utf-8")
     with pytest.raises(LitebertError, match="empty"):
@@ -262,8 +341,9 @@ def test_positions_longer_than_pretraining_are_reported(en_model, tmp_path, capl
 
     tok = load_tokenizer(en_model)
     long = " ".join(["film"] * 100)
-    enc = encode_examples([Example(0, long, None, None, 1), Example(1, "short", None, None, 2),
-                           Example(2, long, long, None, 3)], tok, 16)
+    enc = encode_examples(
+        [Example(0, long, None, None, 1), Example(1, "short", None, None, 2), Example(2, long, long, None, 3)], tok, 16
+    )
     config = AlbertConfig.from_preset("albert-debug", extra={"pretraining_max_seq_length": 8})
     msg = untrained_positions_warning(config, 16, {"train": enc}, "M")
     assert msg is not None and "positions 8-15 were never trained (2 of 3 train rows reach them)" in msg
@@ -275,8 +355,9 @@ def test_positions_longer_than_pretraining_are_reported(en_model, tmp_path, capl
     cfg = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**cfg, "pretraining_max_seq_length": 8}))
     train = tmp_path / "t.tsv"
-    train.write_text("sentence\tlabel\n" + "".join(f"{long if i % 2 else 'short'}\t{i % 2}\n" for i in range(8)),
-                     encoding="utf-8")
+    train.write_text(
+        "sentence\tlabel\n" + "".join(f"{long if i % 2 else 'short'}\t{i % 2}\n" for i in range(8)), encoding="utf-8"
+    )
     with caplog.at_level(logging.WARNING, logger="litebert.finetune"):
         finetune(_config(model, train, train, tmp_path / "o", "sst2", max_steps=1, max_seq_length=16))
     assert "4 of 8 train rows, 4 of 8 dev rows reach them" in caplog.text
@@ -291,28 +372,74 @@ def test_positions_longer_than_pretraining_are_reported(en_model, tmp_path, capl
 def test_cli(en_model, shared_data, tmp_path, capsys):
     glue = shared_data / "glue/SST-2"
     out = tmp_path / "cli"
-    code = main(["finetune", "--model", str(en_model), "--task", "sst2", "--train", str(glue / "train.tsv"),
-                 "--dev", str(glue / "dev.tsv"), "--output", str(out), "--max-train-examples", "64",
-                 "--max-eval-examples", "32", "--max-steps", "2", "--batch-size", "32", "--max-seq-length", "64",
-                 "--no-progress", "--no-checkpoints"])
+    code = main(
+        [
+            "finetune",
+            "--model",
+            str(en_model),
+            "--task",
+            "sst2",
+            "--train",
+            str(glue / "train.tsv"),
+            "--dev",
+            str(glue / "dev.tsv"),
+            "--output",
+            str(out),
+            "--max-train-examples",
+            "64",
+            "--max-eval-examples",
+            "32",
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "32",
+            "--max-seq-length",
+            "64",
+            "--no-progress",
+            "--no-checkpoints",
+        ]
+    )
     assert code == 0 and (out / "best/model.safetensors").exists() and not (out / "checkpoints").exists()
     printed = capsys.readouterr().out  # the loop's log lines, then the result as JSON
-    assert json.loads(printed[printed.index("{\n"):])["metric"] == "accuracy"
+    assert json.loads(printed[printed.index("{\n") :])["metric"] == "accuracy"
     # run_settings.json holds the settings that `finetune --config` reads back: the same run, another output
     from litebert.cli import build_parser
     from litebert.cli.options import config_from_args
 
     settings = str(out / "run_settings.json")
     first = config_from_args(build_parser().parse_args(["finetune", "--config", settings]))
-    again = config_from_args(build_parser().parse_args(["finetune", "--config", settings, "--output",
-                                                         str(tmp_path / "again")]))
+    again = config_from_args(
+        build_parser().parse_args(["finetune", "--config", settings, "--output", str(tmp_path / "again")])
+    )
     assert again == dataclasses.replace(first, output_dir=str(tmp_path / "again")) and first.max_steps == 2
     assert first.data.task == "sst2" and first.progress_bar is False and first.keep_checkpoints is False
-    code = main(["evaluate", "--model", str(out / "best"), "--data", str(glue / "dev.tsv"), "--max-examples", "20",
-                 "--max-seq-length", "64"])
+    code = main(
+        [
+            "evaluate",
+            "--model",
+            str(out / "best"),
+            "--data",
+            str(glue / "dev.tsv"),
+            "--max-examples",
+            "20",
+            "--max-seq-length",
+            "64",
+        ]
+    )
     assert code == 0 and "accuracy" in json.loads(capsys.readouterr().out)
-    code = main(["predict", "--model", str(out / "best"), "--data", str(glue / "test.tsv"), "--max-examples", "5",
-                 "--max-seq-length", "64"])
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(out / "best"),
+            "--data",
+            str(glue / "test.tsv"),
+            "--max-examples",
+            "5",
+            "--max-seq-length",
+            "64",
+        ]
+    )
     assert code == 0 and len(capsys.readouterr().out.splitlines()) == 5
     code = main(["evaluate", "--model", str(out / "best"), "--data", str(glue / "test.tsv"), "--task", "sst2"])
     assert code == 2 and "label column is required" in capsys.readouterr().err
@@ -336,19 +463,66 @@ def test_torchrun_two_processes_equal_one_process(en_model, shared_data, tmp_pat
     glue = shared_data / "glue/SST-2"
 
     def args(out, batch):
-        return ["-m", "litebert", "finetune", "--model", str(en_model), "--task", "sst2", "--train",
-                str(glue / "train.tsv"), "--dev", str(glue / "dev.tsv"), "--output", str(out),
-                "--max-train-examples", "128", "--max-eval-examples", "101", "--max-seq-length", "32",
-                "--batch-size", str(batch), "--max-steps", "12", "--eval-steps", "6", "--learning-rate", "1e-3",
-                "--hidden-dropout", "0", "--classifier-dropout", "0", "--device", "cpu", "--seed", "3",
-                "--no-progress"]
+        return [
+            "-m",
+            "litebert",
+            "finetune",
+            "--model",
+            str(en_model),
+            "--task",
+            "sst2",
+            "--train",
+            str(glue / "train.tsv"),
+            "--dev",
+            str(glue / "dev.tsv"),
+            "--output",
+            str(out),
+            "--max-train-examples",
+            "128",
+            "--max-eval-examples",
+            "101",
+            "--max-seq-length",
+            "32",
+            "--batch-size",
+            str(batch),
+            "--max-steps",
+            "12",
+            "--eval-steps",
+            "6",
+            "--learning-rate",
+            "1e-3",
+            "--hidden-dropout",
+            "0",
+            "--classifier-dropout",
+            "0",
+            "--device",
+            "cpu",
+            "--seed",
+            "3",
+            "--no-progress",
+            "--precision",
+            "fp32",
+        ]  # fp32: only it keeps the two summation orders within 1e-4
 
-    one = subprocess.run([sys.executable, *args(tmp_path / "1x8", 8)], env=env, cwd=repo, capture_output=True,
-                         text=True, timeout=600)
+    one = subprocess.run(
+        [sys.executable, *args(tmp_path / "1x8", 8)], env=env, cwd=repo, capture_output=True, text=True, timeout=600
+    )
     assert one.returncode == 0, one.stderr[-3000:]
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          *args(tmp_path / "2x4", 4)], env=env, cwd=repo, capture_output=True, text=True,
-                         timeout=600)
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            *args(tmp_path / "2x4", 4),
+        ],
+        env=env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     w1 = load_file(str(tmp_path / "1x8" / "best" / "model.safetensors"))
     w2 = load_file(str(tmp_path / "2x4" / "best" / "model.safetensors"))
@@ -362,23 +536,51 @@ def test_torchrun_two_processes_equal_one_process(en_model, shared_data, tmp_pat
     assert abs(r1["eval_loss"] - r2["eval_loss"]) < 1e-4
     p1 = (tmp_path / "1x8" / "predictions.tsv").read_text()
     assert p1 == (tmp_path / "2x4" / "predictions.tsv").read_text() and len(p1.splitlines()) == 102
-    evals = [json.loads(line) for line in (tmp_path / "2x4" / "metrics.jsonl").read_text().splitlines()
-             if '"eval"' in line]
+    evals = [
+        json.loads(line) for line in (tmp_path / "2x4" / "metrics.jsonl").read_text().splitlines() if '"eval"' in line
+    ]
     assert [e["step"] for e in evals] == [6, 12]  # rank 0 alone logged
 
     # evaluate under torchrun: the rows are shared out over the ranks, rank 0 alone prints and writes, and the
     # result is the one-process one
     def eval_args(out):
-        return ["-m", "litebert", "evaluate", "--model", str(tmp_path / "2x4" / "best"), "--data",
-                str(glue / "dev.tsv"), "--max-examples", "101", "--max-seq-length", "32", "--device", "cpu",
-                "--output", str(out)]
+        return [
+            "-m",
+            "litebert",
+            "evaluate",
+            "--model",
+            str(tmp_path / "2x4" / "best"),
+            "--data",
+            str(glue / "dev.tsv"),
+            "--max-examples",
+            "101",
+            "--max-seq-length",
+            "32",
+            "--device",
+            "cpu",
+            "--output",
+            str(out),
+        ]
 
-    e1 = subprocess.run([sys.executable, *eval_args(tmp_path / "ev1")], env=env, cwd=repo, capture_output=True,
-                        text=True, timeout=600)
+    e1 = subprocess.run(
+        [sys.executable, *eval_args(tmp_path / "ev1")], env=env, cwd=repo, capture_output=True, text=True, timeout=600
+    )
     assert e1.returncode == 0, e1.stderr[-3000:]
-    e2 = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                         *eval_args(tmp_path / "ev2")], env=env, cwd=repo, capture_output=True, text=True,
-                        timeout=600)
+    e2 = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            *eval_args(tmp_path / "ev2"),
+        ],
+        env=env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert e2.returncode == 0, e2.stderr[-3000:]
     assert e2.stdout.count('"accuracy"') == 1  # one summary, from rank 0
     v1 = json.loads((tmp_path / "ev1" / "eval_results.json").read_text())

@@ -80,8 +80,10 @@ def test_weibo_and_msra_readers(shared_data):
 
     from litebert.finetune.tasks import get_task
 
-    weibo = read_token_file(shared_data / "weibo_ner/weiboNER_2nd_conll.train",
-                            strip_segment_digits=get_task("weibo_ner").option("strip_segment_digits"))
+    weibo = read_token_file(
+        shared_data / "weibo_ner/weiboNER_2nd_conll.train",
+        strip_segment_digits=get_task("weibo_ner").option("strip_segment_digits"),
+    )
     assert len(weibo.examples) == 1350 and sum(len(ex.words) for ex in weibo.examples) == 73778
     assert weibo.examples[0].words[:3] == ["科", "技", "全"]
     assert all(not w[-1].isdigit() or len(w) == 1 for ex in weibo.examples for w in ex.words)
@@ -112,19 +114,31 @@ def test_jsonl_and_bad_column_files(tmp_path):
 @pytest.fixture(scope="module")
 def conll_run(tiny, shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("conll")
-    words = [ln.split(" ")[0] for ln in (shared_data / "conll2003/train.txt").read_text().splitlines()[:6000]
-             if ln.strip()]
+    words = [
+        ln.split(" ")[0] for ln in (shared_data / "conll2003/train.txt").read_text().splitlines()[:6000] if ln.strip()
+    ]
     corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(words[i:i + 30]) for i in range(0, len(words), 30)) + "\n")
+    corpus.write_text("\n".join(" ".join(words[i : i + 30]) for i in range(0, len(words), 30)) + "\n")
     model = tiny.model_dir(root / "model", [corpus], "wordpiece")
     out = root / "run"
     test = root / "test.txt"  # the first 1,000 lines of the test file (with its -DOCSTART- lines)
     test.write_text("\n".join((shared_data / "conll2003/test.txt").read_text().splitlines()[:1000]) + "\n")
-    cfg = FinetuneConfig(model=str(model), train_file=str(shared_data / "conll2003/train.txt"),
-                         dev_file=str(shared_data / "conll2003/dev.txt"), output_dir=str(out),
-                         test_file=str(test), data=DataOptions(task="conll2003"),
-                         max_train_examples=160, max_eval_examples=80, batch_size=16, max_steps=10,
-                         learning_rate=2e-3, max_seq_length=24, eval_steps=5, progress_bar=False)
+    cfg = FinetuneConfig(
+        model=str(model),
+        train_file=str(shared_data / "conll2003/train.txt"),
+        dev_file=str(shared_data / "conll2003/dev.txt"),
+        output_dir=str(out),
+        test_file=str(test),
+        data=DataOptions(task="conll2003"),
+        max_train_examples=160,
+        max_eval_examples=80,
+        batch_size=16,
+        max_steps=10,
+        learning_rate=2e-3,
+        max_seq_length=24,
+        eval_steps=5,
+        progress_bar=False,
+    )
     return finetune(cfg), out, model, test
 
 
@@ -143,7 +157,8 @@ def test_conll2003_outputs_and_metrics_of_the_written_predictions(conll_run):
     assert all(len(r) == 3 for b in rows for r in b)
     gold, pred = [[r[1] for r in b] for b in rows], [[r[2] for r in b] for b in rows]
     assert ev["f1"] == pytest.approx(f1_score(gold, pred)) and ev["accuracy"] == pytest.approx(
-        sum(g == p for gs, ps in zip(gold, pred) for g, p in zip(gs, ps)) / sum(map(len, gold)))
+        sum(g == p for gs, ps in zip(gold, pred) for g, p in zip(gs, ps)) / sum(map(len, gold))
+    )
     n_test = len(read_token_file(test).examples)
     assert len((out / "test_predictions.txt").read_text().strip("\n").split("\n\n")) == n_test > 30
     cfg = json.loads((out / "best/config.json").read_text())
@@ -168,10 +183,14 @@ def test_transformers_token_classification_pipeline_gives_the_same_tags(conll_ru
     best = tmp_path / "model"
     model.save_pretrained(best)
     load_tokenizer(out / "best").save(best)
-    pr = predict(EvaluateConfig(model=str(best), data_file=str(test), output_dir=str(tmp_path / "pr"),
-                                max_seq_length=24))
-    pipe = transformers.pipeline("token-classification", model=str(best), tokenizer=str(best), device="cpu",
-                                 aggregation_strategy="none")
+    pr = predict(
+        EvaluateConfig(
+            model=str(best), data_file=str(test), output_dir=str(tmp_path / "pr"), max_seq_length=24, precision="fp32"
+        )
+    )  # the pipeline's precision: argmax ties
+    pipe = transformers.pipeline(
+        "token-classification", model=str(best), tokenizer=str(best), device="cpu", aggregation_strategy="none"
+    )
     tok = transformers.AutoTokenizer.from_pretrained(str(best))
     blocks = (tmp_path / "pr/predictions.txt").read_text().strip("\n").split("\n\n")
     compared, tags = 0, set()
@@ -200,15 +219,17 @@ def test_transformers_loads_token_model_with_labels(conll_run):
 
 def test_evaluate_and_predict_reproduce_finetune(conll_run, shared_data, tmp_path):
     _, out, _, test = conll_run
-    ev = evaluate(EvaluateConfig(model=str(out / "best"), data_file=str(test), output_dir=str(tmp_path / "ev"),
-                                 max_seq_length=24))
+    ev = evaluate(
+        EvaluateConfig(model=str(out / "best"), data_file=str(test), output_dir=str(tmp_path / "ev"), max_seq_length=24)
+    )
     written = json.loads((out / "test_results.json").read_text())
     assert ev.metrics == pytest.approx({k: v for k, v in written.items() if k != "num_examples"})
     assert ev.num_examples == written["num_examples"]
     unl = tmp_path / "words.txt"
     unl.write_text("EU\nrejects\nGerman\n\nPeter\nBlackburn\n")
-    pr = predict(EvaluateConfig(model=str(out / "best"), data_file=str(unl), output_dir=str(tmp_path / "pr"),
-                                max_seq_length=24))
+    pr = predict(
+        EvaluateConfig(model=str(out / "best"), data_file=str(unl), output_dir=str(tmp_path / "pr"), max_seq_length=24)
+    )
     assert pr.labels is None and [len(p) for p in pr.predictions] == [3, 2]
     lines = (tmp_path / "pr/predictions.txt").read_text().splitlines()
     assert lines[0].split(" ")[0] == "EU" and len(lines[0].split(" ")) == 2 and lines[3] == ""
@@ -219,21 +240,36 @@ def test_weibo_ner_unseen_dev_tag_is_a_counted_warning(tiny, shared_data, tmp_pa
     train = shared_data / "weibo_ner/weiboNER_2nd_conll.train"
     corpus = root / "corpus.txt"
     chars = [ln.split("\t")[0][:-1] for ln in train.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    corpus.write_text("\n".join("".join(chars[i:i + 50]) for i in range(0, len(chars), 50)) + "\n")
+    corpus.write_text("\n".join("".join(chars[i : i + 50]) for i in range(0, len(chars), 50)) + "\n")
     model = tiny.model_dir(root / "model", [corpus], "chinese")
     dev = root / "dev.txt"  # a dev file with a tag that train never had
     dev.write_text("张0\tB-PER.NAM\n三1\tI-PER.NAM\n去0\tO\n火0\tB-XYZ.NAM\n星1\tI-XYZ.NAM\n\n", encoding="utf-8")
-    cfg = FinetuneConfig(model=str(model), train_file=str(train), dev_file=str(dev), output_dir=str(root / "run"),
-                         data=DataOptions(task="weibo_ner"), max_train_examples=64, batch_size=16, max_steps=4,
-                         learning_rate=2e-3, max_seq_length=64, progress_bar=False)
+    cfg = FinetuneConfig(
+        model=str(model),
+        train_file=str(train),
+        dev_file=str(dev),
+        output_dir=str(root / "run"),
+        data=DataOptions(task="weibo_ner"),
+        max_train_examples=64,
+        batch_size=16,
+        max_steps=4,
+        learning_rate=2e-3,
+        max_seq_length=64,
+        progress_bar=False,
+    )
     with caplog.at_level(logging.WARNING, logger="litebert"):
         result = finetune(cfg)
     assert "2 word(s)" in caplog.text and "B-XYZ.NAM" in caplog.text
     assert result.eval_results["support_XYZ.NAM"] == 1.0 and result.eval_results["recall_XYZ.NAM"] == 0.0
     assert len(result.labels) == 17  # Weibo's 17 tags
     preds = (root / "run/predictions.txt").read_text(encoding="utf-8").splitlines()
-    assert [ln.split("\t")[:2] for ln in preds] == [["张", "B-PER.NAM"], ["三", "I-PER.NAM"], ["去", "O"],
-                                                     ["火", "B-XYZ.NAM"], ["星", "I-XYZ.NAM"]]
+    assert [ln.split("\t")[:2] for ln in preds] == [
+        ["张", "B-PER.NAM"],
+        ["三", "I-PER.NAM"],
+        ["去", "O"],
+        ["火", "B-XYZ.NAM"],
+        ["星", "I-XYZ.NAM"],
+    ]
 
 
 def test_cli_token_task_type_with_columns(conll_run, tmp_path, capsys):
@@ -242,20 +278,66 @@ def test_cli_token_task_type_with_columns(conll_run, tmp_path, capsys):
     _, _, model, _ = conll_run
     train = tmp_path / "train.tsv"  # tag in column 1 of 3, tab-separated
     train.write_text("EU\tB-ORG\tx\nrejects\tO\tx\nGerman\tB-MISC\tx\n\nPeter\tB-PER\tx\nBlackburn\tI-PER\tx\n")
-    rc = main(["finetune", "--model", str(model), "--task-type", "token", "--tag-column", "1", "--train", str(train),
-               "--dev", str(train), "--output", str(tmp_path / "run"), "--max-steps", "2", "--batch-size", "2",
-               "--max-seq-length", "16", "--no-progress", "--metric", "accuracy"])
+    rc = main(
+        [
+            "finetune",
+            "--model",
+            str(model),
+            "--task-type",
+            "token",
+            "--tag-column",
+            "1",
+            "--train",
+            str(train),
+            "--dev",
+            str(train),
+            "--output",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--max-seq-length",
+            "16",
+            "--no-progress",
+            "--metric",
+            "accuracy",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out  # the loop's log lines, then the result as JSON
-    summary = json.loads(printed[printed.index("{\n"):])
+    summary = json.loads(printed[printed.index("{\n") :])
     assert summary["metric"] == "accuracy" and 0 <= summary["eval_results"]["accuracy"] <= 1
     cfg = json.loads((tmp_path / "run/best/config.json").read_text())
     assert cfg["litebert_data_options"] == {"tag_column": 1} and cfg["litebert_task_type"] == "token"
-    assert main(["evaluate", "--model", str(tmp_path / "run/best"), "--data", str(train),
-                 "--max-seq-length", "16"]) == 0
-    assert main(["finetune", "--model", str(model), "--task-type", "token", "--tag-column", "1", "--train", str(train),
-                 "--dev", str(train), "--output", str(tmp_path / "run2"), "--metric", "mcc"]) == 2
+    assert (
+        main(["evaluate", "--model", str(tmp_path / "run/best"), "--data", str(train), "--max-seq-length", "16"]) == 0
+    )
+    assert (
+        main(
+            [
+                "finetune",
+                "--model",
+                str(model),
+                "--task-type",
+                "token",
+                "--tag-column",
+                "1",
+                "--train",
+                str(train),
+                "--dev",
+                str(train),
+                "--output",
+                str(tmp_path / "run2"),
+                "--metric",
+                "mcc",
+            ]
+        )
+        == 2
+    )
     assert "metric 'mcc' does not apply to token classification" in capsys.readouterr().err
     assert main(["evaluate", "--model", str(tmp_path / "run/best"), "--data", str(train), "--task", "sst2"]) == 2
-    assert "holds an AlbertForTokenClassification but the data options ask for a classification task" in \
-        capsys.readouterr().err
+    assert (
+        "holds an AlbertForTokenClassification but the data options ask for a classification task"
+        in capsys.readouterr().err
+    )

@@ -169,6 +169,8 @@ def test_onnx_dir_through_predict_and_evaluate(sst2_classifier, tmp_path, capsys
                     str(tmp_path / f"ev_{name}"),
                     "--batch-size",
                     "7",
+                    "--precision",  # compared with the fp32 ONNX file to 1e-4
+                    "fp32",
                 ]
             )
             == 0

@@ -31,14 +31,46 @@ V, B, S = 97, 3, 11
 
 # E != H and E = H; G = 1, 2, L; K = 1, 2; gelu_new, gelu, relu
 SHAPES = {
-    "e16-h32-g1-k1-gelu_new": dict(embedding_size=16, hidden_size=32, num_attention_heads=4, intermediate_size=37,
-                                   num_hidden_layers=3, num_hidden_groups=1, inner_group_num=1, hidden_act="gelu_new"),
-    "e32-h32-g2-k2-gelu": dict(embedding_size=32, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                               num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2, hidden_act="gelu"),
-    "e8-h24-gL-k1-relu": dict(embedding_size=8, hidden_size=24, num_attention_heads=3, intermediate_size=48,
-                              num_hidden_layers=3, num_hidden_groups=3, inner_group_num=1, hidden_act="relu"),
-    "e8-h16-g2of3-k2-gelu_new": dict(embedding_size=8, hidden_size=16, num_attention_heads=2, intermediate_size=32,
-                                     num_hidden_layers=3, num_hidden_groups=2, inner_group_num=2, hidden_act="gelu_new"),
+    "e16-h32-g1-k1-gelu_new": dict(
+        embedding_size=16,
+        hidden_size=32,
+        num_attention_heads=4,
+        intermediate_size=37,
+        num_hidden_layers=3,
+        num_hidden_groups=1,
+        inner_group_num=1,
+        hidden_act="gelu_new",
+    ),
+    "e32-h32-g2-k2-gelu": dict(
+        embedding_size=32,
+        hidden_size=32,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_hidden_groups=2,
+        inner_group_num=2,
+        hidden_act="gelu",
+    ),
+    "e8-h24-gL-k1-relu": dict(
+        embedding_size=8,
+        hidden_size=24,
+        num_attention_heads=3,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_hidden_groups=3,
+        inner_group_num=1,
+        hidden_act="relu",
+    ),
+    "e8-h16-g2of3-k2-gelu_new": dict(
+        embedding_size=8,
+        hidden_size=16,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_hidden_groups=2,
+        inner_group_num=2,
+        hidden_act="gelu_new",
+    ),
 }
 
 
@@ -214,15 +246,20 @@ def test_sequence_classification_problem_types(problem, tmp_path):
     ours = randomize(AlbertForSequenceClassification(make_config(num_labels=num_labels))).eval()
     hf, _ = to_hf(ours, tmp_path, transformers.AlbertForSequenceClassification)
     batch, _ = make_batch(seed=6)
-    labels = {"regression": torch.tensor([0.5, -1.0, 2.0]),
-              "single": torch.tensor([2, 0, 1]),
-              "multi": torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 0]])}[problem]
+    labels = {
+        "regression": torch.tensor([0.5, -1.0, 2.0]),
+        "single": torch.tensor([2, 0, 1]),
+        "multi": torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 0]]),
+    }[problem]
     with torch.no_grad():
         a, b = ours(**batch, labels=labels), hf(**batch, labels=labels)
     close(a.logits, b.logits)
     close(a.loss, b.loss)
-    expected = {"regression": "regression", "single": "single_label_classification",
-                "multi": "multi_label_classification"}[problem]
+    expected = {
+        "regression": "regression",
+        "single": "single_label_classification",
+        "multi": "multi_label_classification",
+    }[problem]
     assert ours.config.problem_type == hf.config.problem_type == expected
 
 
@@ -249,27 +286,38 @@ def test_base_directory_into_head_class_initialises_head(tmp_path, caplog):
     assert cls.loading_info["missing"] == ["classifier.weight", "classifier.bias"]
     assert "classifier.weight" in caplog.text and "newly initialised" in caplog.text
     assert cls.config.num_labels == 4 and cls.classifier.out_features == 4
-    torch.testing.assert_close(cls.albert.embeddings.word_embeddings.weight, pre.albert.embeddings.word_embeddings.weight)
+    torch.testing.assert_close(
+        cls.albert.embeddings.word_embeddings.weight, pre.albert.embeddings.word_embeddings.weight
+    )
     # and a bare AlbertModel directory (keys without the "albert." prefix) into a head class
     base_dir = tmp_path / "base"
     pre.albert.save_pretrained(base_dir)
     mlm = AlbertForMaskedLM.from_pretrained(base_dir)
-    torch.testing.assert_close(mlm.albert.pooler.weight if mlm.albert.pooler is not None else pre.albert.pooler.weight,
-                               pre.albert.pooler.weight)
-    torch.testing.assert_close(mlm.albert.encoder.embedding_hidden_mapping_in.weight,
-                               pre.albert.encoder.embedding_hidden_mapping_in.weight)
-    assert set(mlm.loading_info["missing"]) == {"predictions.LayerNorm.weight", "predictions.LayerNorm.bias",
-                                                "predictions.bias", "predictions.dense.weight",
-                                                "predictions.dense.bias"}
+    torch.testing.assert_close(
+        mlm.albert.pooler.weight if mlm.albert.pooler is not None else pre.albert.pooler.weight,
+        pre.albert.pooler.weight,
+    )
+    torch.testing.assert_close(
+        mlm.albert.encoder.embedding_hidden_mapping_in.weight, pre.albert.encoder.embedding_hidden_mapping_in.weight
+    )
+    assert set(mlm.loading_info["missing"]) == {
+        "predictions.LayerNorm.weight",
+        "predictions.LayerNorm.bias",
+        "predictions.bias",
+        "predictions.dense.weight",
+        "predictions.dense.bias",
+    }
 
 
 # ---------------------------------------------------------------------------------------------- structure
 def test_state_dict_keys_equal_transformers():
     cfg = make_config("e8-h16-g2of3-k2-gelu_new")
-    for ours_cls, hf_cls in [(AlbertForPreTraining, transformers.AlbertForPreTraining),
-                             (AlbertModel, transformers.AlbertModel),
-                             (AlbertForMaskedLM, transformers.AlbertForMaskedLM),
-                             (AlbertForMultipleChoice, transformers.AlbertForMultipleChoice)]:
+    for ours_cls, hf_cls in [
+        (AlbertForPreTraining, transformers.AlbertForPreTraining),
+        (AlbertModel, transformers.AlbertModel),
+        (AlbertForMaskedLM, transformers.AlbertForMaskedLM),
+        (AlbertForMultipleChoice, transformers.AlbertForMultipleChoice),
+    ]:
         ours, hf = ours_cls(cfg), hf_cls(transformers.AlbertConfig(**cfg.to_dict()))
         assert set(ours.state_dict()) == set(hf.state_dict()), ours_cls.__name__
         assert ours.num_parameters() == hf.num_parameters(), ours_cls.__name__
@@ -283,8 +331,9 @@ def test_decoder_is_tied_to_word_embeddings():
 
 def test_init_as_transformers():
     torch.manual_seed(0)
-    model = AlbertForPreTraining(make_config(hidden_size=256, num_attention_heads=4, intermediate_size=512,
-                                             initializer_range=0.05))
+    model = AlbertForPreTraining(
+        make_config(hidden_size=256, num_attention_heads=4, intermediate_size=512, initializer_range=0.05)
+    )
     assert abs(model.albert.encoder.albert_layer_groups[0].albert_layers[0].ffn.weight.std().item() - 0.05) < 0.002
     assert torch.all(model.albert.embeddings.word_embeddings.weight[0] == 0)  # padding row
     assert torch.all(model.albert.embeddings.LayerNorm.weight == 1) and torch.all(model.predictions.bias == 0)
@@ -317,8 +366,10 @@ def test_unshared_base_count_and_all_sharing_independent_of_depth():
     with torch.device("meta"):
         assert AlbertModel(AlbertConfig.from_preset("albert-base", num_hidden_groups=12)).num_parameters() == 89_650_176
         assert AlbertModel(AlbertConfig.from_preset("albert-base", sharing="none")).num_parameters() == 89_650_176
-        counts = {AlbertModel(AlbertConfig.from_preset("albert-base", num_hidden_layers=n, sharing="all"))
-                  .num_parameters() for n in (1, 6, 12, 24, 48)}
+        counts = {
+            AlbertModel(AlbertConfig.from_preset("albert-base", num_hidden_layers=n, sharing="all")).num_parameters()
+            for n in (1, 6, 12, 24, 48)
+        }
     assert counts == {11_683_584}
 
 
@@ -345,8 +396,9 @@ def test_partial_sharing_modes(mode, tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "litebert_albert"
     back = AlbertForPreTraining.from_pretrained(tmp_path)
     assert back.loading_info["missing"] == [] and back.num_parameters() == counts[mode]
-    assert getattr(back.albert.encoder.albert_layer_groups[0].albert_layers[0], shared) is \
-        getattr(back.albert.encoder.albert_layer_groups[2].albert_layers[0], shared)
+    assert getattr(back.albert.encoder.albert_layer_groups[0].albert_layers[0], shared) is getattr(
+        back.albert.encoder.albert_layer_groups[2].albert_layers[0], shared
+    )
     with torch.no_grad():
         close(back(**batch).prediction_logits, model(**batch).prediction_logits, atol=0)
     with pytest.raises(LitebertError, match=f"sharing='{mode}'"):
@@ -380,7 +432,11 @@ def reference_albert_zh(sd, cfg, ids, tt, mask):
     N, H = cfg.num_attention_heads, cfg.hidden_size
     d = H // N
     e = sd["albert.embeddings.word_embeddings.weight"][ids] @ sd["albert.embeddings.word_embeddings_2.weight"].T
-    e = e + sd["albert.embeddings.token_type_embeddings.weight"][tt] + sd["albert.embeddings.position_embeddings.weight"][:Sn]
+    e = (
+        e
+        + sd["albert.embeddings.token_type_embeddings.weight"][tt]
+        + sd["albert.embeddings.position_embeddings.weight"][:Sn]
+    )
     h = _ln(e, sd["albert.embeddings.LayerNorm.weight"], sd["albert.embeddings.LayerNorm.bias"])
 
     def lin(x, name):
@@ -401,8 +457,11 @@ def reference_albert_zh(sd, cfg, ids, tt, mask):
             a = h + lin(attn(_ln(h, *ln_a)), "attention.dense")
             h = a + lin(_gelu_tanh(lin(_ln(a, *ln_o), "ffn")), "ffn_output")
     pooled = torch.tanh(h[:, 0] @ sd["albert.pooler.weight"].T + sd["albert.pooler.bias"])
-    t = _ln(_gelu_tanh(h @ sd["predictions.dense.weight"].T + sd["predictions.dense.bias"]),
-            sd["predictions.LayerNorm.weight"], sd["predictions.LayerNorm.bias"])
+    t = _ln(
+        _gelu_tanh(h @ sd["predictions.dense.weight"].T + sd["predictions.dense.bias"]),
+        sd["predictions.LayerNorm.weight"],
+        sd["predictions.LayerNorm.bias"],
+    )
     mlm = (t @ sd["albert.embeddings.word_embeddings_2.weight"]) @ sd["albert.embeddings.word_embeddings.weight"].T
     mlm = mlm + sd["predictions.bias"]
     sop = pooled @ sd["sop_classifier.classifier.weight"].T + sd["sop_classifier.classifier.bias"]
@@ -411,9 +470,18 @@ def reference_albert_zh(sd, cfg, ids, tt, mask):
 
 @pytest.mark.parametrize("ln", ["post", "pre"])
 def test_albert_zh_layout_against_reference(ln, tmp_path):
-    cfg = AlbertConfig(vocab_size=64, embedding_size=8, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
-                       intermediate_size=32, max_position_embeddings=32, hidden_act="gelu_new",
-                       embedding_layout="albert_zh", layer_norm_position=ln)
+    cfg = AlbertConfig(
+        vocab_size=64,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        hidden_act="gelu_new",
+        embedding_layout="albert_zh",
+        layer_norm_position=ln,
+    )
     model = randomize(AlbertForPreTraining(cfg), seed=9).eval()
     assert model.albert.embeddings.word_embeddings_2.weight.shape == (16, 8)  # Linear E→H: (H, E)
     assert model.albert.embeddings.position_embeddings.weight.shape == (32, 16)
@@ -450,8 +518,11 @@ def reference_factorized(sd, cfg, ids, tt, mask):
     N, H = cfg.num_attention_heads, cfg.hidden_size
     d = H // N
     e = sd["albert.embeddings.word_embeddings.weight"][ids] + sd["albert.embeddings.token_type_embeddings.weight"][tt]
-    e = _ln(e + sd["albert.embeddings.position_embeddings.weight"][:Sn], sd["albert.embeddings.LayerNorm.weight"],
-            sd["albert.embeddings.LayerNorm.bias"])
+    e = _ln(
+        e + sd["albert.embeddings.position_embeddings.weight"][:Sn],
+        sd["albert.embeddings.LayerNorm.weight"],
+        sd["albert.embeddings.LayerNorm.bias"],
+    )
     m = "albert.encoder.embedding_hidden_mapping_in."
     h = e @ sd[m + "weight"].T + sd[m + "bias"]  # (B, S, E) -> (B, S, H)
 
@@ -472,8 +543,11 @@ def reference_factorized(sd, cfg, ids, tt, mask):
         else:
             a = h + lin(attn(_ln(h, *ln_a)), "attention.dense")
             h = a + lin(_gelu_tanh(lin(_ln(a, *ln_o), "ffn")), "ffn_output")
-    t = _ln(_gelu_tanh(h @ sd["predictions.dense.weight"].T + sd["predictions.dense.bias"]),
-            sd["predictions.LayerNorm.weight"], sd["predictions.LayerNorm.bias"])
+    t = _ln(
+        _gelu_tanh(h @ sd["predictions.dense.weight"].T + sd["predictions.dense.bias"]),
+        sd["predictions.LayerNorm.weight"],
+        sd["predictions.LayerNorm.bias"],
+    )
     mlm = t @ sd["albert.embeddings.word_embeddings.weight"].T + sd["predictions.bias"]
     return h, mlm
 
@@ -485,8 +559,9 @@ def test_factorized_layer_norm_positions_against_reference(ln, tmp_path):
     cfg = make_config(layer_norm_position=ln)
     model = randomize(AlbertForPreTraining(cfg), seed=4).eval()
     batch, _ = make_batch(seed=5)
-    h, mlm = reference_factorized(model.state_dict(), cfg, batch["input_ids"], batch["token_type_ids"],
-                                  batch["attention_mask"])
+    h, mlm = reference_factorized(
+        model.state_dict(), cfg, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+    )
     with torch.no_grad():
         out, base = model(**batch), model.albert(**batch)
     keep = batch["attention_mask"].bool()
@@ -515,7 +590,9 @@ def test_input_errors():
     with pytest.raises(TypeError, match="AlbertConfig"):
         AlbertModel({"hidden_size": 8})
     # inputs_embeds stands for the word-embedding lookup: E wide (16 here), not H (32)
-    with pytest.raises(ValueError, match=r"inputs_embeds has shape \[2, 5, 32\]; it must be \(B, S, embedding_size=16\)"):
+    with pytest.raises(
+        ValueError, match=r"inputs_embeds has shape \[2, 5, 32\]; it must be \(B, S, embedding_size=16\)"
+    ):
         model(inputs_embeds=torch.zeros(2, 5, 32))
     assert model(inputs_embeds=torch.zeros(2, 5, 16)).last_hidden_state.shape == (2, 5, 32)
     batch, labels = make_batch()

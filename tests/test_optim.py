@@ -43,6 +43,7 @@ def test_lamb_trust_ratio_and_exclusions_on_a_model():
     decayed, excluded = groups[0], groups[1]
     assert decayed["adapt"] and decayed["weight_decay"] == 0.01
     assert not excluded["adapt"] and excluded["weight_decay"] == 0.0
+
     def by_name(n):
         return "LayerNorm" in n or "layer_norm" in n or "bias" in n
 
@@ -64,8 +65,9 @@ def test_lamb_trust_ratio_and_exclusions_on_a_model():
     opt.step()
     for n, p in params.items():
         adapt = n in decayed["names"]
-        ref, _, _ = _reference_step(before[n], grads[n], torch.zeros_like(p), torch.zeros_like(p), 0.05,
-                                    0.01 if adapt else 0.0, adapt)
+        ref, _, _ = _reference_step(
+            before[n], grads[n], torch.zeros_like(p), torch.zeros_like(p), 0.05, 0.01 if adapt else 0.0, adapt
+        )
         assert torch.allclose(p.detach(), ref, atol=1e-6, rtol=1e-5), n
         if adapt and before[n].norm() > 0:
             # ||Δw|| = η ||w|| for every adapted parameter

@@ -25,8 +25,10 @@ COMMANDS = {
     "train-tokenizer": (TrainTokenizerConfig, {"corpus": ["c.txt"], "output": "tok"}),
     "prepare": (PrepareConfig, {"corpus": ["c.txt"], "tokenizer": "tok", "output": "data"}),
     "pretrain": (PretrainConfig, {"data": "data", "output": "run", "model_config": "albert-debug"}),
-    "finetune": (FinetuneConfig, {"model": "m", "train_file": "train.tsv", "dev_file": "dev.tsv",
-                                  "output_dir": "out", "data": {"task": "sst2"}}),
+    "finetune": (
+        FinetuneConfig,
+        {"model": "m", "train_file": "train.tsv", "dev_file": "dev.tsv", "output_dir": "out", "data": {"task": "sst2"}},
+    ),
     "evaluate": (EvaluateConfig, {"model": "m", "data_file": "dev.tsv", "data": {"task": "sst2"}}),
     "predict": (EvaluateConfig, {"model": "m", "data_file": "test.tsv", "data": {"task": "sst2"}}),
     "ablate": (AblateConfig, {"study": "depth", "corpus": ["c.txt"], "output": "out", "steps": 10}),
@@ -138,8 +140,11 @@ def _get(cfg, path):
 
 
 def _cases():
-    return [pytest.param(command, path, id=f"{command}:{'.'.join(path)}")
-            for command, (cls, _) in COMMANDS.items() for path, *_ in _leaves(cls)]
+    return [
+        pytest.param(command, path, id=f"{command}:{'.'.join(path)}")
+        for command, (cls, _) in COMMANDS.items()
+        for path, *_ in _leaves(cls)
+    ]
 
 
 def test_every_derived_command_is_walked():
@@ -175,15 +180,30 @@ def test_every_field_settable_from_cli_and_config_file(command, path, tmp_path):
     file.write_text(json.dumps(values))
     assert _parse([command, "--config", str(file)]) == expected
     # the command line overrides the file: the file sets the value, the command line the default back
-    if path[-1] not in required and ft.container is None and ft.scalar not in (bool,) \
-            and m.const is S.NO_CONST and S.default_of(f) is not None:
+    if (
+        path[-1] not in required
+        and ft.container is None
+        and ft.scalar not in (bool,)
+        and m.const is S.NO_CONST
+        and S.default_of(f) is not None
+    ):
         cfg = _parse([command, "--config", str(file), _option(cls, path), str(S.default_of(f))])
         assert _get(cfg, path) == S.default_of(f)
 
 
-@pytest.mark.parametrize("command, path", [p for p in _cases() if any(
-    getattr(leaf[3], b) is not None for leaf in _leaves(COMMANDS[p.values[0]][0]) if leaf[0] == p.values[1]
-    for b in ("gt", "ge", "lt", "le"))])
+@pytest.mark.parametrize(
+    "command, path",
+    [
+        p
+        for p in _cases()
+        if any(
+            getattr(leaf[3], b) is not None
+            for leaf in _leaves(COMMANDS[p.values[0]][0])
+            if leaf[0] == p.values[1]
+            for b in ("gt", "ge", "lt", "le")
+        )
+    ],
+)
 def test_bounds_are_enforced_on_cli_and_config_file_naming_the_option(command, path, tmp_path, capsys):
     cls, required = COMMANDS[command]
     _, _, ft, m = next(leaf for leaf in _leaves(cls) if leaf[0] == path)
@@ -205,8 +225,9 @@ def test_config_file_errors_name_the_key_and_the_closest_valid_one(tmp_path, cap
     file.write_text(json.dumps({"data": "d", "output": "o", "model_config": "m", "max_stepz": 3}))
     assert main(["pretrain", "--config", str(file)]) == 2
     assert "unknown setting 'max_stepz' (did you mean 'max_steps'?)" in capsys.readouterr().err
-    file.write_text(json.dumps({"model": "m", "train_file": "t", "dev_file": "d", "output_dir": "o",
-                                "data": {"taks": "sst2"}}))
+    file.write_text(
+        json.dumps({"model": "m", "train_file": "t", "dev_file": "d", "output_dir": "o", "data": {"taks": "sst2"}})
+    )
     assert main(["finetune", "--config", str(file)]) == 2
     assert "data: unknown setting 'taks' (did you mean 'task'?)" in capsys.readouterr().err
     file.write_text("{not json")
@@ -218,8 +239,7 @@ def test_config_file_errors_name_the_key_and_the_closest_valid_one(tmp_path, cap
 
 def test_toml_config_and_run_settings_section(tmp_path):
     toml = tmp_path / "run.toml"
-    toml.write_text('data = "d"\noutput = "o"\nmodel_config = "albert-debug"\nmax_steps = 7\n'
-                    'learning_rate = 1e-3\n')
+    toml.write_text('data = "d"\noutput = "o"\nmodel_config = "albert-debug"\nmax_steps = 7\nlearning_rate = 1e-3\n')
     cfg = _parse(["pretrain", "--config", str(toml), "--max-steps", "9"])
     assert (cfg.max_steps, cfg.learning_rate, cfg.data) == (9, 1e-3, "d")
     # a run_settings.json: the settings are its "pretrain_config" section, the other keys are the run's record
@@ -258,36 +278,47 @@ def test_one_error_format_and_library_defaults():
     # --dupe-factor: 10 passes with --static-masking (BERT's create_pretraining_data.py), 1 without
     assert PrepareConfig(corpus="c", tokenizer="t", output="o", static_masking=True).dupe_factor == 10
     assert PrepareConfig(corpus="c", tokenizer="t", output="o").dupe_factor == 1
-    assert _parse(["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o", "--static-masking"]
-                  ).dupe_factor == 10
+    assert (
+        _parse(["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o", "--static-masking"]).dupe_factor == 10
+    )
 
 
 #: every option released before the options were derived from the configs (a contract: none may disappear)
 RELEASED_OPTIONS = {
     "train-tokenizer": "--corpus --format --keep-accents --kind --lowercase --no-lowercase --output "
-        "--seed --vocab-size",
-    "prepare": ("--corpus --dupe-factor --format --inter-sentence-task --masked-lm-prob --max-ngram "
+    "--seed --vocab-size",
+    "prepare": (
+        "--corpus --dupe-factor --format --inter-sentence-task --masked-lm-prob --max-ngram "
         "--max-position-embeddings --max-predictions-per-seq --max-seq-length --no-progress --no-progress-bar "
         "--on-invalid-utf8 --output --overwrite --seed --shard-size --short-seq-prob --static-masking "
-        "--tokenizer --whole-word-mask-zh --workers"),
-    "pretrain": ("--adam-epsilon --batch-size --bias-correction --compile --data --device --eval-data --eval-steps "
+        "--tokenizer --whole-word-mask-zh --workers"
+    ),
+    "pretrain": (
+        "--adam-epsilon --batch-size --bias-correction --compile --data --device --eval-data --eval-steps "
         "--fsdp --gradient-accumulation-steps --init-from --learning-rate --logging-steps --lr-decay-power "
         "--max-eval-batches --max-grad-norm --max-steps --model-config --no-progress --no-progress-bar "
         "--num-workers --optimizer --output --precision --resume --save-steps --save-total-limit --seed "
-        "--warmup-steps --weight-decay"),
+        "--warmup-steps --weight-decay"
+    ),
     "plot": "--out",
     "export": "--output",
-    "finetune": ("--batch-size --classifier-dropout --data-seed --delimiter --dev --device --early-stopping-patience "
+    "finetune": (
+        "--batch-size --classifier-dropout --data-seed --delimiter --dev --device --early-stopping-patience "
         "--epochs --eval-batch-size --eval-steps --hidden-dropout --init --label-column --label-separator "
         "--learning-rate --logging-steps --max-eval-examples --max-grad-norm --max-seq-length --max-steps "
         "--max-train-examples --metric --model --no-checkpoints --no-header --no-progress --no-progress-bar "
         "--optimizer --output --precision --problem-type --resume --seed --task --test --text-column "
-        "--text-pair-column --tokenizer --train --warmup-ratio --weight-decay"),
-    "evaluate": ("--batch-size --data --delimiter --device --label-column --label-separator --max-examples "
+        "--text-pair-column --tokenizer --train --warmup-ratio --weight-decay"
+    ),
+    "evaluate": (
+        "--batch-size --data --delimiter --device --label-column --label-separator --max-examples "
         "--max-seq-length --metric --model --no-header --output --task --text-column --text-pair-column "
-        "--tokenizer"),
-    "predict": ("--batch-size --data --delimiter --device --label-column --label-separator --max-examples "
-        "--max-seq-length --model --no-header --output --task --text-column --text-pair-column --tokenizer"),
+        "--tokenizer"
+    ),
+    "predict": (
+        "--batch-size --data --delimiter --device --label-column --label-separator --max-examples "
+        "--max-seq-length --model --no-header --output --task --text-column --text-pair-column --tokenizer"
+    ),
     "convert-tf": "--checkpoint --config --heads --layout --output --skip-unknown --spm-model --vocab",
 }
 

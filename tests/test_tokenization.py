@@ -119,7 +119,12 @@ def test_albert_zh_style_vocab_txt_loads(tmp_path):
     tok = load_tokenizer(tmp_path)
     assert tok.kind == "chinese"
     assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == (
-        0, 100, 101, 102, 103)
+        0,
+        100,
+        101,
+        102,
+        103,
+    )
     assert tok.vocab_size == len(vocab)
     ids = tok.encode("一丁 The [MASK] ab")
     assert tok.convert_ids_to_tokens(ids) == ["一", "丁", "the", "[MASK]", "a", "##b"]
@@ -190,8 +195,22 @@ def test_train_tokenizer_cli_reports_skipped_lines_and_small_vocab(tmp_path, cap
 
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"the cat sat on the mat .\nthe dog sat too .\n\xff broken\n\nanother doc here .\n")
-    assert main(["train-tokenizer", "--corpus", str(corpus), "--kind", "wordpiece", "--vocab-size", "5000",
-                 "--output", str(tmp_path / "tok")]) == 0
+    assert (
+        main(
+            [
+                "train-tokenizer",
+                "--corpus",
+                str(corpus),
+                "--kind",
+                "wordpiece",
+                "--vocab-size",
+                "5000",
+                "--output",
+                str(tmp_path / "tok"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "(2 documents, 3 sentences)" in out and "fewer ids than --vocab-size 5000" in out
     assert f"skipped 1 invalid line(s) (first: {corpus}:3)" in out
@@ -203,8 +222,14 @@ def test_saved_directory_runs_in_fill_mask_pipeline(tiny, tmp_path):
     import torch
 
     tok = load_tokenizer(tiny.tokenizer("sentencepiece"))
-    cfg = transformers.AlbertConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32,
-                                    num_hidden_layers=1, num_attention_heads=2, intermediate_size=37)
+    cfg = transformers.AlbertConfig(
+        vocab_size=tok.vocab_size,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+    )
     torch.manual_seed(0)
     transformers.AlbertForMaskedLM(cfg).save_pretrained(tmp_path)
     tok.save(tmp_path)
@@ -267,10 +292,14 @@ def test_sentencepiece_vocab_given_as_vocab_txt_is_refused(tmp_path):
     WordPiece and encode most words as the unknown token; the loader must refuse it and name the loader that fits."""
     pieces = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "▁the", "▁cat", "▁sat", "▁on", "▁mat", "s", "▁"]
     d = _wordpiece_dir(tmp_path / "tok", pieces, {"pad_token": "<pad>", "unk_token": "<unk>"})
-    with pytest.raises(LitebertError, match=r"vocab\.txt: a SentencePiece vocabulary \(6 pieces start with '▁', "
-                                            r"0 with '##' and the special tokens <pad>, <unk>\).*spiece\.model"):
+    with pytest.raises(
+        LitebertError,
+        match=r"vocab\.txt: a SentencePiece vocabulary \(6 pieces start with '▁', "
+        r"0 with '##' and the special tokens <pad>, <unk>\).*spiece\.model",
+    ):
         load_tokenizer(d)
     # the same words as a real WordPiece vocabulary still load
-    tok = load_tokenizer(_wordpiece_dir(tmp_path / "wp", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the",
-                                                          "cat", "sat", "##s"]))
+    tok = load_tokenizer(
+        _wordpiece_dir(tmp_path / "wp", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s"])
+    )
     assert tok.encode("the cats sat") == [5, 6, 8, 7]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from _training_helpers import SyntheticPretrainingData
+
 from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.data import PretrainingCollator
 from litebert.errors import LitebertError
@@ -78,8 +78,19 @@ def test_records_and_files(tmp_path):
     _run(tmp_path, steps=4)
     records = read_metrics(tmp_path)
     assert [r["step"] for r in records] == [1, 2, 3, 4]
-    assert set(records[0]) == {"step", "split", "loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy",
-                               "learning_rate", "grad_norm", "tokens_per_second", "skipped_steps"}
+    assert set(records[0]) == {
+        "step",
+        "split",
+        "loss",
+        "mlm_loss",
+        "sop_loss",
+        "mlm_accuracy",
+        "sop_accuracy",
+        "learning_rate",
+        "grad_norm",
+        "tokens_per_second",
+        "skipped_steps",
+    }
     assert records[0]["split"] == "train" and records[0]["learning_rate"] == 0.0
     assert math.isclose(records[0]["loss"], records[0]["mlm_loss"] + records[0]["sop_loss"])
     assert any((tmp_path / "tb").iterdir())
@@ -151,10 +162,26 @@ def test_best_model_and_early_stopping(tmp_path):
     model, opt, sched, batches = _setup(steps=20)
     scores = iter([0.5, 0.7, 0.6, 0.65, 0.9])
     best = []
-    args = TrainingArgs(output_dir=tmp_path, max_steps=20, eval_steps=2, logging_steps=5, progress_bar=False,
-                        metric_for_best="accuracy", early_stopping_patience=2)
-    result = train(model, opt, sched, batches, pretraining_objective, pretraining_count, args,
-                   eval_fn=lambda m: {"accuracy": next(scores)}, on_best=lambda m, metrics, step: best.append(step))
+    args = TrainingArgs(
+        output_dir=tmp_path,
+        max_steps=20,
+        eval_steps=2,
+        logging_steps=5,
+        progress_bar=False,
+        metric_for_best="accuracy",
+        early_stopping_patience=2,
+    )
+    result = train(
+        model,
+        opt,
+        sched,
+        batches,
+        pretraining_objective,
+        pretraining_count,
+        args,
+        eval_fn=lambda m: {"accuracy": next(scores)},
+        on_best=lambda m, metrics, step: best.append(step),
+    )
     assert best == [2, 4] and result.stopped_early and result.step == 8
     assert result.best_metric == 0.7 and result.best_step == 4
     evals = [r for r in read_metrics(tmp_path) if r["split"] == "eval"]
@@ -180,7 +207,7 @@ def test_single_term_objective_and_bad_args(tmp_path):
 
 
 def test_bf16_autocast_smoke(tmp_path):
-    # CPU bf16 is emulated and slow: two tiny steps only, to prove the path runs and stays finite
+    # two tiny steps only (CPUs without AVX-512 BF16/AMX emulate bf16 slowly): the path runs and stays finite
     model, result = _run(tmp_path, batch_size=4, steps=2, precision="bf16", n=8)
     assert result.skipped_steps == 0
     assert all(torch.isfinite(p).all() and p.dtype == torch.float32 for p in model.parameters())
@@ -218,8 +245,15 @@ def test_batch_factory_partitions_steps_across_ranks_and_resumes():
         assert one[step] == ranks[0][step] + ranks[1][step]
     assert ids(make_batch_factory(Ids(), 8, list, seed=3), 0, skip=2) == one[2:]
     assert ids(make_batch_factory(Ids(), 8, list, seed=3), 1) != one  # a new order each epoch
-    ev = [ids(make_batch_factory(Ids(), 8, list, seed=3, shuffle=False, drop_last=False, rank=r, world_size=2,
-                                 equal_per_rank=False), 0) for r in range(2)]
+    ev = [
+        ids(
+            make_batch_factory(
+                Ids(), 8, list, seed=3, shuffle=False, drop_last=False, rank=r, world_size=2, equal_per_rank=False
+            ),
+            0,
+        )
+        for r in range(2)
+    ]
     assert sorted(i for r in ev for b in r for i in b) == list(range(37))  # evaluation sees every example
 
 
@@ -254,8 +288,9 @@ def _strict_json_records(path: Path) -> list[dict]:
 
 
 def test_fp16_overflowing_steps_are_counted_logged_and_stop_the_run(tmp_path, capsys):
-    model, result = _run(tmp_path / "a", steps=5, precision="fp16", save_steps=5,
-                         objective=_overflowing_objective({2, 3}))
+    model, result = _run(
+        tmp_path / "a", steps=5, precision="fp16", save_steps=5, objective=_overflowing_objective({2, 3})
+    )
     assert result.skipped_steps == 2 and result.step == 5
     assert all(torch.isfinite(p).all() for p in model.parameters())
     records = _strict_json_records(tmp_path / "a")
@@ -263,7 +298,7 @@ def test_fp16_overflowing_steps_are_counted_logged_and_stop_the_run(tmp_path, ca
     assert records[1]["loss"] is None and records[1]["grad_norm"] is None  # null, not Infinity
     assert "step 3: non-finite" in capsys.readouterr().out
     # the loss scaler backed off once per skipped step (from 2^16)
-    assert torch.load(tmp_path / "a" / "checkpoints" / "step-5" / "scaler.pt")["scale"] == 2.0 ** 14
+    assert torch.load(tmp_path / "a" / "checkpoints" / "step-5" / "scaler.pt")["scale"] == 2.0**14
     # gradients that always overflow: the N-bad-steps stop fires (it used to end "successfully" with no update)
     with pytest.raises(LitebertError, match=r"stopped at step 3: 3 non-finite steps in a row"):
         _run(tmp_path / "b", steps=10, precision="fp16", max_bad_steps=3, objective=_overflowing_objective())
@@ -276,8 +311,14 @@ def test_non_finite_metrics_are_written_as_null_with_a_flag(tmp_path):
     logger.record({"step": 1, "split": "eval", "mlm_perplexity": float("inf"), "loss": float("nan"), "acc": 0.5})
     logger.close()
     (rec,) = _strict_json_records(tmp_path)
-    assert rec == {"step": 1, "split": "eval", "mlm_perplexity": None, "loss": None, "acc": 0.5,
-                   "non_finite": ["mlm_perplexity", "loss"]}
+    assert rec == {
+        "step": 1,
+        "split": "eval",
+        "mlm_perplexity": None,
+        "loss": None,
+        "acc": 0.5,
+        "non_finite": ["mlm_perplexity", "loss"],
+    }
 
 
 def test_no_progress_bar_frames_when_stderr_is_not_a_terminal(tmp_path, capsys):
@@ -307,12 +348,25 @@ def test_cuda_rng_state_of_the_own_device_only(tmp_path, monkeypatch):
     (it used to save every visible GPU's state and fail with IndexError). Unverified on a real GPU."""
     restored = []
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: pytest.fail("saved every GPU's RNG state"))
-    monkeypatch.setattr(torch.cuda, "get_rng_state",
-                        lambda device="cuda": torch.tensor([torch.device(device).index], dtype=torch.uint8))
-    monkeypatch.setattr(torch.cuda, "set_rng_state",
-                        lambda state, device="cuda": restored.append((int(state[0]), torch.device(device).index)))
-    path = S.save_checkpoint(tmp_path, 1, rank=0, world_size=1, model_state={}, optimizer_state={},
-                             scheduler_state={}, trainer_state={}, device=torch.device("cuda", 7))
+    monkeypatch.setattr(
+        torch.cuda, "get_rng_state", lambda device="cuda": torch.tensor([torch.device(device).index], dtype=torch.uint8)
+    )
+    monkeypatch.setattr(
+        torch.cuda,
+        "set_rng_state",
+        lambda state, device="cuda": restored.append((int(state[0]), torch.device(device).index)),
+    )
+    path = S.save_checkpoint(
+        tmp_path,
+        1,
+        rank=0,
+        world_size=1,
+        model_state={},
+        optimizer_state={},
+        scheduler_state={},
+        trainer_state={},
+        device=torch.device("cuda", 7),
+    )
     rng = S.load_checkpoint(path, rank=0, world_size=1)["rng"]
     S.set_rng_state(rng, torch.device("cuda", 0))  # the resuming process sees one GPU
     eight = [torch.tensor([i], dtype=torch.uint8) for i in range(8)]  # an older checkpoint: every GPU's state
@@ -338,7 +392,9 @@ def test_compiled_training_forward_has_no_graph_break_and_matches_eager():
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug")).train()
     data = SyntheticPretrainingData(n=4)
-    batch = PretrainingCollator(pad_token_id=0)([data[i] for i in range(4)])  # lengths differ: padded, so the attention mask is used
+    batch = PretrainingCollator(pad_token_id=0)(
+        [data[i] for i in range(4)]
+    )  # lengths differ: padded, so the attention mask is used
     assert not batch["attention_mask"].bool().all()
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
@@ -349,8 +405,9 @@ def test_compiled_training_forward_has_no_graph_break_and_matches_eager():
         model.zero_grad()
         out = m(**x)
         out.loss.backward()
-        return out.prediction_logits.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone()
-                                               for p in model.parameters()]
+        return out.prediction_logits.detach(), [
+            torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()
+        ]
 
     torch._dynamo.reset()
     compiled = D.compile_model(model, backend="aot_eager")
@@ -371,8 +428,17 @@ if __name__ == "__main__":  # python tests/test_training_loop.py  -> rewrites th
     with tempfile.TemporaryDirectory() as d:
         _run(d, batch_size=8, steps=20)
         losses = [r["loss"] for r in read_metrics(d)]
-    GOLDEN.write_text(json.dumps({
-        "description": "per-step total loss (MLM + SOP) of albert-debug, LAMB lr 1e-2 warmup 2, 20 steps, batch 8, "
-                       "synthetic data (tests/_training_helpers.py), seed 0; see test_golden_per_step_loss",
-        "torch": torch.__version__, "tolerance": 1e-3, "loss": losses}, indent=1) + "\n")
+    GOLDEN.write_text(
+        json.dumps(
+            {
+                "description": "per-step total loss (MLM + SOP) of albert-debug, LAMB lr 1e-2 warmup 2, 20 steps, batch 8, "
+                "synthetic data (tests/_training_helpers.py), seed 0; see test_golden_per_step_loss",
+                "torch": torch.__version__,
+                "tolerance": 1e-3,
+                "loss": losses,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {GOLDEN}")

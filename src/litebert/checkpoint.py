@@ -40,8 +40,10 @@ SAFETENSORS_NAME = "model.safetensors"
 SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"
 PYTORCH_NAME = "pytorch_model.bin"
 #: Keys that only alias another tensor (transformers' ``_tied_weights_keys``): never written, optional on read.
-TIED_ALIASES = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
-                "predictions.decoder.bias": "predictions.bias"}
+TIED_ALIASES = {
+    "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+    "predictions.decoder.bias": "predictions.bias",
+}
 
 
 # ====================================================================================================== writing
@@ -70,8 +72,10 @@ def save_model_dir(model: torch.nn.Module, directory: str | os.PathLike, hf: boo
     config: AlbertConfig = model.config
     reason = config.hf_incompatibility
     if hf and reason:
-        raise LitebertError(f"cannot save {type(model).__name__} in transformers' format: {reason}. "
-                            f"Save without hf=True to write litebert's own format (model_type 'litebert_albert').")
+        raise LitebertError(
+            f"cannot save {type(model).__name__} in transformers' format: {reason}. "
+            f"Save without hf=True to write litebert's own format (model_type 'litebert_albert')."
+        )
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise LitebertError(f"{directory}: exists and is not a directory (a model directory is written there)")
@@ -116,8 +120,10 @@ def read_safetensors_header(path: str | os.PathLike) -> dict[str, dict[str, Any]
         except (TypeError, KeyError, ValueError):
             raise LitebertError(f"{path}: not a safetensors file (bad header entry for {name!r})") from None
         if end > available:
-            raise LitebertError(f"{path}: truncated safetensors file: parameter {name!r} needs bytes up to {end} "
-                                f"of the data section, the file has {available}")
+            raise LitebertError(
+                f"{path}: truncated safetensors file: parameter {name!r} needs bytes up to {end} "
+                f"of the data section, the file has {available}"
+            )
         entries[name] = {**entry, "shape": shape}
     return entries
 
@@ -181,8 +187,9 @@ def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.
         raise LitebertError(f"{directory}: model directory not found")
     files, source = find_weight_files(directory)
     if source is None:
-        raise LitebertError(f"{directory}: no weights found (expected {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} "
-                            f"or {PYTORCH_NAME})")
+        raise LitebertError(
+            f"{directory}: no weights found (expected {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} or {PYTORCH_NAME})"
+        )
     if files[0].name == PYTORCH_NAME:
         return read_pytorch_bin(files[0]), source
     state: dict[str, torch.Tensor] = {}
@@ -212,15 +219,19 @@ def _adapt_keys(state: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[
         if has_prefix and not key.startswith(prefix) and prefix + key in expected:
             key = prefix + key  # base-model directory (AlbertModel) into a head class
         elif not has_prefix and key.startswith(prefix):
-            key = key[len(prefix):]  # head-class directory into AlbertModel
+            key = key[len(prefix) :]  # head-class directory into AlbertModel
         out[key] = value
     if "predictions.bias" in expected and "predictions.bias" not in out and "predictions.decoder.bias" in out:
         out["predictions.bias"] = out["predictions.decoder.bias"]
     return out
 
 
-def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str | os.PathLike = "<state dict>",
-                 ignore_mismatched_sizes: bool = False) -> dict[str, list[str]]:
+def load_weights(
+    model: torch.nn.Module,
+    state: dict[str, torch.Tensor],
+    source: str | os.PathLike = "<state dict>",
+    ignore_mismatched_sizes: bool = False,
+) -> dict[str, list[str]]:
     """Copy ``state`` into ``model`` (casting to the model's dtype), tolerating transformers' key variants.
 
     Returns ``{"missing": [...], "unexpected": [...], "mismatched": [...]}``; missing weights (left at their init)
@@ -243,9 +254,11 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], source:
             if ignore_mismatched_sizes:
                 mismatched.append(name)
                 continue
-            raise LitebertError(f"{source}: parameter {name!r} has shape {list(value.shape)} in the file but "
-                                f"{list(own[name].shape)} in the model built from the config (check config.json; "
-                                "for a new task head pass ignore_mismatched_sizes=True)")
+            raise LitebertError(
+                f"{source}: parameter {name!r} has shape {list(value.shape)} in the file but "
+                f"{list(own[name].shape)} in the model built from the config (check config.json; "
+                "for a new task head pass ignore_mismatched_sizes=True)"
+            )
         loaded[name] = value
     missing: list[str] = []
     with torch.no_grad():
@@ -257,19 +270,38 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], source:
             own[names[0]].copy_(loaded[present[0]])
     unexpected = [k for k in state if k not in own]
     if missing:
-        logger.warning("%s: %d weights of %s were not in the file and are newly initialised: %s", source,
-                       len(missing), type(model).__name__, ", ".join(missing))
+        logger.warning(
+            "%s: %d weights of %s were not in the file and are newly initialised: %s",
+            source,
+            len(missing),
+            type(model).__name__,
+            ", ".join(missing),
+        )
     if mismatched:
-        logger.warning("%s: %d weights had other shapes and are newly initialised: %s", source, len(mismatched),
-                       ", ".join(mismatched))
+        logger.warning(
+            "%s: %d weights had other shapes and are newly initialised: %s",
+            source,
+            len(mismatched),
+            ", ".join(mismatched),
+        )
     if unexpected:
-        logger.info("%s: %d weights in the file are not used by %s: %s", source, len(unexpected),
-                    type(model).__name__, ", ".join(unexpected))
+        logger.info(
+            "%s: %d weights in the file are not used by %s: %s",
+            source,
+            len(unexpected),
+            type(model).__name__,
+            ", ".join(unexpected),
+        )
     return {"missing": missing, "unexpected": unexpected, "mismatched": mismatched}
 
 
-def load_model_dir(cls, directory: str | os.PathLike, config: AlbertConfig | str | None = None,
-                   ignore_mismatched_sizes: bool = False, **config_overrides: Any):
+def load_model_dir(
+    cls,
+    directory: str | os.PathLike,
+    config: AlbertConfig | str | None = None,
+    ignore_mismatched_sizes: bool = False,
+    **config_overrides: Any,
+):
     """Build ``cls`` from ``directory/config.json`` (or ``config``: an AlbertConfig, preset name or JSON path),
     apply ``config_overrides``, load the weights, return the model in eval mode (as transformers)."""
     directory = Path(directory)

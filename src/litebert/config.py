@@ -26,8 +26,17 @@ from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text, read_json
 
 #: activations accepted in ``hidden_act`` (transformers' ``ACT2FN`` names that the model implements).
-SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh",
-                         "quick_gelu")
+SUPPORTED_ACTIVATIONS = (
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "relu",
+    "silu",
+    "swish",
+    "tanh",
+    "quick_gelu",
+)
 SHARING_MODES = ("all", "attention", "ffn", "none")
 EMBEDDING_LAYOUTS = ("factorized", "albert_zh")
 LAYER_NORM_POSITIONS = ("post", "pre")
@@ -113,27 +122,41 @@ class AlbertConfig:
         def fail(name: str, why: str) -> None:
             raise LitebertError(f"AlbertConfig.{name}: {why} (got {getattr(self, name)!r})")
 
-        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-                     "num_attention_heads", "intermediate_size", "inner_group_num", "max_position_embeddings",
-                     "type_vocab_size", "num_labels"):
+        for name in (
+            "vocab_size",
+            "embedding_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_hidden_groups",
+            "num_attention_heads",
+            "intermediate_size",
+            "inner_group_num",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "num_labels",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 fail(name, "must be a positive integer")
         if self.hidden_size % self.num_attention_heads != 0:
             raise LitebertError(
                 f"AlbertConfig.hidden_size: {self.hidden_size} is not divisible by "
-                f"num_attention_heads={self.num_attention_heads}")
+                f"num_attention_heads={self.num_attention_heads}"
+            )
         if self.sharing is None:
             # docs/algorithms.md §1: the default follows G (G = L > 1 is BERT-style no sharing)
             self.sharing = "none" if 1 < self.num_hidden_layers == self.num_hidden_groups else "all"
         if self.sharing not in SHARING_MODES:
             fail("sharing", f"must be one of {SHARING_MODES}")
         if self.sharing == "none":
-            self.num_hidden_groups = self.num_hidden_layers  # "none" means one group per layer (docs/algorithms.md §1: G = L)
+            self.num_hidden_groups = (
+                self.num_hidden_layers
+            )  # "none" means one group per layer (docs/algorithms.md §1: G = L)
         if self.num_hidden_groups > self.num_hidden_layers:
             raise LitebertError(
                 f"AlbertConfig.num_hidden_groups: {self.num_hidden_groups} groups for only "
-                f"num_hidden_layers={self.num_hidden_layers} layers (groups beyond L would never run)")
+                f"num_hidden_layers={self.num_hidden_layers} layers (groups beyond L would never run)"
+            )
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             fail("hidden_act", f"must be one of {SUPPORTED_ACTIVATIONS}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
@@ -159,7 +182,8 @@ class AlbertConfig:
         pos_type = self.extra.get("position_embedding_type", "absolute")
         if pos_type not in (None, "absolute"):
             raise LitebertError(
-                f"AlbertConfig.position_embedding_type: only 'absolute' is supported (got {pos_type!r})")
+                f"AlbertConfig.position_embedding_type: only 'absolute' is supported (got {pos_type!r})"
+            )
         # labels: id2label wins (transformers' rule), keys as int
         if self.id2label is not None:
             try:
@@ -183,8 +207,11 @@ class AlbertConfig:
     @property
     def hf_compatible(self) -> bool:
         """True when transformers' ``AlbertModel`` can represent this architecture (then ``model_type`` "albert")."""
-        return (self.sharing in ("all", "none") and self.embedding_layout == "factorized"
-                and self.layer_norm_position == "post")
+        return (
+            self.sharing in ("all", "none")
+            and self.embedding_layout == "factorized"
+            and self.layer_norm_position == "post"
+        )
 
     @property
     def hf_incompatibility(self) -> str | None:
@@ -193,8 +220,10 @@ class AlbertConfig:
         if self.sharing not in ("all", "none"):
             reasons.append(f"sharing={self.sharing!r} (transformers shares whole layers only)")
         if self.embedding_layout != "factorized":
-            reasons.append(f"embedding_layout={self.embedding_layout!r} (H-wide position/type tables and "
-                           "word_embeddings_2 have no transformers counterpart)")
+            reasons.append(
+                f"embedding_layout={self.embedding_layout!r} (H-wide position/type tables and "
+                "word_embeddings_2 have no transformers counterpart)"
+            )
         if self.layer_norm_position != "post":
             reasons.append(f"layer_norm_position={self.layer_norm_position!r} (transformers' ALBERT is post-LN)")
         return "; ".join(reasons) or None
@@ -228,8 +257,10 @@ class AlbertConfig:
             raise LitebertError(f"{source}: expected a JSON object, got {type(data).__name__}")
         model_type = data.get("model_type", HF_MODEL_TYPE)
         if model_type not in (HF_MODEL_TYPE, LITEBERT_MODEL_TYPE):
-            raise LitebertError(f"{source}: model_type {model_type!r} is not an ALBERT model "
-                                f"(expected {HF_MODEL_TYPE!r} or {LITEBERT_MODEL_TYPE!r})")
+            raise LitebertError(
+                f"{source}: model_type {model_type!r} is not an ALBERT model "
+                f"(expected {HF_MODEL_TYPE!r} or {LITEBERT_MODEL_TYPE!r})"
+            )
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names and k != "model_type"}
@@ -307,31 +338,69 @@ class AlbertConfig:
 
 def _v2(hidden: int, layers: int, heads: int, inter: int) -> dict[str, Any]:
     # google-research/albert v2 released configs (= transformers albert-*-v2 hub configs), all dropout 0.
-    return dict(vocab_size=30000, embedding_size=128, hidden_size=hidden, num_hidden_layers=layers,
-                num_attention_heads=heads, intermediate_size=inter, hidden_act="gelu_new",
-                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
-                max_position_embeddings=512, type_vocab_size=2)
+    return dict(
+        vocab_size=30000,
+        embedding_size=128,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        hidden_act="gelu_new",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+    )
 
 
 def _zh(hidden: int, layers: int, heads: int, inter: int) -> dict[str, Any]:
     # brightmart/albert_zh albert_config/*.json: vocab 21128, E 128, dropout 0, TF "gelu" (= tanh approximation,
     # i.e. transformers' "gelu_new"), shared layers, post-LN; in the HF (factorized) layout of the converted models.
-    return dict(vocab_size=21128, embedding_size=128, hidden_size=hidden, num_hidden_layers=layers,
-                num_attention_heads=heads, intermediate_size=inter, hidden_act="gelu_new",
-                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
-                max_position_embeddings=512, type_vocab_size=2)
+    return dict(
+        vocab_size=21128,
+        embedding_size=128,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        hidden_act="gelu_new",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+    )
 
 
 #: Named configurations; ``AlbertConfig.from_preset(name)``. Parameter counts are in docs/algorithms.md §1 and tests.
 PRESETS: dict[str, dict[str, Any]] = {
     # tiny model for fast tests
-    "albert-debug": dict(vocab_size=1000, embedding_size=32, hidden_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, intermediate_size=128, max_position_embeddings=128,
-                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0),
+    "albert-debug": dict(
+        vocab_size=1000,
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+    ),
     # the seed's unit-test size (E24 H64 L6 N1 I256), full 30000 vocabulary
-    "albert-unittest": dict(vocab_size=30000, embedding_size=24, hidden_size=64, num_hidden_layers=6,
-                            num_attention_heads=1, intermediate_size=256, max_position_embeddings=512,
-                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0),
+    "albert-unittest": dict(
+        vocab_size=30000,
+        embedding_size=24,
+        hidden_size=64,
+        num_hidden_layers=6,
+        num_attention_heads=1,
+        intermediate_size=256,
+        max_position_embeddings=512,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+    ),
     "albert-base": _v2(768, 12, 12, 3072),
     "albert-large": _v2(1024, 24, 16, 4096),
     "albert-xlarge": _v2(2048, 24, 16, 8192),

@@ -28,16 +28,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from litebert.errors import LitebertError
 
 FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "plain")
 
-_EN_BOUNDARY = re.compile(
-    r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ\u3400-\u4dbf\u4e00-\u9fff])")
+_EN_BOUNDARY = re.compile(r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ\u3400-\u4dbf\u4e00-\u9fff])")
 _ZH_BOUNDARY = re.compile(r"([。！？]+[”’」』）)]*)\s*")
 _WIKITEXT_TITLE = re.compile(r"^ = [^=].* = $")
 _WIKITEXT_HEADING = re.compile(r"^ (= )+.*( =)+ $")
@@ -109,8 +108,11 @@ def resolve_corpus_files(paths: Sequence[str | os.PathLike] | str | os.PathLike)
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file()
-                           and not any(part.startswith(".") for part in f.relative_to(p).parts))
+            found = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
             if not found:
                 raise LitebertError(f"corpus directory {p} holds no files")
             files.extend(found)
@@ -156,9 +158,11 @@ def detect_format(path: Path) -> str:
                 return "jsonl"
             if isinstance(obj, dict):  # JSON lines without a text field: never tokenize the JSON itself as prose
                 line = lines.index(nonempty[0]) + 1
-                raise LitebertError(f"{path}:{line}: a JSON object without a 'text' field (keys: "
-                                    f"{', '.join(map(repr, obj))}); JSON-lines corpora need {{\"text\": ...}} "
-                                    "on every line")
+                raise LitebertError(
+                    f"{path}:{line}: a JSON object without a 'text' field (keys: "
+                    f'{", ".join(map(repr, obj))}); JSON-lines corpora need {{"text": ...}} '
+                    "on every line"
+                )
         except json.JSONDecodeError:
             pass
     if any(_WIKITEXT_TITLE.match(ln.rstrip("\r")) for ln in lines[:200]):
@@ -265,8 +269,9 @@ def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentenc
         yield doc
 
 
-def _read_jsonl(lines: Iterable[tuple[int, str]], path: Path, stats: CorpusStats, on_invalid: str,
-                splitter=split_sentences) -> Iterator[list[str]]:
+def _read_jsonl(
+    lines: Iterable[tuple[int, str]], path: Path, stats: CorpusStats, on_invalid: str, splitter=split_sentences
+) -> Iterator[list[str]]:
     for n, line in lines:
         if not line.strip():
             continue
@@ -286,9 +291,13 @@ def _read_jsonl(lines: Iterable[tuple[int, str]], path: Path, stats: CorpusStats
             yield doc
 
 
-def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, format: str = "auto",
-                   stats: CorpusStats | None = None, on_invalid: str = "skip",
-                   defer_split: bool = False) -> Iterator[list[str]]:
+def read_documents(
+    paths: Sequence[str | os.PathLike] | str | os.PathLike,
+    format: str = "auto",
+    stats: CorpusStats | None = None,
+    on_invalid: str = "skip",
+    defer_split: bool = False,
+) -> Iterator[list[str]]:
     """Yield the documents of ``paths`` in order, each a non-empty list of sentence strings; one file at a time,
     one document at a time (memory is bounded by the longest document).
 
@@ -332,8 +341,12 @@ def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, forma
             yield doc
 
 
-def iter_sentences_text(paths: Sequence[str | os.PathLike] | str | os.PathLike, format: str = "auto",
-                        on_invalid: str = "skip", stats: CorpusStats | None = None) -> Iterator[str]:
+def iter_sentences_text(
+    paths: Sequence[str | os.PathLike] | str | os.PathLike,
+    format: str = "auto",
+    on_invalid: str = "skip",
+    stats: CorpusStats | None = None,
+) -> Iterator[str]:
     """Every sentence of every document, in order (the input of tokenizer training); ``stats`` as in
     :func:`read_documents`."""
     for doc in read_documents(paths, format=format, on_invalid=on_invalid, stats=stats):

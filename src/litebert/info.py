@@ -23,8 +23,15 @@ from litebert.tf.bundle import open_checkpoint
 from litebert.tf.convert import summarize_tf_checkpoint
 from litebert.tokenization import load_tokenizer
 
-_TOKENIZER_FILES = ("spiece.model", "30k-clean.model", "vocab.txt", "vocab_chinese.txt", "tokenizer.json",
-                    "tokenizer_config.json", "special_tokens_map.json")
+_TOKENIZER_FILES = (
+    "spiece.model",
+    "30k-clean.model",
+    "vocab.txt",
+    "vocab_chinese.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
 _TF_CONFIG_FILES = ("albert_config.json", "bert_config.json", "config.json")
 
 
@@ -49,13 +56,20 @@ class PathInfo:
 
     def to_text(self) -> str:
         """The human-readable report that ``litebert info`` prints."""
-        rows = [("path", self.path), ("kind", self.kind), ("layout", self.layout or "unknown"),
-                ("parameters", f"{self.parameter_count:,}"), *self.details.items()]
+        rows = [
+            ("path", self.path),
+            ("kind", self.kind),
+            ("layout", self.layout or "unknown"),
+            ("parameters", f"{self.parameter_count:,}"),
+            *self.details.items(),
+        ]
         tok = self.tokenizer
         if tok.get("kind"):
             rows.append(("tokenizer", f"{tok['kind']}, vocab_size {tok['vocab_size']} ({', '.join(tok['files'])})"))
         elif tok.get("files"):
-            rows.append(("tokenizer", f"files {', '.join(tok['files'])}" + (f" ({tok['error']})" if tok.get("error") else "")))
+            rows.append(
+                ("tokenizer", f"files {', '.join(tok['files'])}" + (f" ({tok['error']})" if tok.get("error") else ""))
+            )
         else:
             rows.append(("tokenizer", "none found"))
         rows.append(("config", self.config_file or "none found"))
@@ -108,22 +122,29 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     """
     p = Path(path)
     if not p.exists() and not p.with_name(p.name + ".index").exists() and not list(p.parent.glob(p.name + ".data-*")):
-        raise LitebertError(f"{p}: no such file or directory (expected a model directory or a TensorFlow "
-                            "checkpoint prefix)")
+        raise LitebertError(
+            f"{p}: no such file or directory (expected a model directory or a TensorFlow checkpoint prefix)"
+        )
     if p.is_dir() and (p / "config.json").is_file() and not list(p.glob("*.index")):
         config = read_json(p / "config.json", what="config file", expect=dict)
         count, weights = _count_weights_file(p)
         layout = config.get("embedding_layout", "factorized")
-        details = {"model_type": config.get("model_type", "?"), "weights": weights or "none found",
-                   "architectures": ", ".join(config.get("architectures") or []) or "?"}
+        details = {
+            "model_type": config.get("model_type", "?"),
+            "weights": weights or "none found",
+            "architectures": ", ".join(config.get("architectures") or []) or "?",
+        }
         if config.get("layer_norm_position", "post") != "post":
             details["layer norm"] = config["layer_norm_position"]
-        return PathInfo(str(p), "model_dir", layout, config, str(p / "config.json"), count, _describe_tokenizer(p),
-                        details)
+        return PathInfo(
+            str(p), "model_dir", layout, config, str(p / "config.json"), count, _describe_tokenizer(p), details
+        )
     if p.is_dir() and (p / "model.pt").is_file() and (p / "trainer_state.json").is_file():
-        raise LitebertError(f"{p} is a `litebert pretrain` training checkpoint (model.pt, optimizer state), not a "
-                            f"model directory; write one with `litebert export {p} --output DIR`, or resume "
-                            f"training from it with `litebert pretrain ... --resume {p}`")
+        raise LitebertError(
+            f"{p} is a `litebert pretrain` training checkpoint (model.pt, optimizer state), not a "
+            f"model directory; write one with `litebert export {p} --output DIR`, or resume "
+            f"training from it with `litebert pretrain ... --resume {p}`"
+        )
     if p.is_dir() and not list(p.glob("*.index")) and not (p / "checkpoint").is_file():
         raise LitebertError(f"{p}: neither a model directory (no config.json) nor a TensorFlow checkpoint (no *.index)")
     reader = open_checkpoint(p, backend=backend)
@@ -143,15 +164,24 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
         "prefix": reader.prefix,
         "global_step": summary.global_step if summary.global_step is not None else "none",
         "variables": f"{len(summary.model_variables)} model, {len(summary.optimizer_variables)} optimizer/bookkeeping, "
-                     f"{len(summary.unknown_variables)} unknown",
+        f"{len(summary.unknown_variables)} unknown",
     }
     if summary.unknown_variables:
         details["unknown"] = ", ".join(list(summary.unknown_variables)[:10]) + (
-            " ..." if len(summary.unknown_variables) > 10 else "")
+            " ..." if len(summary.unknown_variables) > 10 else ""
+        )
     if summary.layout == "albert_zh" and config.get("ln_type"):
         details["ln_type"] = config["ln_type"]
-    return PathInfo(str(p), "tf_checkpoint", summary.layout, config, config_file, summary.model_parameter_count,
-                    _describe_tokenizer(directory), details)
+    return PathInfo(
+        str(p),
+        "tf_checkpoint",
+        summary.layout,
+        config,
+        config_file,
+        summary.model_parameter_count,
+        _describe_tokenizer(directory),
+        details,
+    )
 
 
 __all__ = ["PathInfo", "inspect_path"]

@@ -41,7 +41,6 @@ from torch import nn
 from litebert.config import AlbertConfig
 
 
-
 def get_activation(name: str):
     """transformers' ``ACT2FN[name]`` as one fused kernel where torch has one.
 
@@ -172,14 +171,17 @@ class AlbertEmbeddings(nn.Module):
     def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None) -> torch.Tensor:
         """input_ids (B, S) int64 or inputs_embeds (B, S, E) → (B, S, E) factorized / (B, S, H) albert_zh."""
         if inputs_embeds is not None and inputs_embeds.shape[-1] != self.word_embeddings.embedding_dim:
-            raise ValueError(f"inputs_embeds has shape {list(inputs_embeds.shape)}; it must be (B, S, embedding_size="
-                             f"{self.word_embeddings.embedding_dim}) wide: it stands for the word-embedding lookup, "
-                             f"which ALBERT projects to hidden_size only after the embeddings")
+            raise ValueError(
+                f"inputs_embeds has shape {list(inputs_embeds.shape)}; it must be (B, S, embedding_size="
+                f"{self.word_embeddings.embedding_dim}) wide: it stands for the word-embedding lookup, "
+                f"which ALBERT projects to hidden_size only after the embeddings"
+            )
         x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds  # (B, S, E)
         S = x.shape[1]
-        if S > self.position_embeddings.num_embeddings:
-            raise ValueError(f"sequence length {S} exceeds max_position_embeddings "
-                             f"{self.position_embeddings.num_embeddings}")
+        if self.position_embeddings.num_embeddings < S:
+            raise ValueError(
+                f"sequence length {S} exceeds max_position_embeddings {self.position_embeddings.num_embeddings}"
+            )
         if self.zh:
             x = self.word_embeddings_2(x)  # (B, S, E) -> (B, S, H)
         # type then position, as TF and transformers; the defaults broadcast a table slice instead of a lookup
@@ -240,8 +242,13 @@ class AlbertAttention(nn.Module):
             cache[id(self)] = (w, b)
         return w, b
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False,
-                cache: dict | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        cache: dict | None = None,
+    ):
         """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None)."""
         B, S, H = x.shape
         h = self.LayerNorm(x) if self.pre_ln else x
@@ -255,8 +262,9 @@ class AlbertAttention(nn.Module):
         p_drop = self.attn_dropout if self.training else 0.0
         if output_attentions:  # explicit softmax so the probabilities can be returned
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_size)  # (B, nh, S, S)
-            probs = torch.softmax(scores if mask is None else scores + mask, dim=-1)
-            ctx = _dropout(probs, p_drop, self.training) @ v
+            # fp32 probabilities under bf16/fp16 autocast (SDPA's fused kernels accumulate in fp32 too)
+            probs = torch.softmax(scores if mask is None else scores + mask, dim=-1, dtype=torch.float32)
+            ctx = _dropout(probs, p_drop, self.training).to(v.dtype) @ v
         else:
             probs = None
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)  # (B, nh, S, hd)
@@ -283,8 +291,13 @@ class AlbertLayer(nn.Module):
         self.pre_ln = config.layer_norm_position == "pre"
         self.dropout_prob = config.hidden_dropout_prob
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = False,
-                cache: dict | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        cache: dict | None = None,
+    ):
         """x (B, S, H) → ((B, S, H), attention probs or None)."""
         a, probs = self.attention(x, mask, output_attentions, cache)
         h = self.full_layer_layer_norm(a) if self.pre_ln else a
@@ -300,8 +313,15 @@ class AlbertLayerGroup(nn.Module):
         super().__init__()
         self.albert_layers = nn.ModuleList([AlbertLayer(config) for _ in range(config.inner_group_num)])
 
-    def forward(self, x, mask=None, all_hidden: list | None = None, all_attn: list | None = None,
-                cache: dict | None = None, repeats: int = 1):
+    def forward(
+        self,
+        x,
+        mask=None,
+        all_hidden: list | None = None,
+        all_attn: list | None = None,
+        cache: dict | None = None,
+        repeats: int = 1,
+    ):
         """x (B, S, H) → (B, S, H): the K layers, ``repeats`` times over (the consecutive layer uses of a shared
         group run in one call, so a sharded group is gathered once per forward); appends each layer's output /
         attention probs to the lists when given."""
@@ -356,8 +376,11 @@ class AlbertTransformer(nn.Module):
         cache: dict = {}  # fused QKV weights, built once per forward for each distinct attention module
         for g, repeats in self.group_runs:  # = for layer l: group physical_group[l]
             x = self.albert_layer_groups[g](x, mask, all_hidden, all_attn, cache, repeats)
-        return (x, tuple(all_hidden) if all_hidden is not None else None,
-                tuple(all_attn) if all_attn is not None else None)
+        return (
+            x,
+            tuple(all_hidden) if all_hidden is not None else None,
+            tuple(all_attn) if all_attn is not None else None,
+        )
 
 
 # ====================================================================================================== base class
@@ -390,8 +413,9 @@ class AlbertPreTrainedModel(nn.Module):
     def __init__(self, config: AlbertConfig):
         super().__init__()
         if not isinstance(config, AlbertConfig):
-            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__} "
-                            "(use AlbertConfig.load(preset_or_path))")
+            raise TypeError(
+                f"config must be an AlbertConfig, got {type(config).__name__} (use AlbertConfig.load(preset_or_path))"
+            )
         self.config = config
 
     def post_init(self) -> None:
@@ -429,8 +453,13 @@ class AlbertPreTrainedModel(nn.Module):
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not only_trainable)
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, config: AlbertConfig | str | None = None,
-                        ignore_mismatched_sizes: bool = False, **config_overrides: Any):
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        config: AlbertConfig | str | None = None,
+        ignore_mismatched_sizes: bool = False,
+        **config_overrides: Any,
+    ):
         """Load a model directory (``config.json`` + ``model.safetensors`` or ``pytorch_model.bin``), written by
         litebert or transformers, into this class. Weights missing from the directory (a new task head, say) keep
         their fresh init and are logged as a warning; keys of other heads are ignored. ``config_overrides``
@@ -439,8 +468,9 @@ class AlbertPreTrainedModel(nn.Module):
         Raises LitebertError naming the file (and the parameter) for a missing/invalid config, missing/corrupt
         weights, or a shape mismatch (unless ``ignore_mismatched_sizes``: then those weights are re-initialised).
         """
-        return _model_dir_io("load")(cls, path, config=config, ignore_mismatched_sizes=ignore_mismatched_sizes,
-                                     **config_overrides)
+        return _model_dir_io("load")(
+            cls, path, config=config, ignore_mismatched_sizes=ignore_mismatched_sizes, **config_overrides
+        )
 
     def save_pretrained(self, directory: str | os.PathLike, hf: bool | None = None):
         """Write ``config.json`` and ``model.safetensors`` (tied/shared tensors once) atomically; returns the path.
@@ -450,11 +480,25 @@ class AlbertPreTrainedModel(nn.Module):
         """
         return _model_dir_io("save")(self, directory, hf=hf)
 
-    def _run_albert(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                    output_hidden_states, output_attentions) -> AlbertModelOutput:
-        return self.albert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                           position_ids=position_ids, inputs_embeds=inputs_embeds,
-                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+    def _run_albert(
+        self,
+        input_ids,
+        attention_mask,
+        token_type_ids,
+        position_ids,
+        inputs_embeds,
+        output_hidden_states,
+        output_attentions,
+    ) -> AlbertModelOutput:
+        return self.albert(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+        )
 
 
 # ====================================================================================================== AlbertModel
@@ -484,14 +528,26 @@ class AlbertModel(AlbertPreTrainedModel):
         under tracing or export the graph must not depend on whether the example batch had padding."""
         if attention_mask is None:
             return None
-        if (attention_mask.device.type == "cpu" and not (torch.jit.is_tracing() or torch.compiler.is_compiling())
-                and bool(attention_mask.bool().all())):
+        if (
+            attention_mask.device.type == "cpu"
+            and not (torch.jit.is_tracing() or torch.compiler.is_compiling())
+            and bool(attention_mask.bool().all())
+        ):
             return None
         keep = attention_mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
         return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, torch.finfo(dtype).min)
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, output_hidden_states=False, output_attentions=False, return_dict=True):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        return_dict=True,
+    ):
         """input_ids (B, S) int64 (or inputs_embeds (B, S, E)); attention_mask (B, S) 1/0; token_type_ids (B, S);
         position_ids (B, S) (default 0..S−1) → :class:`AlbertModelOutput` (or its tuple if not return_dict).
 
@@ -564,8 +620,9 @@ class _MaskedLMMixin:
         if labels is None:
             return self.predictions(h, projection), None
         if labels.shape != h.shape[:-1]:  # a flat gather would silently pair labels with the wrong positions
-            raise ValueError(f"labels have shape {list(labels.shape)}, expected {list(h.shape[:-1])} "
-                             "(B, S) like input_ids")
+            raise ValueError(
+                f"labels have shape {list(labels.shape)}, expected {list(h.shape[:-1])} (B, S) like input_ids"
+            )
         flat = labels.reshape(-1)
         keep = flat != -100  # (B·S,)
         idx = keep.nonzero().squeeze(1)  # (P_total,), row-major (batch, position) order
@@ -587,9 +644,19 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
         self.sop_classifier = AlbertSOPHead(config)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, sentence_order_label=None, output_hidden_states=False,
-                output_attentions=False, return_dict=True):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        sentence_order_label=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        return_dict=True,
+    ):
         """Inputs as :meth:`AlbertModel.forward`; labels (B, S) int64 with −100 = not predicted;
         sentence_order_label (B,) 0 = in order, 1 = swapped.
 
@@ -598,8 +665,15 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
         (B, S, V); ``sop_logits`` (B, 2); ``mlm_loss`` = mean CE over predicted tokens; ``sop_loss`` = mean CE over
         the batch; ``loss`` = their sum (or the one available).
         """
-        out = self._run_albert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                               output_hidden_states, output_attentions)
+        out = self._run_albert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_hidden_states,
+            output_attentions,
+        )
         prediction_logits, mlm_loss = self._mlm(out.last_hidden_state, labels)
         sop_logits = self.sop_classifier(out.pooler_output)
         sop_loss = None
@@ -607,8 +681,9 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
             sop_loss = F.cross_entropy(sop_logits.view(-1, sop_logits.shape[-1]), sentence_order_label.view(-1))
         losses = [x for x in (mlm_loss, sop_loss) if x is not None]
         loss = (losses[0] + losses[1] if len(losses) == 2 else losses[0]) if losses else None
-        res = AlbertForPreTrainingOutput(loss, prediction_logits, sop_logits, mlm_loss, sop_loss,
-                                         out.hidden_states, out.attentions)
+        res = AlbertForPreTrainingOutput(
+            loss, prediction_logits, sop_logits, mlm_loss, sop_loss, out.hidden_states, out.attentions
+        )
         return res if return_dict else res.to_tuple()
 
 
@@ -621,13 +696,29 @@ class AlbertForMaskedLM(_MaskedLMMixin, AlbertPreTrainedModel):
         self.predictions = AlbertMLMHead(config)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, output_hidden_states=False, output_attentions=False,
-                return_dict=True):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        return_dict=True,
+    ):
         """→ :class:`MaskedLMOutput`: ``logits`` (P_total, V) at ``labels != -100`` (row-major order) when labels
         are given, else (B, S, V); ``loss`` mean CE over predicted tokens."""
-        out = self._run_albert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                               output_hidden_states, output_attentions)
+        out = self._run_albert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_hidden_states,
+            output_attentions,
+        )
         logits, loss = self._mlm(out.last_hidden_state, labels)
         res = MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
         return res if return_dict else res.to_tuple()
@@ -649,12 +740,28 @@ class AlbertForSequenceClassification(AlbertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, output_hidden_states=False, output_attentions=False,
-                return_dict=True):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        return_dict=True,
+    ):
         """→ :class:`SequenceClassifierOutput` with ``logits`` (B, num_labels)."""
-        out = self._run_albert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                               output_hidden_states, output_attentions)
+        out = self._run_albert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_hidden_states,
+            output_attentions,
+        )
         logits = self.classifier(_dropout(out.pooler_output, self.dropout_prob, self.training))
         loss = None
         if labels is not None:
@@ -690,12 +797,28 @@ class AlbertForTokenClassification(AlbertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, output_hidden_states=False, output_attentions=False,
-                return_dict=True):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        return_dict=True,
+    ):
         """→ :class:`TokenClassifierOutput` with ``logits`` (B, S, num_labels); labels (B, S)."""
-        out = self._run_albert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                               output_hidden_states, output_attentions)
+        out = self._run_albert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_hidden_states,
+            output_attentions,
+        )
         logits = self.classifier(_dropout(out.last_hidden_state, self.dropout_prob, self.training))
         loss = None if labels is None else F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
         res = TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
@@ -713,12 +836,29 @@ class AlbertForQuestionAnswering(AlbertPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, start_positions=None, end_positions=None, output_hidden_states=False,
-                output_attentions=False, return_dict=True):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        return_dict=True,
+    ):
         """→ :class:`QuestionAnsweringModelOutput`: ``start_logits``, ``end_logits`` (B, S); positions (B,)."""
-        out = self._run_albert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                               output_hidden_states, output_attentions)
+        out = self._run_albert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_hidden_states,
+            output_attentions,
+        )
         logits = self.qa_outputs(out.last_hidden_state)  # (B, S, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
         loss = None
@@ -726,8 +866,10 @@ class AlbertForQuestionAnswering(AlbertPreTrainedModel):
             ignored = start_logits.size(1)
             start = start_positions.reshape(-1).clamp(0, ignored)
             end = end_positions.reshape(-1).clamp(0, ignored)
-            loss = (F.cross_entropy(start_logits, start, ignore_index=ignored)
-                    + F.cross_entropy(end_logits, end, ignore_index=ignored)) / 2
+            loss = (
+                F.cross_entropy(start_logits, start, ignore_index=ignored)
+                + F.cross_entropy(end_logits, end, ignore_index=ignored)
+            ) / 2
         res = QuestionAnsweringModelOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
         return res if return_dict else res.to_tuple()
 
@@ -743,23 +885,48 @@ class AlbertForMultipleChoice(AlbertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, output_hidden_states=False, output_attentions=False,
-                return_dict=True):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_hidden_states=False,
+        output_attentions=False,
+        return_dict=True,
+    ):
         """input_ids etc. (B, C, S) → :class:`MultipleChoiceModelOutput` with ``logits`` (B, C); labels (B,)."""
         C = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
 
         def flat(t):  # (B, C, S[, E]) -> (B·C, S[, E])
             return None if t is None else t.reshape(-1, *t.shape[2:])
 
-        out = self._run_albert(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
-                               flat(inputs_embeds), output_hidden_states, output_attentions)
+        out = self._run_albert(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            flat(inputs_embeds),
+            output_hidden_states,
+            output_attentions,
+        )
         logits = self.classifier(_dropout(out.pooler_output, self.dropout_prob, self.training)).view(-1, C)
         loss = None if labels is None else F.cross_entropy(logits, labels)
         res = MultipleChoiceModelOutput(loss, logits, out.hidden_states, out.attentions)
         return res if return_dict else res.to_tuple()
 
 
-MODEL_CLASSES = {cls.__name__: cls for cls in (
-    AlbertModel, AlbertForPreTraining, AlbertForMaskedLM, AlbertForSequenceClassification,
-    AlbertForTokenClassification, AlbertForQuestionAnswering, AlbertForMultipleChoice)}
+MODEL_CLASSES = {
+    cls.__name__: cls
+    for cls in (
+        AlbertModel,
+        AlbertForPreTraining,
+        AlbertForMaskedLM,
+        AlbertForSequenceClassification,
+        AlbertForTokenClassification,
+        AlbertForQuestionAnswering,
+        AlbertForMultipleChoice,
+    )
+}

@@ -68,8 +68,15 @@ class Lamb(torch.optim.Optimizer):
             raise ValueError(f"Lamb: eps must be >= 0, got {eps}")
         if not weight_decay >= 0.0:
             raise ValueError(f"Lamb: weight_decay must be >= 0, got {weight_decay}")
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, adapt=adapt,
-                        bias_correction=bias_correction, foreach=foreach)
+        defaults = dict(
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            adapt=adapt,
+            bias_correction=bias_correction,
+            foreach=foreach,
+        )
         super().__init__(params, defaults)
 
     @torch.no_grad()
@@ -99,9 +106,15 @@ class Lamb(torch.optim.Optimizer):
                 exp_avg_sqs.append(state["exp_avg_sq"])
             if not params:
                 continue
-            kwargs = dict(lr=group["lr"], beta1=group["betas"][0], beta2=group["betas"][1], eps=group["eps"],
-                          weight_decay=group["weight_decay"], adapt=group["adapt"],
-                          bias_correction=group["bias_correction"])
+            kwargs = dict(
+                lr=group["lr"],
+                beta1=group["betas"][0],
+                beta2=group["betas"][1],
+                eps=group["eps"],
+                weight_decay=group["weight_decay"],
+                adapt=group["adapt"],
+                bias_correction=group["bias_correction"],
+            )
             same_kind = all(p.device == params[0].device and p.dtype == params[0].dtype for p in params)
             if group["foreach"] and same_kind and len(set(steps)) == 1:
                 _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, step=steps[0], **kwargs)
@@ -130,8 +143,9 @@ def _lamb_single(p, g, m, v, *, step, lr, beta1, beta2, eps, weight_decay, adapt
     p.add_(u, alpha=-lr)
 
 
-def _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2, eps, weight_decay, adapt,
-                  bias_correction) -> None:
+def _lamb_foreach(
+    params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction
+) -> None:
     """LAMB for a list of same-device, same-dtype tensors with ``torch._foreach_*`` kernels."""
     torch._foreach_mul_(exp_avgs, beta1)
     torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
@@ -163,8 +177,7 @@ def is_excluded(name: str, patterns: Sequence[str] = NO_DECAY_PATTERNS) -> bool:
     return any(pat in name for pat in patterns)
 
 
-def build_param_groups(model: nn.Module, weight_decay: float,
-                       exclude: Sequence[str] = NO_DECAY_PATTERNS) -> list[dict]:
+def build_param_groups(model: nn.Module, weight_decay: float, exclude: Sequence[str] = NO_DECAY_PATTERNS) -> list[dict]:
     """Split ``model``'s trainable parameters into a decayed/adapted group and an excluded group, by name.
 
     Returns ``[{"params": [...], "names": [...], "weight_decay": weight_decay, "adapt": True},
@@ -189,9 +202,16 @@ def build_param_groups(model: nn.Module, weight_decay: float,
     return [g for g in groups if g["params"]]
 
 
-def build_optimizer(model: nn.Module, name: str = "lamb", lr: float = 1.76e-3, weight_decay: float = 0.01,
-                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, bias_correction: bool = False,
-                    exclude: Sequence[str] = NO_DECAY_PATTERNS) -> torch.optim.Optimizer:
+def build_optimizer(
+    model: nn.Module,
+    name: str = "lamb",
+    lr: float = 1.76e-3,
+    weight_decay: float = 0.01,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-6,
+    bias_correction: bool = False,
+    exclude: Sequence[str] = NO_DECAY_PATTERNS,
+) -> torch.optim.Optimizer:
     """Build ``"lamb"`` (:class:`Lamb`) or ``"adamw"`` (``torch.optim.AdamW``) over :func:`build_param_groups`.
 
     AdamW always uses its own bias correction (that is torch's AdamW). Raises :class:`LitebertError` for an unknown
@@ -267,8 +287,9 @@ class StepSchedule:
         self._apply()
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, max_steps: int,
-                    power: float = 1.0) -> StepSchedule:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, max_steps: int, power: float = 1.0
+) -> StepSchedule:
     """:class:`StepSchedule` with :class:`WarmupPolyDecay` (docs/algorithms.md §4: warmup then
     polynomial decay to 0 at ``max_steps``)."""
     return StepSchedule(optimizer, WarmupPolyDecay(warmup_steps, max_steps, power))

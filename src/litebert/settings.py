@@ -254,8 +254,9 @@ def check_keys(values: dict[str, Any], cls: type, source: str) -> dict[str, Any]
     names = list(ftypes)
     for key, value in values.items():
         if key not in ftypes:
-            raise LitebertError(f"{source}: unknown setting {key!r}{_closest(key, names)}; "
-                                f"valid settings: {', '.join(names)}")
+            raise LitebertError(
+                f"{source}: unknown setting {key!r}{_closest(key, names)}; valid settings: {', '.join(names)}"
+            )
         ft = ftypes[key]
         if ft.nested and isinstance(value, dict):
             check_keys(value, ft.scalar, f"{source}: {key}")
@@ -287,8 +288,9 @@ def read_settings_file(path: str | os.PathLike, cls: type, section: str | None =
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise LitebertError(f"--config {p}: not valid JSON ({exc.msg} at line {exc.lineno} column "
-                                f"{exc.colno})") from None
+            raise LitebertError(
+                f"--config {p}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from None
     if not isinstance(data, dict):
         raise LitebertError(f"--config {p}: expected an object of settings, got {type(data).__name__}")
     if section is not None and isinstance(data.get(section), dict):
@@ -296,5 +298,18 @@ def read_settings_file(path: str | os.PathLike, cls: type, section: str | None =
     return check_keys(data, cls, f"--config {p}")
 
 
-__all__ = ["FieldType", "Setting", "check", "check_keys", "default_of", "fail", "field_types", "has_default", "meta",
-           "option_name", "read_settings_file", "setting", "to_dict"]
+__all__ = [
+    "FieldType",
+    "Setting",
+    "check",
+    "check_keys",
+    "default_of",
+    "fail",
+    "field_types",
+    "has_default",
+    "meta",
+    "option_name",
+    "read_settings_file",
+    "setting",
+    "to_dict",
+]

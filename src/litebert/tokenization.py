@@ -23,9 +23,9 @@ import itertools
 import os
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import sentencepiece as spm
@@ -69,8 +69,9 @@ def is_cjk_char(ch: str) -> bool:
 # --------------------------------------------------------------------------------------------------------------
 # Pipelines (identical to what transformers rebuilds from the saved files)
 # --------------------------------------------------------------------------------------------------------------
-def _albert_backend(vocab_scores: list[tuple[str, float]], unk_id: int, charsmap: bytes | None,
-                    lowercase: bool, keep_accents: bool) -> _BackendTokenizer:
+def _albert_backend(
+    vocab_scores: list[tuple[str, float]], unk_id: int, charsmap: bytes | None, lowercase: bool, keep_accents: bool
+) -> _BackendTokenizer:
     """transformers ``AlbertTokenizer.__init__``'s pipeline: quotes, NFKD + strip accents, lowercase, spm charsmap,
     whitespace split + Metaspace."""
     backend = _BackendTokenizer(Unigram(vocab_scores, unk_id=unk_id, byte_fallback=False))
@@ -83,17 +84,20 @@ def _albert_backend(vocab_scores: list[tuple[str, float]], unk_id: int, charsmap
         norm.append(normalizers.Precompiled(charsmap))
     backend.normalizer = normalizers.Sequence(norm)
     backend.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")])
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")]
+    )
     backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     return backend
 
 
 def _bert_backend(vocab: dict[str, int], unk_token: str, lowercase: bool, keep_accents: bool) -> _BackendTokenizer:
     """transformers ``BertTokenizer.__init__``'s pipeline (BertNormalizer with CJK spacing, BertPreTokenizer)."""
-    backend = _BackendTokenizer(WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix="##",
-                                          max_input_chars_per_word=100))
-    backend.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                    strip_accents=not keep_accents, lowercase=lowercase)
+    backend = _BackendTokenizer(
+        WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix="##", max_input_chars_per_word=100)
+    )
+    backend.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=not keep_accents, lowercase=lowercase
+    )
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.decoder = decoders.WordPiece(prefix="##")
     return backend
@@ -109,8 +113,10 @@ def _finish_backend(backend: _BackendTokenizer, specials: dict[str, str], senten
     backend.add_special_tokens(added)
     cls, sep = specials["cls"], specials["sep"]
     backend.post_processor = processors.TemplateProcessing(
-        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
-        special_tokens=[(cls, backend.token_to_id(cls)), (sep, backend.token_to_id(sep))])
+        single=f"{cls}:0 $A:0 {sep}:0",
+        pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, backend.token_to_id(cls)), (sep, backend.token_to_id(sep))],
+    )
 
 
 def _spm_charsmap(model_bytes: bytes) -> bytes | None:
@@ -275,8 +281,9 @@ class Tokenizer:
             encs = self.backend.encode_batch(texts, add_special_tokens=False)
         return [e.ids for e in encs]
 
-    def encode_pair(self, text: str, text_pair: str | None = None,
-                    max_length: int | None = None) -> dict[str, list[int]]:
+    def encode_pair(
+        self, text: str, text_pair: str | None = None, max_length: int | None = None
+    ) -> dict[str, list[int]]:
         """``[CLS] A [SEP] (B [SEP])`` with ``token_type_ids`` and ``attention_mask``, as transformers'
         ``tokenizer(text, text_pair, truncation="longest_first", max_length=...)``; for fine-tuning."""
         a = self.encode(text)
@@ -285,7 +292,9 @@ class Tokenizer:
             budget = max_length - (3 if b is not None else 2)
             if budget < 0:
                 raise LitebertError(f"max_length {max_length} is too small for the special tokens")
-            while len(a) + (len(b) if b is not None else 0) > budget:  # longest first, from the end; the second text on a tie (as transformers)
+            while (
+                len(a) + (len(b) if b is not None else 0) > budget
+            ):  # longest first, from the end; the second text on a tie (as transformers)
                 if b is not None and len(b) >= len(a):
                     b.pop()
                 else:
@@ -354,9 +363,14 @@ class Tokenizer:
         if "random_ids" not in self._id_cache:
             vocab = self.get_vocab()
             special = set(self.all_special_ids)
-            keep = [i for t, i in vocab.items()
-                    if i not in special and not _UNUSED_RE.match(t) and not (t.startswith("<") and t.endswith(">"))
-                    and not (t.startswith("[") and t.endswith("]") and t.upper() == t and len(t) > 2)]
+            keep = [
+                i
+                for t, i in vocab.items()
+                if i not in special
+                and not _UNUSED_RE.match(t)
+                and not (t.startswith("<") and t.endswith(">"))
+                and not (t.startswith("[") and t.endswith("]") and t.upper() == t and len(t) > 2)
+            ]
             self._id_cache["random_ids"] = np.array(sorted(keep), dtype=np.int64)
         return self._id_cache["random_ids"]
 
@@ -405,13 +419,21 @@ class Tokenizer:
         added_decoder = {}
         for role in ("pad", "unk", "cls", "sep", "mask"):
             added_decoder[str(self._special_id(role))] = {
-                "content": sp[role], "lstrip": self.kind == "sentencepiece" and role == "mask", "normalized": False,
-                "rstrip": False, "single_word": False, "special": True}
+                "content": sp[role],
+                "lstrip": self.kind == "sentencepiece" and role == "mask",
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
+            }
         config = {
             "tokenizer_class": cls_name,
             "do_lower_case": self.do_lower_case,
             "model_max_length": self.model_max_length,
-            "pad_token": sp["pad"], "unk_token": sp["unk"], "cls_token": sp["cls"], "sep_token": sp["sep"],
+            "pad_token": sp["pad"],
+            "unk_token": sp["unk"],
+            "cls_token": sp["cls"],
+            "sep_token": sp["sep"],
             "mask_token": sp["mask"],
             "added_tokens_decoder": added_decoder,
             "clean_up_tokenization_spaces": False,
@@ -420,14 +442,30 @@ class Tokenizer:
             "litebert_kind": self.kind,
         }
         if self.kind == "sentencepiece":
-            config.update({"keep_accents": self.keep_accents, "remove_space": True, "bos_token": sp["cls"],
-                           "eos_token": sp["sep"]})
+            config.update(
+                {
+                    "keep_accents": self.keep_accents,
+                    "remove_space": True,
+                    "bos_token": sp["cls"],
+                    "eos_token": sp["sep"],
+                }
+            )
         else:
-            config.update({"strip_accents": not self.keep_accents, "tokenize_chinese_chars": True,
-                           "keep_accents": self.keep_accents})
+            config.update(
+                {
+                    "strip_accents": not self.keep_accents,
+                    "tokenize_chinese_chars": True,
+                    "keep_accents": self.keep_accents,
+                }
+            )
         written.append(atomic_write_json(out / "tokenizer_config.json", config))
-        stm = {"pad_token": sp["pad"], "unk_token": sp["unk"], "cls_token": sp["cls"], "sep_token": sp["sep"],
-               "mask_token": sp["mask"]}
+        stm = {
+            "pad_token": sp["pad"],
+            "unk_token": sp["unk"],
+            "cls_token": sp["cls"],
+            "sep_token": sp["sep"],
+            "mask_token": sp["mask"],
+        }
         if self.kind == "sentencepiece":
             stm.update({"bos_token": sp["cls"], "eos_token": sp["sep"]})
         written.append(atomic_write_json(out / "special_tokens_map.json", stm))
@@ -437,8 +475,9 @@ class Tokenizer:
 # --------------------------------------------------------------------------------------------------------------
 # Building and loading
 # --------------------------------------------------------------------------------------------------------------
-def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool, specials: dict[str, str],
-                        source: str) -> Tokenizer:
+def _tokenizer_from_spm(
+    model_bytes: bytes, lowercase: bool, keep_accents: bool, specials: dict[str, str], source: str
+) -> Tokenizer:
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(model_bytes)
@@ -451,8 +490,9 @@ def _tokenizer_from_spm(model_bytes: bytes, lowercase: bool, keep_accents: bool,
     return Tokenizer("sentencepiece", backend, lowercase, keep_accents, specials, spm_model=model_bytes)
 
 
-def _tokenizer_from_wordpiece(vocab: dict[str, int], kind: str, lowercase: bool, keep_accents: bool,
-                              specials: dict[str, str], source: str) -> Tokenizer:
+def _tokenizer_from_wordpiece(
+    vocab: dict[str, int], kind: str, lowercase: bool, keep_accents: bool, specials: dict[str, str], source: str
+) -> Tokenizer:
     _check_wordpiece_vocab(vocab, specials, source)
     _check_specials_vocab(vocab, specials, source)
     backend = _bert_backend(vocab, specials["unk"], lowercase, keep_accents)
@@ -478,7 +518,8 @@ def _check_wordpiece_vocab(vocab: dict[str, int], specials: dict[str, str], sour
             f"{source}: a SentencePiece vocabulary ({starts} pieces start with '▁', {continuations} with '##'"
             f"{hint}), not a WordPiece one; as vocab.txt it would turn most words into the unknown token. Load it "
             "with its SentencePiece model instead: put spiece.model (the .model file trained with it) in the "
-            "directory, or a tokenizer.json whose model is Unigram")
+            "directory, or a tokenizer.json whose model is Unigram"
+        )
 
 
 def _check_specials_vocab(vocab: dict[str, int], specials: dict[str, str], source: str) -> None:
@@ -540,17 +581,19 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     spm_path, vocab_path, json_path = d / "spiece.model", d / "vocab.txt", d / "tokenizer.json"
     cls_name = cfg.get("tokenizer_class", "")
     if spm_path.is_file() and "Bert" not in cls_name:
-        tok = _tokenizer_from_spm(spm_path.read_bytes(), lowercase, keep_accents, specials_from(_SP_SPECIALS),
-                                  str(spm_path))
+        tok = _tokenizer_from_spm(
+            spm_path.read_bytes(), lowercase, keep_accents, specials_from(_SP_SPECIALS), str(spm_path)
+        )
     elif vocab_path.is_file():
         vocab = _read_vocab_txt(vocab_path)
         kind = cfg.get("litebert_kind") or ("chinese" if _looks_chinese(vocab) else "wordpiece")
-        tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS),
-                                        str(vocab_path))
+        tok = _tokenizer_from_wordpiece(
+            vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS), str(vocab_path)
+        )
     elif json_path.is_file():
         data = read_json(json_path, what="tokenizer.json", expect=dict)
         if not isinstance(data.get("model"), dict):
-            raise LitebertError(f"{json_path}: not a tokenizer.json (no \"model\" object)")
+            raise LitebertError(f'{json_path}: not a tokenizer.json (no "model" object)')
         model = data["model"]
         if model.get("type") == "Unigram":
             charsmap = None
@@ -564,8 +607,9 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
             if unk_id is None:  # no unknown piece declared: the unk special token's id
                 unk_id = next((i for i, (p, _) in enumerate(vocab_scores) if p == specials["unk"]), None)
                 if unk_id is None:
-                    raise LitebertError(f"{json_path}: the Unigram model has no unk_id and its vocabulary no "
-                                        f"{specials['unk']!r} token")
+                    raise LitebertError(
+                        f"{json_path}: the Unigram model has no unk_id and its vocabulary no {specials['unk']!r} token"
+                    )
             backend = _albert_backend(vocab_scores, int(unk_id), charsmap, lowercase, keep_accents)
             _check_specials(backend, specials, str(json_path))
             _finish_backend(backend, specials, sentencepiece=True)
@@ -573,11 +617,13 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
         elif model.get("type") == "WordPiece":
             vocab = dict(model["vocab"])
             kind = cfg.get("litebert_kind") or ("chinese" if _looks_chinese(vocab) else "wordpiece")
-            tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS),
-                                            str(json_path))
+            tok = _tokenizer_from_wordpiece(
+                vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS), str(json_path)
+            )
         else:
-            raise LitebertError(f"{json_path}: model type {model.get('type')!r} is not supported "
-                                "(expected Unigram or WordPiece)")
+            raise LitebertError(
+                f"{json_path}: model type {model.get('type')!r} is not supported (expected Unigram or WordPiece)"
+            )
     else:
         raise LitebertError(f"tokenizer directory {d} has none of spiece.model, vocab.txt, tokenizer.json")
     if isinstance(cfg.get("model_max_length"), int) and cfg["model_max_length"] < 10**9:
@@ -595,9 +641,18 @@ def normalize_for_training(text: str, lowercase: bool, keep_accents: bool) -> st
     return text
 
 
-def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: int, output: str | os.PathLike,
-                    lowercase: bool = True, keep_accents: bool = False, format: str = "auto",
-                    character_coverage: float | None = None, seed: int = 0, stats=None) -> Tokenizer:
+def train_tokenizer(
+    corpus: Sequence[str | os.PathLike],
+    kind: str,
+    vocab_size: int,
+    output: str | os.PathLike,
+    lowercase: bool = True,
+    keep_accents: bool = False,
+    format: str = "auto",
+    character_coverage: float | None = None,
+    seed: int = 0,
+    stats=None,
+) -> Tokenizer:
     """Train a tokenizer on ``corpus`` files (any format :func:`litebert.corpus.read_documents` reads) and
     save it to ``output`` (the Hugging Face files, see :meth:`Tokenizer.save`).
 
@@ -624,11 +679,15 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
     sentences = iter_sentences_text(corpus, format=format, stats=stats)  # (the output is written only at the end)
     first = next(sentences, None)
     if first is None:
-        skipped = (f"; {stats.skipped_lines} line(s) were skipped as invalid (first: {stats.first_skipped})"
-                   if stats.skipped_lines else "")
+        skipped = (
+            f"; {stats.skipped_lines} line(s) were skipped as invalid (first: {stats.first_skipped})"
+            if stats.skipped_lines
+            else ""
+        )
         raise LitebertError(f"the corpus has no text to train on{skipped}")
     sentences = itertools.chain([first], sentences)
     if kind == "sentencepiece":
+
         def feed() -> Iterator[str]:
             for s in sentences:
                 s = normalize_for_training(s, lowercase, keep_accents)
@@ -645,13 +704,25 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
         spm.set_random_generator_seed(seed)  # sentence shuffling/sampling: same corpus + seed -> same model
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=feed(), model_writer=buf, model_type="unigram", vocab_size=vocab_size,
-                pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-                pad_piece="<pad>", unk_piece="<unk>",
+                sentence_iterator=feed(),
+                model_writer=buf,
+                model_type="unigram",
+                vocab_size=vocab_size,
+                pad_id=0,
+                unk_id=1,
+                bos_id=-1,
+                eos_id=-1,
+                control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                pad_piece="<pad>",
+                unk_piece="<unk>",
                 character_coverage=character_coverage if character_coverage is not None else 0.99995,
-                input_sentence_size=2_000_000, shuffle_input_sentence=True, hard_vocab_limit=False,
-                num_threads=max(1, min(4, os.cpu_count() or 1)), seed_sentencepiece_size=200_000,
-                minloglevel=2)
+                input_sentence_size=2_000_000,
+                shuffle_input_sentence=True,
+                hard_vocab_limit=False,
+                num_threads=max(1, min(4, os.cpu_count() or 1)),
+                seed_sentencepiece_size=200_000,
+                minloglevel=2,
+            )
         except RuntimeError as exc:  # sentencepiece reports every refusal as RuntimeError("INTERNAL: ...")
             raise LitebertError(f"SentencePiece training failed: {' '.join(str(exc).split())}") from None
         model_bytes = buf.getvalue()
@@ -665,8 +736,12 @@ def train_tokenizer(corpus: Sequence[str | os.PathLike], kind: str, vocab_size: 
         if kind == "wordpiece":
             kwargs["limit_alphabet"] = 1000
         trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, special_tokens=[specials[r] for r in ("pad", "unk", "cls", "sep", "mask")],
-            continuing_subword_prefix="##", show_progress=False, **kwargs)
+            vocab_size=vocab_size,
+            special_tokens=[specials[r] for r in ("pad", "unk", "cls", "sep", "mask")],
+            continuing_subword_prefix="##",
+            show_progress=False,
+            **kwargs,
+        )
         backend.train_from_iterator(sentences, trainer=trainer)
         vocab = backend.get_vocab(with_added_tokens=True)
         tok = _tokenizer_from_wordpiece(vocab, kind, lowercase, keep_accents, specials, "trained vocabulary")

@@ -13,8 +13,8 @@ import types
 import numpy as np
 import pytest
 
-from litebert.tf import bundle as tf_bundle
 from litebert.errors import LitebertError
+from litebert.tf import bundle as tf_bundle
 from litebert.tf.bundle import (
     BundleReader,
     _crc32c_python,
@@ -212,7 +212,9 @@ def test_roundtrip_dtypes_shapes_and_many_entries(tmp_path):
     }
     # > 16 keys sharing long prefixes: exercises prefix compression across several restart points
     for i in range(40):
-        arrays[f"bert/encoder/transformer/group_{i}/inner_group_0/w"] = rng.standard_normal((i % 3 + 1, 2)).astype(np.float32)
+        arrays[f"bert/encoder/transformer/group_{i}/inner_group_0/w"] = rng.standard_normal((i % 3 + 1, 2)).astype(
+            np.float32
+        )
     write_bundle(tmp_path / "x", arrays)
     got = read_bundle(tmp_path / "x", backend="native")
     assert set(got) == set(arrays)

@@ -52,8 +52,12 @@ def outputs_of(model, exp):
     with torch.no_grad():
         base = model.albert(**inputs(exp))
         full = model(**inputs(exp))
-    return {"last_hidden_state": base.last_hidden_state[:, :9], "pooler_output": base.pooler_output,
-            "prediction_logits": full.prediction_logits[:, :9], "sop_logits": full.sop_logits}
+    return {
+        "last_hidden_state": base.last_hidden_state[:, :9],
+        "pooler_output": base.pooler_output,
+        "prediction_logits": full.prediction_logits[:, :9],
+        "sop_logits": full.sop_logits,
+    }
 
 
 def assert_matches(got, exp, atol=ATOL):
@@ -102,8 +106,16 @@ def test_slot_names_never_map_to_weights(rules, layout):
         name = rule.tf.format(g=1, k=2)
         assert tf_to_hf_name(name, layout) is not None
         assert tf_to_hf_name("module/" + name, layout) == tf_to_hf_name(name, layout)  # TF-Hub prefix
-        for slot in ("adam_m", "adam_v", "lamb_m", "lamb_v", "Adam", "Adam_1", "AdamWeightDecayOptimizer",
-                     "AdamWeightDecayOptimizer_1"):
+        for slot in (
+            "adam_m",
+            "adam_v",
+            "lamb_m",
+            "lamb_v",
+            "Adam",
+            "Adam_1",
+            "AdamWeightDecayOptimizer",
+            "AdamWeightDecayOptimizer_1",
+        ):
             assert tf_to_hf_name(f"{name}/{slot}", layout) is None
             assert is_optimizer_variable(f"{name}/{slot}")
             assert is_optimizer_variable(f"module/{name}/{slot}")
@@ -117,13 +129,20 @@ def test_albert_zh_layer_norms_match_whole_names():
     q = "bert/encoder/layer_shared/"
     base = "albert.encoder.albert_layer_groups.0.albert_layers.0."
     assert tf_to_hf_name(q + "output/LayerNorm/gamma", "albert_zh") == (base + "full_layer_layer_norm.weight", False)
-    assert tf_to_hf_name(q + "attention/output/LayerNorm/gamma", "albert_zh") == (base + "attention.LayerNorm.weight", False)
+    assert tf_to_hf_name(q + "attention/output/LayerNorm/gamma", "albert_zh") == (
+        base + "attention.LayerNorm.weight",
+        False,
+    )
     assert tf_to_hf_name(q + "output/dense/kernel", "albert_zh") == (base + "ffn_output.weight", True)
     assert tf_to_hf_name(q + "attention/output/dense/kernel", "albert_zh") == (base + "attention.dense.weight", True)
     assert tf_to_hf_name("bert/embeddings/word_embeddings_2", "albert_zh") == (
-        "albert.embeddings.word_embeddings_2.weight", True)
+        "albert.embeddings.word_embeddings_2.weight",
+        True,
+    )
     assert tf_to_hf_name("cls/seq_relationship/output_weights", "official") == (
-        "sop_classifier.classifier.weight", False)  # [2, H]: no transpose
+        "sop_classifier.classifier.weight",
+        False,
+    )  # [2, H]: no transpose
 
 
 def test_detect_layout_fails_clearly():
@@ -172,8 +191,9 @@ def test_config_mapping_errors(tf_fixtures):
 
 # ---------------------------------------------------------------------------------------------------- parity
 def test_official_fixture_matches_in_litebert(tf_fixtures):
-    result = convert_tf_checkpoint(tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json",
-                                   backend="native")
+    result = convert_tf_checkpoint(
+        tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", backend="native"
+    )
     assert result.layout == "official" and result.global_step == 1000
     assert isinstance(result.model, AlbertForPreTraining) and not result.model.training
     assert len(result.report.loaded) == 32 and len(result.report.skipped_optimizer) == 11
@@ -181,12 +201,15 @@ def test_official_fixture_matches_in_litebert(tf_fixtures):
     assert_matches(outputs_of(result.model, expected(tf_fixtures, A)), expected(tf_fixtures, A))
 
 
-@pytest.mark.parametrize("config_name,expected_name", [
-    ("albert_config.json", "expected_outputs.json"), ("albert_config_preln.json", "expected_outputs_preln.json")])
+@pytest.mark.parametrize(
+    "config_name,expected_name",
+    [("albert_config.json", "expected_outputs.json"), ("albert_config_preln.json", "expected_outputs_preln.json")],
+)
 def test_albert_zh_fixture_matches_in_litebert(tf_fixtures, tmp_path, config_name, expected_name):
     exp = expected(tf_fixtures, C, expected_name)
-    result = convert_tf_checkpoint(tf_fixtures / C / "model.ckpt", tf_fixtures / C / config_name, tmp_path / "out",
-                                   backend="native")
+    result = convert_tf_checkpoint(
+        tf_fixtures / C / "model.ckpt", tf_fixtures / C / config_name, tmp_path / "out", backend="native"
+    )
     assert result.layout == "albert_zh" and result.global_step == 3000
     assert result.config.embedding_layout == "albert_zh"
     assert result.config.layer_norm_position == ("pre" if "preln" in config_name else "post")
@@ -202,8 +225,10 @@ def test_albert_zh_fixture_matches_in_litebert(tf_fixtures, tmp_path, config_nam
 def test_pre_ln_and_post_ln_are_distinguished(tf_fixtures):
     """One checkpoint, two ln_type configs: each conversion reproduces real TensorFlow's outputs for its own ln_type
     and not the other's, so a converter that ignored ln_type (or swapped the two LayerNorms) fails here."""
-    exp = {ln: expected(tf_fixtures, C, name) for ln, name in
-           (("post", "expected_outputs.json"), ("pre", "expected_outputs_preln.json"))}
+    exp = {
+        ln: expected(tf_fixtures, C, name)
+        for ln, name in (("post", "expected_outputs.json"), ("pre", "expected_outputs_preln.json"))
+    }
     for ln, config_name in (("post", "albert_config.json"), ("pre", "albert_config_preln.json")):
         model = convert_tf_checkpoint(tf_fixtures / C / "model.ckpt", tf_fixtures / C / config_name).model
         assert model.config.layer_norm_position == ln
@@ -217,8 +242,17 @@ def test_pre_ln_and_post_ln_are_distinguished(tf_fixtures):
 def test_official_cli_output_loads_in_transformers(tf_fixtures, tmp_path, capsys):
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "albert_hf"
-    rc = cli_main(["convert-tf", "--checkpoint", str(tf_fixtures / A / "model.ckpt"),
-                   "--config", str(tf_fixtures / A / "albert_config.json"), "--output", str(out)])
+    rc = cli_main(
+        [
+            "convert-tf",
+            "--checkpoint",
+            str(tf_fixtures / A / "model.ckpt"),
+            "--config",
+            str(tf_fixtures / A / "albert_config.json"),
+            "--output",
+            str(out),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "layout: official" in printed and "skipped 11 optimizer" in printed
@@ -243,9 +277,21 @@ def test_albert_zh_cli_with_layout_and_vocab(tf_fixtures, tmp_path, capsys):
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [chr(0x4E00 + i) for i in range(59)]
     vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
     out = tmp_path / "zh"
-    rc = cli_main(["convert-tf", "--checkpoint", str(tf_fixtures / C / "model.ckpt"),
-                   "--config", str(tf_fixtures / C / "albert_config_preln.json"), "--vocab", str(vocab),
-                   "--output", str(out), "--layout", "albert_zh"])
+    rc = cli_main(
+        [
+            "convert-tf",
+            "--checkpoint",
+            str(tf_fixtures / C / "model.ckpt"),
+            "--config",
+            str(tf_fixtures / C / "albert_config_preln.json"),
+            "--vocab",
+            str(vocab),
+            "--output",
+            str(out),
+            "--layout",
+            "albert_zh",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "litebert-only" in printed and "pre-LN" in printed
@@ -267,8 +313,12 @@ def test_changed_slots_do_not_change_outputs(tf_fixtures, tmp_path):
     for fixture in (A, C):
         arrays = fixture_arrays(tf_fixtures, fixture)
         rng = np.random.RandomState(1)
-        changed = {n: (rng.standard_normal(a.shape) * 10).astype(a.dtype) if is_optimizer_variable(n) and n != "global_step" else a
-                   for n, a in arrays.items()}
+        changed = {
+            n: (rng.standard_normal(a.shape) * 10).astype(a.dtype)
+            if is_optimizer_variable(n) and n != "global_step"
+            else a
+            for n, a in arrays.items()
+        }
         assert sum(not np.array_equal(changed[n], arrays[n]) for n in arrays) >= 6
         write_bundle(tmp_path / f"{fixture}.ckpt", changed)
         cfg = tf_fixtures / fixture / "albert_config.json"
@@ -278,7 +328,10 @@ def test_changed_slots_do_not_change_outputs(tf_fixtures, tmp_path):
         for k in base:
             assert torch.equal(base[k], new[k]), k
     exp = expected(tf_fixtures, A)
-    assert_matches(outputs_of(convert_tf_checkpoint(tmp_path / f"{A}.ckpt", tf_fixtures / A / "albert_config.json").model, exp), exp)
+    assert_matches(
+        outputs_of(convert_tf_checkpoint(tmp_path / f"{A}.ckpt", tf_fixtures / A / "albert_config.json").model, exp),
+        exp,
+    )
 
 
 def test_slot_loaded_as_weight_would_be_caught(tf_fixtures):
@@ -303,10 +356,22 @@ def test_several_groups_and_inner_layers_roundtrip(tmp_path):
     """G=2 groups of K=2 layers over L=4: each group_g/inner_group_k lands on albert_layer_groups.g.albert_layers.k,
     and transformers loading the converted directory agrees with litebert."""
     transformers = pytest.importorskip("transformers")
-    raw = {"vocab_size": 50, "embedding_size": 6, "hidden_size": 12, "num_hidden_layers": 4, "num_hidden_groups": 2,
-           "inner_group_num": 2, "num_attention_heads": 3, "intermediate_size": 20, "hidden_act": "gelu",
-           "max_position_embeddings": 16, "type_vocab_size": 2, "hidden_dropout_prob": 0.0,
-           "attention_probs_dropout_prob": 0.0, "initializer_range": 0.3}
+    raw = {
+        "vocab_size": 50,
+        "embedding_size": 6,
+        "hidden_size": 12,
+        "num_hidden_layers": 4,
+        "num_hidden_groups": 2,
+        "inner_group_num": 2,
+        "num_attention_heads": 3,
+        "intermediate_size": 20,
+        "hidden_act": "gelu",
+        "max_position_embeddings": 16,
+        "type_vocab_size": 2,
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+        "initializer_range": 0.3,
+    }
     torch.manual_seed(0)
     source = AlbertForPreTraining(AlbertConfig(**tf_config_to_hf(raw, "official")[0]))
     with torch.no_grad():
@@ -333,12 +398,22 @@ def test_several_groups_and_inner_layers_roundtrip(tmp_path):
 
 def test_identity_projection_when_mapping_in_is_absent(tmp_path):
     """E == H checkpoints have no embedding_hidden_mapping_in: identity weight, zero bias."""
-    raw = {"vocab_size": 30, "embedding_size": 8, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2,
-           "intermediate_size": 16, "hidden_act": "gelu", "max_position_embeddings": 16, "type_vocab_size": 2}
+    raw = {
+        "vocab_size": 30,
+        "embedding_size": 8,
+        "hidden_size": 8,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 16,
+        "hidden_act": "gelu",
+        "max_position_embeddings": 16,
+        "type_vocab_size": 2,
+    }
     torch.manual_seed(1)
     source = AlbertForPreTraining(AlbertConfig(**tf_config_to_hf(raw, "official")[0]))
-    arrays = {n: a for n, a in tf_arrays_from_model(source, "official").items()
-              if "embedding_hidden_mapping_in" not in n}
+    arrays = {
+        n: a for n, a in tf_arrays_from_model(source, "official").items() if "embedding_hidden_mapping_in" not in n
+    }
     result = convert_tf_checkpoint(arrays, raw)
     assert result.report.identity_projection
     proj = result.model.albert.encoder.embedding_hidden_mapping_in
@@ -346,10 +421,14 @@ def test_identity_projection_when_mapping_in_is_absent(tmp_path):
     # E != H without the projection is a missing parameter, named by its TF variable
     raw2 = {**raw, "embedding_size": 4}
     model2 = AlbertForPreTraining(AlbertConfig(**tf_config_to_hf(raw2, "official")[0]))
-    arrays2 = {n: a for n, a in tf_arrays_from_model(model2, "official").items()
-               if "embedding_hidden_mapping_in" not in n}
-    with pytest.raises(LitebertError, match=r"no value for 2 model parameter\(s\): "
-                       r"bert/encoder/embedding_hidden_mapping_in/kernel, bert/encoder/embedding_hidden_mapping_in/bias"):
+    arrays2 = {
+        n: a for n, a in tf_arrays_from_model(model2, "official").items() if "embedding_hidden_mapping_in" not in n
+    }
+    with pytest.raises(
+        LitebertError,
+        match=r"no value for 2 model parameter\(s\): "
+        r"bert/encoder/embedding_hidden_mapping_in/kernel, bert/encoder/embedding_hidden_mapping_in/bias",
+    ):
         convert_tf_checkpoint(arrays2, raw2)
 
 
@@ -369,8 +448,17 @@ def test_checkpoint_without_heads_gives_albert_model(tf_fixtures, tmp_path):
 
 # ---------------------------------------------------------------------------------------------------- bad input
 def test_cli_prefix_without_index(tf_fixtures, tmp_path, capsys):
-    rc = cli_main(["convert-tf", "--checkpoint", str(tmp_path / "model.ckpt"),
-                   "--config", str(tf_fixtures / A / "albert_config.json"), "--output", str(tmp_path / "o")])
+    rc = cli_main(
+        [
+            "convert-tf",
+            "--checkpoint",
+            str(tmp_path / "model.ckpt"),
+            "--config",
+            str(tf_fixtures / A / "albert_config.json"),
+            "--output",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "model.ckpt.index not found" in err
@@ -384,8 +472,17 @@ def test_truncated_data_file_fails_conversion(tf_fixtures, tmp_path, capsys):
         f.chmod(0o644)
     data = d / "model.ckpt.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[:-200])
-    rc = cli_main(["convert-tf", "--checkpoint", str(d / "model.ckpt"), "--config", str(d / "albert_config.json"),
-                   "--output", str(tmp_path / "o")])
+    rc = cli_main(
+        [
+            "convert-tf",
+            "--checkpoint",
+            str(d / "model.ckpt"),
+            "--config",
+            str(d / "albert_config.json"),
+            "--output",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2
     err = capsys.readouterr().err
     # the first variable read that lies past the cut: bytes [22880, 23392) of a 23336-byte file
@@ -394,8 +491,14 @@ def test_truncated_data_file_fails_conversion(tf_fixtures, tmp_path, capsys):
 
 def test_cli_output_that_is_a_file_or_unwritable(tf_fixtures, tmp_path, capsys, monkeypatch):
     (tmp_path / "f").write_text("x")
-    args = ["convert-tf", "--checkpoint", str(tf_fixtures / A / "model.ckpt"),
-            "--config", str(tf_fixtures / A / "albert_config.json"), "--output"]
+    args = [
+        "convert-tf",
+        "--checkpoint",
+        str(tf_fixtures / A / "model.ckpt"),
+        "--config",
+        str(tf_fixtures / A / "albert_config.json"),
+        "--output",
+    ]
     assert cli_main([*args, str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "exists and is not a directory" in err and "Traceback" not in err
@@ -421,7 +524,9 @@ def test_config_disagreeing_with_checkpoint_shapes(tf_fixtures, tmp_path):
 
 def test_config_with_more_groups_than_the_checkpoint(tf_fixtures):
     raw = json.loads((tf_fixtures / A / "albert_config.json").read_text())
-    with pytest.raises(LitebertError, match=r"no value for 32 model parameter\(s\): bert/encoder/transformer/group_1/.* and 12 more"):
+    with pytest.raises(
+        LitebertError, match=r"no value for 32 model parameter\(s\): bert/encoder/transformer/group_1/.* and 12 more"
+    ):
         convert_tf_checkpoint(tf_fixtures / A / "model.ckpt", {**raw, "num_hidden_groups": 3})
     arrays = fixture_arrays(tf_fixtures, A)
     extra = {n.replace("group_0/", "group_1/"): a for n, a in arrays.items() if "/group_0/" in n}
@@ -442,22 +547,26 @@ def test_unknown_variables_are_listed(tf_fixtures):
         assert name in msg
     assert "fine-tuned" in msg and "layer_normalization" in msg and "--skip-unknown" in msg
     result = convert_tf_checkpoint(arrays, tf_fixtures / A / "albert_config.json", skip_unknown=True)
-    assert sorted(result.report.skipped_unknown) == sorted(["output_weights", "output_bias",
-                                                            "bert/encoder/layer_normalization/gamma"])
+    assert sorted(result.report.skipped_unknown) == sorted(
+        ["output_weights", "output_bias", "bert/encoder/layer_normalization/gamma"]
+    )
     assert_matches(outputs_of(result.model, expected(tf_fixtures, A)), expected(tf_fixtures, A))
 
 
 def test_forced_layout_must_match(tf_fixtures):
     with pytest.raises(LitebertError, match="--layout albert_zh but the variable names are those of the official"):
-        convert_tf_checkpoint(tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", layout="albert_zh")
+        convert_tf_checkpoint(
+            tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", layout="albert_zh"
+        )
 
 
 def test_vocab_larger_than_model_is_refused(tf_fixtures, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]) + "\n")
     with pytest.raises(LitebertError, match=r"100 tokens but .* vocab_size 64"):
-        convert_tf_checkpoint(tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", tmp_path / "o",
-                              vocab=vocab)
+        convert_tf_checkpoint(
+            tf_fixtures / A / "model.ckpt", tf_fixtures / A / "albert_config.json", tmp_path / "o", vocab=vocab
+        )
     assert not (tmp_path / "o").exists()
 
 
@@ -469,6 +578,8 @@ def test_load_tf_weights_into_transformers_model_directly(tf_fixtures):
     kwargs, _ = tf_config_to_hf(raw, "official")
     model = transformers.AlbertForPreTraining(transformers.AlbertConfig(**kwargs, attn_implementation="eager"))
     report = load_tf_weights(model, fixture_arrays(tf_fixtures, A), "official")
-    assert report.tied == {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
-                           "predictions.decoder.bias": "predictions.bias"}
+    assert report.tied == {
+        "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+        "predictions.decoder.bias": "predictions.bias",
+    }
     assert_matches(outputs_of(model, expected(tf_fixtures, A)), expected(tf_fixtures, A))

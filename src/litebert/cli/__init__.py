@@ -102,8 +102,7 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
     otherwise hide e.g. the default ``--max-steps``.
     """
     for action in parser._actions:
-        if (action.help is None and action.option_strings
-                and action.default not in (None, False, argparse.SUPPRESS)):
+        if action.help is None and action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
             action.help = "default: %(default)s"
 
 

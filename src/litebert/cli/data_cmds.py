@@ -13,17 +13,23 @@ def register(subparsers) -> None:
     from litebert.data.prepare import PrepareConfig
     from litebert.data.tokenizer_config import TrainTokenizerConfig
 
-    p = subparsers.add_parser("train-tokenizer", help="train a SentencePiece / WordPiece / Chinese tokenizer",
-                              description="Train a tokenizer on corpus files and write the Hugging Face files "
-                                          "(spiece.model or vocab.txt, tokenizer.json, tokenizer_config.json, "
-                                          "special_tokens_map.json) into --output.")
+    p = subparsers.add_parser(
+        "train-tokenizer",
+        help="train a SentencePiece / WordPiece / Chinese tokenizer",
+        description="Train a tokenizer on corpus files and write the Hugging Face files "
+        "(spiece.model or vocab.txt, tokenizer.json, tokenizer_config.json, "
+        "special_tokens_map.json) into --output.",
+    )
     add_config_option(p)
     add_settings(p, TrainTokenizerConfig)
     p.set_defaults(func=_train_tokenizer)
 
-    q = subparsers.add_parser("prepare", help="make SOP + n-gram-masking pretraining shards from a corpus",
-                              description="Tokenize a corpus and write pretraining instances (docs/algorithms.md §2, §3) "
-                                          "as numpy shards plus manifest.json into --output.")
+    q = subparsers.add_parser(
+        "prepare",
+        help="make SOP + n-gram-masking pretraining shards from a corpus",
+        description="Tokenize a corpus and write pretraining instances (docs/algorithms.md §2, §3) "
+        "as numpy shards plus manifest.json into --output.",
+    )
     add_config_option(q)
     add_settings(q, PrepareConfig)
     q.set_defaults(func=_prepare)
@@ -35,8 +41,10 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     stats = CorpusStats()
     tok = cfg.train(stats)
-    line = (f"trained {tok.kind} tokenizer: {tok.vocab_size} ids -> {cfg.output} "
-            f"({stats.documents} documents, {stats.sentences} sentences)")
+    line = (
+        f"trained {tok.kind} tokenizer: {tok.vocab_size} ids -> {cfg.output} "
+        f"({stats.documents} documents, {stats.sentences} sentences)"
+    )
     if tok.vocab_size < cfg.vocab_size:
         line += f"; note: the corpus gave fewer ids than --vocab-size {cfg.vocab_size}"
     if stats.skipped_lines:

@@ -17,8 +17,9 @@ def _eval_data_rule(values: dict) -> dict:
     """evaluate/predict: data options count only with a task or a column; else the model's saved layout is used."""
     data = values.get("data")
     qa = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")
-    if isinstance(data, dict) and not any(data.get(k) is not None for k in ("task", "text_column", "label_column",
-                                                                          "task_type")):
+    if isinstance(data, dict) and not any(
+        data.get(k) is not None for k in ("task", "text_column", "label_column", "task_type")
+    ):
         if any(data.get(k) is not None for k in qa):  # QA options alone: a QA model, the rest as saved with it
             return {**values, "data": {"task_type": "qa", **{k: data[k] for k in qa if data.get(k) is not None}}}
         values = {k: v for k, v in values.items() if k != "data"}
@@ -43,9 +44,20 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     result = finetune(cfg)
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints the summary
         return 0
-    print(json.dumps({"best_dir": str(result.best_dir), "metric": result.metric, "best_step": result.best_step,
-                      "eval_results": result.eval_results, "test_results": result.test_results,
-                      "steps": result.steps, "truncated": result.truncated}, indent=2))
+    print(
+        json.dumps(
+            {
+                "best_dir": str(result.best_dir),
+                "metric": result.metric,
+                "best_step": result.best_step,
+                "eval_results": result.eval_results,
+                "test_results": result.test_results,
+                "steps": result.steps,
+                "truncated": result.truncated,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -79,20 +91,25 @@ def register(subparsers) -> None:
     from litebert.finetune.run import EvaluateConfig, FinetuneConfig
 
     p = subparsers.add_parser(
-        "finetune", help="fine-tune a model directory on labelled files (classification, regression, NER, "
-                         "multiple choice, QA)",
+        "finetune",
+        help="fine-tune a model directory on labelled files (classification, regression, NER, multiple choice, QA)",
         description="Fine-tune ALBERT on TSV/CSV/JSONL files with the pretraining loop; keeps OUTPUT/best (HF dir + "
-                    "tokenizer), OUTPUT/eval_results.json, OUTPUT/predictions.tsv, run_settings.json, "
-                    "metrics.jsonl, tb/.")
+        "tokenizer), OUTPUT/eval_results.json, OUTPUT/predictions.tsv, run_settings.json, "
+        "metrics.jsonl, tb/.",
+    )
     add_config_option(p)
     add_settings(p, FinetuneConfig, section="finetune_config")
     p.set_defaults(func=cmd_finetune)
 
     for name, func, helptext in (
-            ("evaluate", cmd_evaluate, "metrics of a fine-tuned model on a labelled file"),
-            ("predict", cmd_predict, "predictions of a fine-tuned model for every row of a file")):
-        q = subparsers.add_parser(name, help=helptext, description=helptext + ". Columns default to the task "
-                                  "saved in the model's config.json (finetuning_task).")
+        ("evaluate", cmd_evaluate, "metrics of a fine-tuned model on a labelled file"),
+        ("predict", cmd_predict, "predictions of a fine-tuned model for every row of a file"),
+    ):
+        q = subparsers.add_parser(
+            name,
+            help=helptext,
+            description=helptext + ". Columns default to the task saved in the model's config.json (finetuning_task).",
+        )
         add_config_option(q)
         add_settings(q, EvaluateConfig, section=f"{name}_config")
         q.set_defaults(func=func)

@@ -17,21 +17,39 @@ def register(subparsers) -> None:
             "Read a TensorFlow V2 checkpoint (PREFIX.index + PREFIX.data-*; no TensorFlow needed), map its "
             "variables to litebert/Hugging Face names (optimizer slots and global_step skipped) and write a model "
             "directory with the tokenizer files. Official-layout checkpoints give a directory transformers loads; "
-            "albert_zh's own layout gives a litebert-only one (model_type litebert_albert)."),
+            "albert_zh's own layout gives a litebert-only one (model_type litebert_albert)."
+        ),
     )
-    p.add_argument("--checkpoint", required=True, metavar="PREFIX",
-                   help="checkpoint prefix, e.g. albert_base/model.ckpt-best (its .index/.data file or directory also work)")
-    p.add_argument("--config", required=True, metavar="JSON", help="the albert_config.json released with the checkpoint")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="PREFIX",
+        help="checkpoint prefix, e.g. albert_base/model.ckpt-best (its .index/.data file or directory also work)",
+    )
+    p.add_argument(
+        "--config", required=True, metavar="JSON", help="the albert_config.json released with the checkpoint"
+    )
     tok = p.add_mutually_exclusive_group()
     tok.add_argument("--vocab", metavar="VOCAB_TXT", help="WordPiece vocab.txt (Chinese/albert_zh models)")
     tok.add_argument("--spm-model", metavar="MODEL", help="SentencePiece model (English models: 30k-clean.model)")
     p.add_argument("--output", required=True, metavar="DIR", help="model directory to write")
-    p.add_argument("--layout", choices=("auto", "official", "albert_zh"), default="auto",
-                   help="checkpoint layout (default: detected from the variable names)")
-    p.add_argument("--heads", choices=("auto", "pretraining", "none"), default="auto",
-                   help="auto: AlbertForPreTraining when the checkpoint has cls/ heads, else AlbertModel")
-    p.add_argument("--skip-unknown", action="store_true",
-                   help="convert even if the checkpoint has variables that are not ALBERT weights (they are listed)")
+    p.add_argument(
+        "--layout",
+        choices=("auto", "official", "albert_zh"),
+        default="auto",
+        help="checkpoint layout (default: detected from the variable names)",
+    )
+    p.add_argument(
+        "--heads",
+        choices=("auto", "pretraining", "none"),
+        default="auto",
+        help="auto: AlbertForPreTraining when the checkpoint has cls/ heads, else AlbertModel",
+    )
+    p.add_argument(
+        "--skip-unknown",
+        action="store_true",
+        help="convert even if the checkpoint has variables that are not ALBERT weights (they are listed)",
+    )
     p.set_defaults(func=run_convert_tf)
 
     q = subparsers.add_parser(
@@ -47,26 +65,38 @@ def run_convert_tf(args: argparse.Namespace) -> int:
     from litebert.tf.convert import convert_tf_checkpoint  # here, not at the top: keeps `litebert --help` fast
 
     result = convert_tf_checkpoint(
-        args.checkpoint, args.config, args.output, vocab=args.vocab, spm_model=args.spm_model, layout=args.layout,
-        skip_unknown=args.skip_unknown, heads=args.heads,
+        args.checkpoint,
+        args.config,
+        args.output,
+        vocab=args.vocab,
+        spm_model=args.spm_model,
+        layout=args.layout,
+        skip_unknown=args.skip_unknown,
+        heads=args.heads,
     )
     cfg = result.config
     rep = result.report
     print(f"layout: {result.layout} ({cfg.embedding_layout} embeddings, {cfg.layer_norm_position}-LN)")
-    print(f"loaded {len(rep.loaded)} tensors; skipped {len(rep.skipped_optimizer)} optimizer slot/bookkeeping "
-          f"variables" + (f"; global_step {result.global_step}" if result.global_step is not None else ""))
+    print(
+        f"loaded {len(rep.loaded)} tensors; skipped {len(rep.skipped_optimizer)} optimizer slot/bookkeeping "
+        f"variables" + (f"; global_step {result.global_step}" if result.global_step is not None else "")
+    )
     if rep.identity_projection:
         print("embedding_hidden_mapping_in absent (E == H): identity projection")
     if rep.skipped_unknown:
-        print(f"skipped {len(rep.skipped_unknown)} variables that are not ALBERT weights: "
-              + ", ".join(rep.skipped_unknown))
+        print(
+            f"skipped {len(rep.skipped_unknown)} variables that are not ALBERT weights: "
+            + ", ".join(rep.skipped_unknown)
+        )
     if result.ignored_config_keys:
         print("config keys ignored: " + ", ".join(result.ignored_config_keys))
     if not cfg.hf_compatible:
         print(f"note: litebert-only model ({cfg.hf_incompatibility}); transformers cannot load it")
     print(f"parameters: {result.model.num_parameters():,}")
-    print(f"wrote {result.output_dir}" + (f" (tokenizer: {', '.join(result.tokenizer_files)})"
-                                          if result.tokenizer_files else " (no tokenizer given)"))
+    print(
+        f"wrote {result.output_dir}"
+        + (f" (tokenizer: {', '.join(result.tokenizer_files)})" if result.tokenizer_files else " (no tokenizer given)")
+    )
     return 0
 
 

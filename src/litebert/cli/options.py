@@ -51,8 +51,7 @@ def _help(m: S.Setting, f: dataclasses.Field, ft: S.FieldType) -> str:
     return text.replace("%", "%%")
 
 
-def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | None = None,
-                 prefix: str = "") -> None:
+def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | None = None, prefix: str = "") -> None:
     """Add one option per field of ``cls`` to ``parser``; ``section`` names the settings in a run_settings.json."""
     if not prefix:
         parser.set_defaults(**{_CLASS: cls, _SECTION: section, _PARSER: parser})
@@ -67,8 +66,9 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | N
             raise TypeError(f"{cls.__name__}.{f.name} is not declared with litebert.settings.setting()")
         target: Any = parser
         if m.group:
-            target = next((g for g in parser._action_groups if g.title == m.group), None) \
-                or parser.add_argument_group(m.group)
+            target = next((g for g in parser._action_groups if g.title == m.group), None) or parser.add_argument_group(
+                m.group
+            )
         names = [m.option or "--" + f.name.replace("_", "-"), *m.aliases]
         kwargs: dict[str, Any] = {"dest": prefix + f.name, "default": argparse.SUPPRESS, "help": _help(m, f, ft)}
         if m.const is not S.NO_CONST:
@@ -91,9 +91,14 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | N
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", dest="_config_file", metavar="FILE", default=None,
-                        help="read settings from a JSON or TOML file (keys: the settings' field names, e.g. "
-                             "max_steps; a run's run_settings.json works too); options given here override it")
+    parser.add_argument(
+        "--config",
+        dest="_config_file",
+        metavar="FILE",
+        default=None,
+        help="read settings from a JSON or TOML file (keys: the settings' field names, e.g. "
+        "max_steps; a run's run_settings.json works too); options given here override it",
+    )
 
 
 def _missing(cls: type, values: dict[str, Any]) -> list[str]:

@@ -7,17 +7,38 @@ Public names: :func:`prepare` / :class:`PrepareConfig` / :class:`PrepareResult`,
 """
 
 from litebert.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
-from litebert.data.dataset import (PretrainingCollator, PretrainingDataset, check_data_matches_model,
-                                   check_same_vocabulary, tokenizer_vocabulary)
+from litebert.data.dataset import (
+    PretrainingCollator,
+    PretrainingDataset,
+    check_data_matches_model,
+    check_same_vocabulary,
+    tokenizer_vocabulary,
+)
 from litebert.data.instances import META_FIELDS
 from litebert.data.masking import IGNORE_INDEX, mask_batch, mask_keys
 from litebert.data.prepare import PrepareConfig, PrepareResult, prepare
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, read_manifest, verify_checksums
 
 __all__ = [
-    "CorpusStats", "detect_format", "read_documents", "resolve_corpus_files", "split_sentences",
-    "PretrainingCollator", "PretrainingDataset", "check_data_matches_model", "check_same_vocabulary",
-    "tokenizer_vocabulary", "META_FIELDS", "IGNORE_INDEX",
-    "mask_batch", "mask_keys", "PrepareConfig", "PrepareResult", "prepare", "FORMAT_NAME", "FORMAT_VERSION",
-    "read_manifest", "verify_checksums",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "IGNORE_INDEX",
+    "META_FIELDS",
+    "CorpusStats",
+    "PrepareConfig",
+    "PrepareResult",
+    "PretrainingCollator",
+    "PretrainingDataset",
+    "check_data_matches_model",
+    "check_same_vocabulary",
+    "detect_format",
+    "mask_batch",
+    "mask_keys",
+    "prepare",
+    "read_documents",
+    "read_manifest",
+    "resolve_corpus_files",
+    "split_sentences",
+    "tokenizer_vocabulary",
+    "verify_checksums",
 ]

@@ -15,8 +15,9 @@ from __future__ import annotations
 import collections.abc
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,8 +55,9 @@ class PretrainingDataset(torch.utils.data.Dataset):
         t = self.manifest["tokenizer"]
         self.pad_token_id = int(t["pad_token_id"])
         self.mask_token_id = int(t["mask_token_id"])
-        self.special_ids = np.array(sorted({t["cls_token_id"], t["sep_token_id"], t["pad_token_id"],
-                                            t["mask_token_id"]}), np.int64)
+        self.special_ids = np.array(
+            sorted({t["cls_token_id"], t["sep_token_id"], t["pad_token_id"], t["mask_token_id"]}), np.int64
+        )
         self.random_ids = self._load(self.manifest["random_ids"])
         self._special_table = np.zeros(int(t["vocab_size"]), dtype=bool)
         self._special_table[self.special_ids] = True
@@ -117,8 +119,11 @@ class PretrainingDataset(torch.utils.data.Dataset):
     def raw(self, index: int) -> dict[str, np.ndarray]:
         """The stored arrays of one instance: ``input_ids`` (unmasked unless static), ``word_start``, ``meta``."""
         s, j, a, b = self._locate(index)
-        out = {"input_ids": np.asarray(self._ids[s][a:b], np.int64), "word_start": np.asarray(self._ws[s][a:b]),
-               "meta": self._meta[s][j]}
+        out = {
+            "input_ids": np.asarray(self._ids[s][a:b], np.int64),
+            "word_start": np.asarray(self._ws[s][a:b]),
+            "meta": self._meta[s][j],
+        }
         if self.static:
             out["labels"] = np.asarray(self._labels[s][a:b], np.int64)
         return out
@@ -126,7 +131,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> "MaskedBatch":
+    def __getitems__(self, indices: Sequence[int]) -> MaskedBatch:
         """Items ``indices``, masked together in one vectorized call (same result as one by one).
 
         Returns a :class:`MaskedBatch`: a sequence of the item dicts that also holds the padded batch, which
@@ -158,22 +163,34 @@ class PretrainingDataset(torch.utils.data.Dataset):
                 ws[rows] = np.where(v, self._ws[s][gather], 0)
         if not self.static:
             keys = mask_keys(self.seed, self.epoch, idx)
-            ids, labels = mask_batch(ids, ws, lengths, keys, mask_token_id=self.mask_token_id,
-                                     special_ids=self._special_table, random_ids=self.random_ids,
-                                     masked_lm_prob=self.masked_lm_prob,
-                                     max_predictions_per_seq=self.max_predictions_per_seq, max_ngram=self.max_ngram)
+            ids, labels = mask_batch(
+                ids,
+                ws,
+                lengths,
+                keys,
+                mask_token_id=self.mask_token_id,
+                special_ids=self._special_table,
+                random_ids=self.random_ids,
+                masked_lm_prob=self.masked_lm_prob,
+                max_predictions_per_seq=self.max_predictions_per_seq,
+                max_ngram=self.max_ngram,
+            )
         meta = self._meta_all[idx] if B else np.zeros((0, len(META_INDEX)), np.int64)
         len_a = meta[:, META_INDEX["len_a"]]
         token_type = ((pos[None, :] >= (len_a + 2)[:, None]) & valid).astype(np.int64)
-        return MaskedBatch({
-            "input_ids": ids,
-            "token_type_ids": token_type,
-            "attention_mask": valid.astype(np.int64),
-            "labels": labels,
-            "sentence_order_label": meta[:, META_INDEX["label"]].astype(np.int64),
-        }, lengths, self.pad_token_id)
+        return MaskedBatch(
+            {
+                "input_ids": ids,
+                "token_type_ids": token_type,
+                "attention_mask": valid.astype(np.int64),
+                "labels": labels,
+                "sentence_order_label": meta[:, META_INDEX["label"]].astype(np.int64),
+            },
+            lengths,
+            self.pad_token_id,
+        )
 
-    def collator(self, pad_to_multiple_of: int | None = None) -> "PretrainingCollator":
+    def collator(self, pad_to_multiple_of: int | None = None) -> PretrainingCollator:
         """A :class:`PretrainingCollator` with this data's pad id."""
         return PretrainingCollator(self.pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
 
@@ -211,7 +228,7 @@ class PretrainingCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
 
     @classmethod
-    def from_manifest(cls, manifest: dict, pad_to_multiple_of: int | None = None) -> "PretrainingCollator":
+    def from_manifest(cls, manifest: dict, pad_to_multiple_of: int | None = None) -> PretrainingCollator:
         return cls(manifest["tokenizer"]["pad_token_id"], pad_to_multiple_of)
 
     def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -273,25 +290,36 @@ def check_same_vocabulary(manifest: dict, other: dict | None, data_name: str, ot
     """
     mine = manifest.get("tokenizer") or {}
     other = (other.get("tokenizer") or other) if other is not None else {}
-    if mine.get("vocab_size") is not None and other.get("vocab_size") is not None \
-            and int(mine["vocab_size"]) != int(other["vocab_size"]):
-        raise LitebertError(f"{data_name} was prepared with another tokenizer than {other_name}: vocab_size "
-                            f"{mine['vocab_size']} vs {other['vocab_size']}")
+    if (
+        mine.get("vocab_size") is not None
+        and other.get("vocab_size") is not None
+        and int(mine["vocab_size"]) != int(other["vocab_size"])
+    ):
+        raise LitebertError(
+            f"{data_name} was prepared with another tokenizer than {other_name}: vocab_size "
+            f"{mine['vocab_size']} vs {other['vocab_size']}"
+        )
     a, b = mine.get("vocab_sha256"), other.get("vocab_sha256")
     if a is None or b is None:
         missing = data_name if a is None else other_name
-        warnings.warn(f"cannot check that {data_name} and {other_name} use the same tokens, only the same "
-                      f"vocab_size: {missing} has no vocabulary fingerprint (data prepared by an older litebert: "
-                      "run `litebert prepare` again; or a model directory without tokenizer files)", stacklevel=2)
+        warnings.warn(
+            f"cannot check that {data_name} and {other_name} use the same tokens, only the same "
+            f"vocab_size: {missing} has no vocabulary fingerprint (data prepared by an older litebert: "
+            "run `litebert prepare` again; or a model directory without tokenizer files)",
+            stacklevel=2,
+        )
         return
     if a != b:
-        raise LitebertError(f"{data_name} was prepared with another tokenizer than {other_name}: same vocab_size "
-                            f"{mine.get('vocab_size')} but different tokens (vocabulary sha256 {a[:12]}… vs "
-                            f"{b[:12]}…); prepare both with the same tokenizer directory")
+        raise LitebertError(
+            f"{data_name} was prepared with another tokenizer than {other_name}: same vocab_size "
+            f"{mine.get('vocab_size')} but different tokens (vocabulary sha256 {a[:12]}… vs "
+            f"{b[:12]}…); prepare both with the same tokenizer directory"
+        )
 
 
-def check_data_matches_model(manifest: dict | str | os.PathLike, config: Any,
-                             max_seq_length: int | None = None) -> None:
+def check_data_matches_model(
+    manifest: dict | str | os.PathLike, config: Any, max_seq_length: int | None = None
+) -> None:
     """Check that prepared data fits a model config (an ``AlbertConfig`` or a dict with the same fields).
 
     Checks: the data's tokenizer ``vocab_size`` equals ``config.vocab_size``; ``max_seq_length`` of the data is at
@@ -306,16 +334,21 @@ def check_data_matches_model(manifest: dict | str | os.PathLike, config: Any,
     data_vocab = int(manifest["tokenizer"]["vocab_size"])
     model_vocab = _get(config, "vocab_size")
     if model_vocab is not None and int(model_vocab) != data_vocab:
-        problems.append(f"vocab_size: the data's tokenizer has {data_vocab} ids but the model has vocab_size="
-                        f"{model_vocab} (set the model's vocab_size to {data_vocab} or prepare the data with the "
-                        "model's tokenizer)")
+        problems.append(
+            f"vocab_size: the data's tokenizer has {data_vocab} ids but the model has vocab_size="
+            f"{model_vocab} (set the model's vocab_size to {data_vocab} or prepare the data with the "
+            "model's tokenizer)"
+        )
     max_pos = _get(config, "max_position_embeddings")
     seq = int(manifest["settings"]["max_seq_length"])
     if max_pos is not None and seq > int(max_pos):
-        problems.append(f"max_seq_length: the data has items up to {seq} tokens but the model has "
-                        f"max_position_embeddings={max_pos}")
+        problems.append(
+            f"max_seq_length: the data has items up to {seq} tokens but the model has max_position_embeddings={max_pos}"
+        )
     if max_seq_length is not None and seq > int(max_seq_length):
-        problems.append(f"max_seq_length: the data was prepared with max_seq_length={seq} but training uses "
-                        f"{max_seq_length} (prepare the data again with --max-seq-length {max_seq_length})")
+        problems.append(
+            f"max_seq_length: the data was prepared with max_seq_length={seq} but training uses "
+            f"{max_seq_length} (prepare the data again with --max-seq-length {max_seq_length})"
+        )
     if problems:
         raise LitebertError("data does not match the model: " + "; ".join(problems))

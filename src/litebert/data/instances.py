@@ -27,9 +27,21 @@ import numpy as np
 # stream (its sentences concatenated). "a"/"b" are the first/second segment as laid out (after any swap);
 # "*_orig_*" are the spans before truncation; ``b_doc`` differs from ``doc`` only under NSP's random next.
 META_FIELDS = (
-    "doc", "a_start", "a_end", "b_doc", "b_start", "b_end",
-    "a_orig_start", "a_orig_end", "b_orig_start", "b_orig_end",
-    "sent_start", "sent_end", "target_len", "label", "len_a",
+    "doc",
+    "a_start",
+    "a_end",
+    "b_doc",
+    "b_start",
+    "b_end",
+    "a_orig_start",
+    "a_orig_end",
+    "b_orig_start",
+    "b_orig_end",
+    "sent_start",
+    "sent_end",
+    "target_len",
+    "label",
+    "len_a",
 )
 META_INDEX = {name: i for i, name in enumerate(META_FIELDS)}
 
@@ -87,12 +99,18 @@ class DocumentInstances:
 
     def arrays(self) -> dict[str, np.ndarray]:
         if not self.lengths:
-            return {"tokens": np.zeros(0, np.int32), "word_start": np.zeros(0, np.uint8),
-                    "lengths": np.zeros(0, np.int64), "meta": np.zeros((0, len(META_FIELDS)), np.int64)}
-        return {"tokens": np.concatenate(self.tokens).astype(np.int32, copy=False),
-                "word_start": np.concatenate(self.word_start).astype(np.uint8, copy=False),
-                "lengths": np.asarray(self.lengths, np.int64),
-                "meta": np.asarray(self.meta, np.int64)}
+            return {
+                "tokens": np.zeros(0, np.int32),
+                "word_start": np.zeros(0, np.uint8),
+                "lengths": np.zeros(0, np.int64),
+                "meta": np.zeros((0, len(META_FIELDS)), np.int64),
+            }
+        return {
+            "tokens": np.concatenate(self.tokens).astype(np.int32, copy=False),
+            "word_start": np.concatenate(self.word_start).astype(np.uint8, copy=False),
+            "lengths": np.asarray(self.lengths, np.int64),
+            "meta": np.asarray(self.meta, np.int64),
+        }
 
 
 def create_instances_from_document(
@@ -168,8 +186,22 @@ def create_instances_from_document(
                         if n_chunk >= 2:  # put the unused sentences back (as the official script does)
                             i = a_end_sent - 1
                             chunk_end = a_end_sent
-                _emit(out, doc_tokens, doc_flags, first, second, b_arrays, label, chunk_start, chunk_end, target,
-                      max_num_tokens, rng, cls_id, sep_id)
+                _emit(
+                    out,
+                    doc_tokens,
+                    doc_flags,
+                    first,
+                    second,
+                    b_arrays,
+                    label,
+                    chunk_start,
+                    chunk_end,
+                    target,
+                    max_num_tokens,
+                    rng,
+                    cls_id,
+                    sep_id,
+                )
                 made += 1
             chunk_start, length = i + 1, 0
         i += 1
@@ -189,8 +221,22 @@ def _random_segment(other_docs, doc_index, target_b, rng):
     return (j, int(off[s0]), int(off[s1])), (toks, flags)
 
 
-def _emit(out, doc_tokens, doc_flags, first, second, b_arrays, label, chunk_start, chunk_end, target,
-          max_num_tokens, rng, cls_id, sep_id):
+def _emit(
+    out,
+    doc_tokens,
+    doc_flags,
+    first,
+    second,
+    b_arrays,
+    label,
+    chunk_start,
+    chunk_end,
+    target,
+    max_num_tokens,
+    rng,
+    cls_id,
+    sep_id,
+):
     (doc_index, a0, a1), (b_doc, b0, b1) = first, second
     la, lb = truncated_lengths(a1 - a0, b1 - b0, max_num_tokens)
     ra, rb = (a1 - a0) - la, (b1 - b0) - lb
@@ -203,12 +249,12 @@ def _emit(out, doc_tokens, doc_flags, first, second, b_arrays, label, chunk_star
     toks = np.empty(n, np.int32)
     flags = np.zeros(n, np.uint8)
     toks[0] = cls_id
-    toks[1:la + 1] = doc_tokens[ka0:ka1]
+    toks[1 : la + 1] = doc_tokens[ka0:ka1]
     toks[la + 1] = sep_id
-    toks[la + 2:n - 1] = b_toks[kb0:kb1]
+    toks[la + 2 : n - 1] = b_toks[kb0:kb1]
     toks[n - 1] = sep_id
-    flags[1:la + 1] = doc_flags[ka0:ka1]
-    flags[la + 2:n - 1] = b_flags[kb0:kb1]
+    flags[1 : la + 1] = doc_flags[ka0:ka1]
+    flags[la + 2 : n - 1] = b_flags[kb0:kb1]
     # a segment that begins inside a word (truncated or split) still begins a word of its own
     flags[1] = 1
     flags[la + 2] = 1

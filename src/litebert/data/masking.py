@@ -115,8 +115,8 @@ def mask_batch(
     wlen = np.bincount(rows_b * W + wid[rows_b, cols_s], minlength=B * W).reshape(B, W)
     big = np.int64(1 << 40)
     cum = np.zeros((B, W + N + 1), dtype=np.int64)
-    cum[:, 1:W + 1] = np.cumsum(wlen, axis=1)
-    cum[:, W + 1:] = big
+    cum[:, 1 : W + 1] = np.cumsum(wlen, axis=1)
+    cum[:, W + 1 :] = big
     # beyond an item's own last word the n-gram does not exist: make it never fit
     w_idx = np.arange(W + N + 1)
     cum = np.where(w_idx[None, :] <= n_words[:, None], cum, big)
@@ -132,7 +132,7 @@ def mask_batch(
     cum_tables = np.full((N, N), 2.0)
     for m in range(1, N + 1):
         c = np.cumsum(p[:m] / p[:m].sum())
-        cum_tables[m - 1, :m - 1] = c[:m - 1]
+        cum_tables[m - 1, : m - 1] = c[: m - 1]
 
     rows = np.arange(B)
     jn = np.arange(N)

@@ -53,42 +53,66 @@ class PrepareConfig:
 
     corpus: list[str] = setting(metavar="FILE", help="corpus files or directories")
     tokenizer: str = setting(metavar="DIR", help="tokenizer directory (see litebert.tokenization.load_tokenizer)")
-    output: str = setting(metavar="DIR", help="output directory (created; must not exist or be empty unless "
-                                              "--overwrite)")
-    max_seq_length: int = setting(128, ge=5, help="tokens per instance including [CLS] and two [SEP] "
-                                                  "(at least 5: [CLS] A [SEP] B [SEP]; at most the position table)")
+    output: str = setting(
+        metavar="DIR", help="output directory (created; must not exist or be empty unless --overwrite)"
+    )
+    max_seq_length: int = setting(
+        128,
+        ge=5,
+        help="tokens per instance including [CLS] and two [SEP] "
+        "(at least 5: [CLS] A [SEP] B [SEP]; at most the position table)",
+    )
     max_predictions_per_seq: int = setting(20, ge=1, help="P, the most masked tokens per instance")
     masked_lm_prob: float = setting(0.15, ge=0, le=1, help="fraction of tokens to predict")
     max_ngram: int = setting(3, ge=1, help="longest masked n-gram in words (1: plain whole-word masking)")
-    short_seq_prob: float = setting(0.1, ge=0, le=1, help="probability that a document's target length is drawn "
-                                                          "from [2, max_seq_length - 3]")
-    inter_sentence_task: str = setting("sop", choices=("sop", "nsp", "none", "sop-official"),
-                                       help="sop; nsp (B from another nearby document with p 0.5); none (A and B "
-                                            "always in order, label 0: the trainer uses MLM only); sop-official "
-                                            "(SOP as google-research/albert makes it: a one-sentence chunk gets B "
-                                            "from another document, label 1)")
+    short_seq_prob: float = setting(
+        0.1, ge=0, le=1, help="probability that a document's target length is drawn from [2, max_seq_length - 3]"
+    )
+    inter_sentence_task: str = setting(
+        "sop",
+        choices=("sop", "nsp", "none", "sop-official"),
+        help="sop; nsp (B from another nearby document with p 0.5); none (A and B "
+        "always in order, label 0: the trainer uses MLM only); sop-official "
+        "(SOP as google-research/albert makes it: a one-sentence chunk gets B "
+        "from another document, label 1)",
+    )
     seed: int = setting(12345, help="seed of every random choice")
     workers: int = setting(1, ge=1, help="processes that tokenize and build instances (output identical for any)")
-    static_masking: bool = setting(False, help="write masks into the shards (--dupe-factor passes) instead of "
-                                               "masking per epoch")
-    dupe_factor: int | None = setting(None, ge=1, help="passes over the corpus with --static-masking (default 10 "
-                                                       "with it, as BERT's create_pretraining_data.py; 1 without)")
+    static_masking: bool = setting(
+        False, help="write masks into the shards (--dupe-factor passes) instead of masking per epoch"
+    )
+    dupe_factor: int | None = setting(
+        None,
+        ge=1,
+        help="passes over the corpus with --static-masking (default 10 "
+        "with it, as BERT's create_pretraining_data.py; 1 without)",
+    )
     whole_word_mask_zh: bool = setting(False, help="Chinese whole words from jieba")
     format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
-    max_position_embeddings: int = setting(512, ge=1, help="the model's position table size: --max-seq-length "
-                                                           "may not exceed it")
+    max_position_embeddings: int = setting(
+        512, ge=1, help="the model's position table size: --max-seq-length may not exceed it"
+    )
     shard_size: int = setting(100_000, ge=1, help="instances per shard (about; shards end at unit boundaries)")
-    on_invalid: str = setting("skip", option="--on-invalid-utf8", choices=("skip", "error"),
-                              help="lines that are not valid UTF-8: skip (and count) or error")
+    on_invalid: str = setting(
+        "skip",
+        option="--on-invalid-utf8",
+        choices=("skip", "error"),
+        help="lines that are not valid UTF-8: skip (and count) or error",
+    )
     overwrite: bool = setting(False, help="replace an existing non-empty output directory")
-    progress: bool = setting(True, option="--no-progress", aliases=("--no-progress-bar",), negate=True,
-                             help="no progress bar")
+    progress: bool = setting(
+        True, option="--no-progress", aliases=("--no-progress-bar",), negate=True, help="no progress bar"
+    )
 
     def __post_init__(self) -> None:
         check(self)
         if self.max_seq_length > self.max_position_embeddings:
-            fail(self, "max_seq_length", f"is above max_position_embeddings {self.max_position_embeddings}: "
-                                         "the model has no positions beyond that")
+            fail(
+                self,
+                "max_seq_length",
+                f"is above max_position_embeddings {self.max_position_embeddings}: "
+                "the model has no positions beyond that",
+            )
         if self.dupe_factor is None:
             self.dupe_factor = 10 if self.static_masking else 1
         if self.dupe_factor > 1 and not self.static_masking:
@@ -135,11 +159,14 @@ _STATE: dict = {}
 def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
     tok = load_tokenizer(tokenizer_dir)
     _STATE.clear()
-    _STATE.update(tok=tok, cfg=cfg, table=tok.word_start_table(),
-                  settings=InstanceSettings(cfg.max_seq_length, cfg.short_seq_prob, cfg.inter_sentence_task),
-                  special=np.array(sorted({tok.cls_token_id, tok.sep_token_id, tok.pad_token_id,
-                                           tok.mask_token_id}), np.int64),
-                  random_ids=tok.random_replacement_ids())
+    _STATE.update(
+        tok=tok,
+        cfg=cfg,
+        table=tok.word_start_table(),
+        settings=InstanceSettings(cfg.max_seq_length, cfg.short_seq_prob, cfg.inter_sentence_task),
+        special=np.array(sorted({tok.cls_token_id, tok.sep_token_id, tok.pad_token_id, tok.mask_token_id}), np.int64),
+        random_ids=tok.random_replacement_ids(),
+    )
     if cfg.whole_word_mask_zh:
         import jieba  # only for Chinese whole-word masking: its import builds a dictionary (~1 s)
 
@@ -188,10 +215,10 @@ def _tokenize_unit(docs: list[list[str]]) -> list[tuple[np.ndarray, np.ndarray, 
     out = []
     pos = k = 0
     for d in docs:
-        dl = lens[k:k + len(d)]
+        dl = lens[k : k + len(d)]
         k += len(d)
         n = int(dl.sum())
-        out.append((ids[pos:pos + n], flags[pos:pos + n], dl[dl > 0]))
+        out.append((ids[pos : pos + n], flags[pos : pos + n], dl[dl > 0]))
         pos += n
     return out
 
@@ -211,8 +238,18 @@ def _process_unit(unit: tuple[int, int, list[list[str]]]) -> dict:
             dropped += 1
             continue
         rng = doc_rng(cfg.seed, pass_index, first_doc + j)
-        made = create_instances_from_document(first_doc + j, toks, flags, sent_lens, _STATE["settings"], rng,
-                                              tok.cls_token_id, tok.sep_token_id, out, others)
+        made = create_instances_from_document(
+            first_doc + j,
+            toks,
+            flags,
+            sent_lens,
+            _STATE["settings"],
+            rng,
+            tok.cls_token_id,
+            tok.sep_token_id,
+            out,
+            others,
+        )
         dropped += made == 0
     arrays = out.arrays()
     arrays["n_sentences"] = sum(len(t[2]) for t in tokenized)
@@ -235,10 +272,18 @@ def _static_mask(arrays: dict, pass_index: int, first_doc: int) -> tuple[np.ndar
     ids = np.where(valid, arrays["tokens"][gather], _STATE["tok"].pad_token_id)
     ws = np.where(valid, arrays["word_start"][gather], 0)
     keys = mask_keys(cfg.seed, pass_index, (np.int64(first_doc) << 20) + np.arange(n))
-    masked, labels = mask_batch(ids, ws, lengths, keys, mask_token_id=_STATE["tok"].mask_token_id,
-                                special_ids=_STATE["special"], random_ids=_STATE["random_ids"],
-                                masked_lm_prob=cfg.masked_lm_prob, max_predictions_per_seq=cfg.max_predictions_per_seq,
-                                max_ngram=cfg.max_ngram)
+    masked, labels = mask_batch(
+        ids,
+        ws,
+        lengths,
+        keys,
+        mask_token_id=_STATE["tok"].mask_token_id,
+        special_ids=_STATE["special"],
+        random_ids=_STATE["random_ids"],
+        masked_lm_prob=cfg.masked_lm_prob,
+        max_predictions_per_seq=cfg.max_predictions_per_seq,
+        max_ngram=cfg.max_ngram,
+    )
     return masked[valid].astype(np.int32), labels[valid].astype(np.int32)
 
 
@@ -303,7 +348,8 @@ class _ShardWriter:
     def add(self, arrays: dict) -> None:
         if len(arrays["lengths"]):
             keys = ("masked" if self.static else "tokens", "word_start", "lengths", "meta") + (
-                ("labels",) if self.static else ())
+                ("labels",) if self.static else ()
+            )
             self.buf.append({k: arrays[k] for k in keys})
             self.n += len(arrays["lengths"])
         while self.n >= self.shard_size:
@@ -360,8 +406,15 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
     n_inst = n_tok = n_sent = n_doc_tok = dropped = 0
     n_sent_pass0 = 0
     single = 0
-    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not cfg.progress,
-               file=sys.stderr, leave=False)
+    bar = tqdm(
+        total=total_bytes,
+        unit="B",
+        unit_scale=True,
+        desc="prepare",
+        disable=not cfg.progress,
+        file=sys.stderr,
+        leave=False,
+    )
     seen = 0
     try:
         for unit, arrays in _ordered_results(cfg, _units(cfg, stats)):
@@ -383,45 +436,70 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
     docs = stats[0].documents if stats else 0
     skipped = stats[0].skipped_lines if stats else 0
     if n_inst == 0:
-        skipped_note = (f"; {skipped} line(s) were skipped as invalid (first: {stats[0].first_skipped}), check "
-                        "--format and the file's encoding" if skipped else "")
+        skipped_note = (
+            f"; {skipped} line(s) were skipped as invalid (first: {stats[0].first_skipped}), check "
+            "--format and the file's encoding"
+            if skipped
+            else ""
+        )
         if docs == 0:
             raise LitebertError(f"no instances were made: the corpus gave no document{skipped_note}")
         raise LitebertError(
             f"no instances were made from {docs} documents ({n_doc_tok} tokens): every document is a single "
             "sentence of fewer than 2 tokens (or empty after tokenization); SOP needs two non-empty segments. "
-            f"Use a corpus with longer documents (one sentence per line, a blank line between documents){skipped_note}")
+            f"Use a corpus with longer documents (one sentence per line, a blank line between documents){skipped_note}"
+        )
     tok_dir = tmp / "tokenizer"
     tok.save(tok_dir)
     random_entry = save_npy(tmp / "random_ids.npy", tok.random_replacement_ids())
     manifest = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
-        "tokenizer": {**tok.info(), "path": "tokenizer",
-                      "files": sorted(p.name for p in tok_dir.iterdir())},
+        "tokenizer": {**tok.info(), "path": "tokenizer", "files": sorted(p.name for p in tok_dir.iterdir())},
         "settings": cfg.settings(),
-        "counts": {"documents": docs, "sentences": n_sent_pass0,
-                   "corpus_tokens": n_doc_tok // cfg.dupe_factor, "instances": n_inst, "tokens": n_tok,
-                   "dropped_documents": dropped, "skipped_lines": skipped,
-                   "first_skipped_line": stats[0].first_skipped if stats else None,
-                   "bytes": total_bytes // cfg.dupe_factor, "passes": cfg.dupe_factor},
+        "counts": {
+            "documents": docs,
+            "sentences": n_sent_pass0,
+            "corpus_tokens": n_doc_tok // cfg.dupe_factor,
+            "instances": n_inst,
+            "tokens": n_tok,
+            "dropped_documents": dropped,
+            "skipped_lines": skipped,
+            "first_skipped_line": stats[0].first_skipped if stats else None,
+            "bytes": total_bytes // cfg.dupe_factor,
+            "passes": cfg.dupe_factor,
+        },
         "corpus": [{"file": Path(f).name, "format": fmt} for f, fmt in (stats[0].formats.items() if stats else [])],
         "random_ids": random_entry,
         "shards": writer.entries,
     }
     atomic_write_json(tmp / "manifest.json", manifest)
     seconds = time.perf_counter() - t0
-    res = PrepareResult(output=tmp, documents=docs, sentences=manifest["counts"]["sentences"], instances=n_inst,
-                        tokens=n_tok, shards=len(writer.entries), bytes_read=total_bytes, seconds=seconds,
-                        skipped_lines=skipped, dropped_documents=dropped, manifest=manifest)
-    res.summary = (f"prepared {res.documents} documents, {res.sentences} sentences -> {res.instances} instances, "
-                   f"{res.tokens} tokens in {res.shards} shard(s); {total_bytes / 1e6:.1f} MB in {seconds:.1f} s "
-                   f"= {res.mb_per_s:.2f} MB/s")
+    res = PrepareResult(
+        output=tmp,
+        documents=docs,
+        sentences=manifest["counts"]["sentences"],
+        instances=n_inst,
+        tokens=n_tok,
+        shards=len(writer.entries),
+        bytes_read=total_bytes,
+        seconds=seconds,
+        skipped_lines=skipped,
+        dropped_documents=dropped,
+        manifest=manifest,
+    )
+    res.summary = (
+        f"prepared {res.documents} documents, {res.sentences} sentences -> {res.instances} instances, "
+        f"{res.tokens} tokens in {res.shards} shard(s); {total_bytes / 1e6:.1f} MB in {seconds:.1f} s "
+        f"= {res.mb_per_s:.2f} MB/s"
+    )
     if skipped:
         res.summary += f"; skipped {skipped} invalid line(s) (first: {stats[0].first_skipped})"
     if dropped:
         res.summary += f"; {dropped} document(s) gave no instance"
     if docs and single == docs:
-        res.summary += ("; note: every document is a single sentence, so every pair comes from splitting a "
-                        "sentence (is the corpus one document per line without blank lines between documents?)")
+        res.summary += (
+            "; note: every document is a single sentence, so every pair comes from splitting a "
+            "sentence (is the corpus one document per line without blank lines between documents?)"
+        )
     return res

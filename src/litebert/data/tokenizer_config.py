@@ -19,8 +19,11 @@ class TrainTokenizerConfig:
 
     corpus: list[str] = setting(metavar="FILE", help="corpus files or directories")
     output: str = setting(metavar="DIR", help="directory for the Hugging Face tokenizer files")
-    kind: str = setting("sentencepiece", choices=KINDS,
-                        help="sentencepiece (ALBERT unigram), wordpiece (BERT) or chinese (BERT-Chinese)")
+    kind: str = setting(
+        "sentencepiece",
+        choices=KINDS,
+        help="sentencepiece (ALBERT unigram), wordpiece (BERT) or chinese (BERT-Chinese)",
+    )
     vocab_size: int = setting(30000, ge=10, help="target vocabulary size (SentencePiece may stop below it)")
     lowercase: bool = setting(True, both=True, help="lowercase text (default: yes)")
     keep_accents: bool = setting(False, help="keep accents (default: strip them)")
@@ -32,8 +35,17 @@ class TrainTokenizerConfig:
 
     def train(self, stats=None):
         """Train and save the tokenizer (:func:`litebert.tokenization.train_tokenizer`); returns it."""
-        return train_tokenizer(self.corpus, self.kind, self.vocab_size, self.output, lowercase=self.lowercase,
-                               keep_accents=self.keep_accents, format=self.format, seed=self.seed, stats=stats)
+        return train_tokenizer(
+            self.corpus,
+            self.kind,
+            self.vocab_size,
+            self.output,
+            lowercase=self.lowercase,
+            keep_accents=self.keep_accents,
+            format=self.format,
+            seed=self.seed,
+            stats=stats,
+        )
 
 
 __all__ = ["TrainTokenizerConfig"]

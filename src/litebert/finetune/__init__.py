@@ -16,14 +16,39 @@ from litebert.finetune.metrics import METRICS, compute_metrics
 from litebert.finetune.readers import ColumnSpec, Example, ReadResult, read_examples
 from litebert.finetune.tasks import TASKS, TaskSpec, get_task
 
-__all__ = ["METRICS", "TASKS", "ColumnSpec", "DataOptions", "EvalResult", "EvaluateConfig", "Example",
-           "FinetuneConfig", "FinetuneResult", "ReadResult", "TaskSpec", "compute_metrics", "evaluate", "finetune",
-           "get_task", "predict", "read_examples"]
+__all__ = [
+    "METRICS",
+    "TASKS",
+    "ColumnSpec",
+    "DataOptions",
+    "EvalResult",
+    "EvaluateConfig",
+    "Example",
+    "FinetuneConfig",
+    "FinetuneResult",
+    "ReadResult",
+    "TaskSpec",
+    "compute_metrics",
+    "evaluate",
+    "finetune",
+    "get_task",
+    "predict",
+    "read_examples",
+]
 
 
 def __getattr__(name):  # lazy: run.py imports torch-heavy modules only when needed
-    if name in ("DataOptions", "EvalResult", "EvaluateConfig", "FinetuneConfig", "FinetuneResult", "evaluate",
-                "finetune", "predict"):
+    if name in (
+        "DataOptions",
+        "EvalResult",
+        "EvaluateConfig",
+        "FinetuneConfig",
+        "FinetuneResult",
+        "evaluate",
+        "finetune",
+        "predict",
+    ):
         from litebert.finetune import run
+
         return getattr(run, name)
     raise AttributeError(name)

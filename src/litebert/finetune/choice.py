@@ -151,11 +151,23 @@ def _read_c3(path: Path, data: list, require_labels: bool) -> list[ChoiceExample
             label = None
             if "answer" in q:
                 if q["answer"] not in options:
-                    raise LitebertError(f"{where}, question {q_i}: the answer {q['answer']!r} is not one of its "
-                                        f"options {options}")
+                    raise LitebertError(
+                        f"{where}, question {q_i}: the answer {q['answer']!r} is not one of its options {options}"
+                    )
                 label = options.index(q["answer"])
-            examples.append(_example(path, len(examples), f"{doc_id}/{q_i}", context,
-                                     [f"{q['question']} {o}" for o in options], options, label, 1, where))
+            examples.append(
+                _example(
+                    path,
+                    len(examples),
+                    f"{doc_id}/{q_i}",
+                    context,
+                    [f"{q['question']} {o}" for o in options],
+                    options,
+                    label,
+                    1,
+                    where,
+                )
+            )
     return examples
 
 
@@ -166,13 +178,35 @@ def _row_examples(path: Path, lineno: int, row: dict, start: int, require_labels
         options = [str(row[f"ending{i}"]) for i in range(10) if f"ending{i}" in row]
         label = _int_label(row.get("label"), len(options), where)
         row_id = str(row.get("video-id", row.get("fold-ind", start)))
-        return [_example(path, start, row_id, str(row["sent1"]), [f"{row['sent2']} {o}" for o in options], options,
-                         label, lineno, where)]
+        return [
+            _example(
+                path,
+                start,
+                row_id,
+                str(row["sent1"]),
+                [f"{row['sent2']} {o}" for o in options],
+                options,
+                label,
+                lineno,
+                where,
+            )
+        ]
     if {"ctx_a", "ctx_b", "endings"} <= keys:  # HellaSwag
         options = [str(o) for o in row["endings"]]
         label = _int_label(row.get("label"), len(options), where)
-        return [_example(path, start, str(row.get("ind", start)), str(row["ctx_a"]),
-                         [f"{row['ctx_b']} {o}" for o in options], options, label, lineno, where)]
+        return [
+            _example(
+                path,
+                start,
+                str(row.get("ind", start)),
+                str(row["ctx_a"]),
+                [f"{row['ctx_b']} {o}" for o in options],
+                options,
+                label,
+                lineno,
+                where,
+            )
+        ]
     if {"article", "questions", "options"} <= keys:  # RACE
         out = []
         answers = row.get("answers")
@@ -183,21 +217,47 @@ def _row_examples(path: Path, lineno: int, row: dict, start: int, require_labels
                 ans = str(answers[q_i]).strip()
                 label = ord(ans) - ord("A") if len(ans) == 1 and ans.isalpha() else -1
                 if not 0 <= label < len(options):
-                    raise LitebertError(f"{where}: question {q_i}: the answer {ans!r} is not one of its options "
-                                        f"{[chr(ord('A') + i) for i in range(len(options))]}")
+                    raise LitebertError(
+                        f"{where}: question {q_i}: the answer {ans!r} is not one of its options "
+                        f"{[chr(ord('A') + i) for i in range(len(options))]}"
+                    )
             seconds = [q.replace("_", o) if "_" in q else f"{q} {o}" for o in options]
-            out.append(_example(path, start + q_i, f"{row.get('id', lineno)}/{q_i}", str(row["article"]), seconds,
-                                options, label, lineno, where))
+            out.append(
+                _example(
+                    path,
+                    start + q_i,
+                    f"{row.get('id', lineno)}/{q_i}",
+                    str(row["article"]),
+                    seconds,
+                    options,
+                    label,
+                    lineno,
+                    where,
+                )
+            )
         return out
     if {"premise", "choice1", "choice2"} <= keys:  # COPA
         options = [str(row["choice1"]), str(row["choice2"])]
         prefix = _COPA_QUESTION.get(str(row.get("question", "")).strip(), "")
         label = _int_label(row.get("label"), 2, where)
-        return [_example(path, start, str(row.get("idx", start)), str(row["premise"]),
-                         [prefix + o for o in options], options, label, lineno, where)]
-    raise LitebertError(f"{where}: not a multiple-choice row: expected SWAG (sent1, sent2, ending0..), HellaSwag "
-                        f"(ctx_a, ctx_b, endings), RACE (article, questions, options, answers) or COPA (premise, "
-                        f"choice1, choice2, question, label) keys; got {sorted(keys)}")
+        return [
+            _example(
+                path,
+                start,
+                str(row.get("idx", start)),
+                str(row["premise"]),
+                [prefix + o for o in options],
+                options,
+                label,
+                lineno,
+                where,
+            )
+        ]
+    raise LitebertError(
+        f"{where}: not a multiple-choice row: expected SWAG (sent1, sent2, ending0..), HellaSwag "
+        f"(ctx_a, ctx_b, endings), RACE (article, questions, options, answers) or COPA (premise, "
+        f"choice1, choice2, question, label) keys; got {sorted(keys)}"
+    )
 
 
 def _int_label(value, n: int, where: str) -> int | None:
@@ -314,8 +374,9 @@ class ChoiceKind(TaskKind):
 
 def choice_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(B, C)`` logits of the model with padded options (``choice_mask`` 0) set to ``-inf``."""
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                token_type_ids=batch["token_type_ids"])
+    out = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+    )
     logits = out.logits if hasattr(out, "logits") else out[0]
     return logits.masked_fill(~batch["choice_mask"].bool(), float("-inf"))
 
@@ -349,8 +410,12 @@ class ChoiceCollator:
                     first = it["input_ids"][0]
                     input_ids[b, c, :2] = (first[0], first[-1])  # [CLS] [SEP]
                     mask[b, c, :2] = 1
-        out = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(types),
-               "attention_mask": torch.from_numpy(mask), "choice_mask": torch.from_numpy(choice_mask)}
+        out = {
+            "input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.from_numpy(types),
+            "attention_mask": torch.from_numpy(mask),
+            "choice_mask": torch.from_numpy(choice_mask),
+        }
         if "labels" in items[0]:
             out["labels"] = torch.tensor([it["labels"] for it in items], dtype=torch.long)
         return out

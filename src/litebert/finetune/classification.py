@@ -52,8 +52,12 @@ class ClassificationKind(TaskKind):
 
     def fit(self, train) -> None:
         task = self.task
-        self.space = build_label_space(train, self.problem_type, task.labels if task and self.user_problem_type in
-                                       (None, task.problem_type) else None, self.data.label_separator)
+        self.space = build_label_space(
+            train,
+            self.problem_type,
+            task.labels if task and self.user_problem_type in (None, task.problem_type) else None,
+            self.data.label_separator,
+        )
         self.label_space_for_files = self.space
         self._choose_metrics()
 
@@ -66,9 +70,15 @@ class ClassificationKind(TaskKind):
 
     def _choose_metrics(self) -> None:
         task, space = self.task, self.space
-        self.metrics = check_metrics(self.metrics or (
-            task.metrics if task and task.problem_type == space.problem_type
-            else default_metrics(space.problem_type, space.num_labels)), space.problem_type)
+        self.metrics = check_metrics(
+            self.metrics
+            or (
+                task.metrics
+                if task and task.problem_type == space.problem_type
+                else default_metrics(space.problem_type, space.num_labels)
+            ),
+            space.problem_type,
+        )
 
     def featurize(self, read, tokenizer, max_seq_length: int, split: str) -> Features:
         space = self.label_space_for_files if read.has_labels else None
@@ -81,9 +91,12 @@ class ClassificationKind(TaskKind):
     # ---- model
     def config_overrides(self) -> dict[str, Any]:
         space = self.space
-        return dict(num_labels=space.num_labels, id2label=space.id2label,
-                    label2id={v: k for k, v in space.id2label.items()},
-                    problem_type=HF_PROBLEM_TYPES[space.problem_type])
+        return dict(
+            num_labels=space.num_labels,
+            id2label=space.id2label,
+            label2id={v: k for k, v in space.id2label.items()},
+            problem_type=HF_PROBLEM_TYPES[space.problem_type],
+        )
 
     def config_extra(self) -> dict[str, Any]:
         import dataclasses
@@ -92,10 +105,15 @@ class ClassificationKind(TaskKind):
         data = self.data
         if data.text_column is not None or data.label_column is not None or data.header is not None:
             # the user's columns, so that evaluate/predict on a file of the same layout need no options
-            extra["litebert_data_options"] = _jsonable({k: v for k, v in dataclasses.asdict(data).items()
-                                                        if k in ("text_column", "text_pair_column", "label_column",
-                                                                 "header", "delimiter", "label_separator")
-                                                        and v is not None})
+            extra["litebert_data_options"] = _jsonable(
+                {
+                    k: v
+                    for k, v in dataclasses.asdict(data).items()
+                    if k
+                    in ("text_column", "text_pair_column", "label_column", "header", "delimiter", "label_separator")
+                    and v is not None
+                }
+            )
         if self.space.problem_type == "multi_label":
             extra["litebert_label_separator"] = self.space.separator
         return extra
@@ -117,36 +135,47 @@ class ClassificationKind(TaskKind):
         return predictions_from_logits(outputs, self.space)
 
     def score(self, predictions, read, feats) -> dict[str, float]:
-        return compute_metrics(self.metrics, predictions, targets_array(feats.extra["encoded"], self.space),
-                               self.space.num_labels)
+        return compute_metrics(
+            self.metrics, predictions, targets_array(feats.extra["encoded"], self.space), self.space.num_labels
+        )
 
     def decode(self, prediction) -> str:
         return self.space.decode(prediction)
 
     def write_predictions(self, path: Path, read, predictions) -> Path:
         labels = [ex.label for ex in read.examples] if read.has_labels else None
-        return write_predictions(path, [ex.index for ex in read.examples],
-                                 [self.space.decode(p) for p in predictions], labels)
+        return write_predictions(
+            path, [ex.index for ex in read.examples], [self.space.decode(p) for p in predictions], labels
+        )
 
     @property
     def labels(self) -> list[str]:
         return list(self.space.labels)
 
     def settings(self) -> dict[str, Any]:
-        return {"problem_type": self.space.problem_type, "labels": list(self.space.labels),
-                "metrics": list(self.metrics)}
+        return {
+            "problem_type": self.space.problem_type,
+            "labels": list(self.space.labels),
+            "metrics": list(self.metrics),
+        }
 
     def columns(self, path) -> dict:
         import dataclasses
+
         return _jsonable(dataclasses.asdict(self.data.spec_for(path, labels=True)))
 
 
 def features_of(enc: Encoded) -> Features:
     """:class:`Features` over an :class:`Encoded` (one feature per example)."""
     dataset = EncodedDataset(enc)
-    return Features(items=[dataset[i] for i in range(len(dataset))], lengths=list(enc.lengths),
-                    example_index=list(range(len(dataset))), truncated=enc.truncated, longest=enc.longest,
-                    extra={"encoded": enc})
+    return Features(
+        items=[dataset[i] for i in range(len(dataset))],
+        lengths=list(enc.lengths),
+        example_index=list(range(len(dataset))),
+        truncated=enc.truncated,
+        longest=enc.longest,
+        extra={"encoded": enc},
+    )
 
 
 def _lenient_space(space: LabelSpace) -> LabelSpace:
@@ -169,8 +198,9 @@ def _jsonable(obj):
 
 # --------------------------------------------------------------------------------------------- loss + inference
 def _forward_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                token_type_ids=batch["token_type_ids"])
+    out = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+    )
     return out.logits if hasattr(out, "logits") else out[0]
 
 
@@ -219,8 +249,9 @@ def predictions_from_logits(outputs, space: LabelSpace) -> np.ndarray:
 
 
 @torch.no_grad()
-def run_inference(model, encoded: Encoded, space: LabelSpace, batch_size: int, pad_token_id: int,
-                  device: torch.device) -> tuple[np.ndarray, np.ndarray, float | None]:
+def run_inference(
+    model, encoded: Encoded, space: LabelSpace, batch_size: int, pad_token_id: int, device: torch.device
+) -> tuple[np.ndarray, np.ndarray, float | None]:
     """Predict every row of ``encoded`` (one process).
 
     Returns:

@@ -68,7 +68,8 @@ class LabelSpace:
             if name not in ids:
                 raise LitebertError(
                     f"{path}:{ex.line}: label {name!r} does not occur in the {split_name} labels "
-                    f"{list(self.labels)[:20]}{' ...' if len(self.labels) > 20 else ''}")
+                    f"{list(self.labels)[:20]}{' ...' if len(self.labels) > 20 else ''}"
+                )
         if self.problem_type == "multi_label":
             vec = [0.0] * len(self.labels)
             for name in names:
@@ -97,8 +98,9 @@ def _label_sort_key(name: str):
         return (1, 0.0, name)
 
 
-def build_label_space(train: ReadResult, problem_type: str, preset_labels: tuple[str, ...] | None = None,
-                      separator: str = ",") -> LabelSpace:
+def build_label_space(
+    train: ReadResult, problem_type: str, preset_labels: tuple[str, ...] | None = None, separator: str = ","
+) -> LabelSpace:
     """The label space of a training file: the preset's labels when the task has them, else the distinct labels
     of ``train`` sorted numerically when they are all numbers, else alphabetically.
 
@@ -116,21 +118,27 @@ def build_label_space(train: ReadResult, problem_type: str, preset_labels: tuple
         space = LabelSpace(problem_type, tuple(preset_labels), separator)
         for name, ex in seen.items():
             if name not in space.label2id:
-                raise LitebertError(f"{train.path}:{ex.line}: label {name!r} is not one of this task's labels "
-                                    f"{list(preset_labels)}")
+                raise LitebertError(
+                    f"{train.path}:{ex.line}: label {name!r} is not one of this task's labels {list(preset_labels)}"
+                )
         return space
     labels = tuple(sorted(seen, key=_label_sort_key))
     if len(labels) < 2 and problem_type == "single_label":
-        raise LitebertError(f"{train.path}: only one distinct label {labels} in the training file; classification "
-                            f"needs at least two (use --problem-type regression for numbers)")
+        raise LitebertError(
+            f"{train.path}: only one distinct label {labels} in the training file; classification "
+            f"needs at least two (use --problem-type regression for numbers)"
+        )
     return LabelSpace(problem_type, labels, separator)
 
 
 def label_space_from_config(config) -> LabelSpace:
     """The label space saved in a fine-tuned model's ``config.json`` (``id2label``, ``problem_type``)."""
     hf = config.problem_type or "single_label_classification"
-    problem_type = {"single_label_classification": "single_label", "multi_label_classification": "multi_label",
-                    "regression": "regression"}[hf]
+    problem_type = {
+        "single_label_classification": "single_label",
+        "multi_label_classification": "multi_label",
+        "regression": "regression",
+    }[hf]
     if problem_type == "regression":
         return LabelSpace("regression")
     labels = tuple(config.id2label[i] for i in range(config.num_labels))
@@ -172,8 +180,14 @@ def _batch_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     return [list(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t))) for t in texts]
 
 
-def encode_examples(examples: list[Example], tokenizer, max_seq_length: int, space: LabelSpace | None = None,
-                    path: Path | None = None, split_name: str = "training") -> Encoded:
+def encode_examples(
+    examples: list[Example],
+    tokenizer,
+    max_seq_length: int,
+    space: LabelSpace | None = None,
+    path: Path | None = None,
+    split_name: str = "training",
+) -> Encoded:
     """Tokenize ``examples`` into ``[CLS] a [SEP] (b [SEP])`` id lists of at most ``max_seq_length`` tokens.
 
     ``tokenizer`` needs ``encode_batch`` (or ``tokenize`` + ``convert_tokens_to_ids``), ``cls_token_id`` and
@@ -206,8 +220,7 @@ def encode_examples(examples: list[Example], tokenizer, max_seq_length: int, spa
         types_out.append(types)
         if labelled:
             targets.append(space.encode(ex, path, split_name))
-    return Encoded(ids_out, types_out, targets if labelled else None, truncated, longest,
-                   [len(i) for i in ids_out])
+    return Encoded(ids_out, types_out, targets if labelled else None, truncated, longest, [len(i) for i in ids_out])
 
 
 # ------------------------------------------------------------------------------------------ dataset + collator
@@ -248,8 +261,11 @@ class PadCollator:
             input_ids[row, : lengths[row]] = it["input_ids"]
             token_type_ids[row, : lengths[row]] = it["token_type_ids"]
         attention_mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)  # (B, S)
-        out = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.from_numpy(token_type_ids),
-               "attention_mask": torch.from_numpy(attention_mask)}
+        out = {
+            "input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.from_numpy(token_type_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+        }
         if "labels" in items[0]:
             labels = [it["labels"] for it in items]
             dtype = torch.long if self.problem_type == "single_label" else torch.float32

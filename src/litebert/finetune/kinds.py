@@ -211,8 +211,16 @@ def make_kind(data, *, problem_type: str | None = None, metrics: Sequence[str] |
 
 
 # ------------------------------------------------------------------------------------------------- inference
-def run_features(kind: TaskKind, model, feats: Features, rows: Sequence[int], batch_size: int, pad_token_id: int,
-                 device: torch.device, bucket: bool = True) -> tuple[list[np.ndarray], float, int]:
+def run_features(
+    kind: TaskKind,
+    model,
+    feats: Features,
+    rows: Sequence[int],
+    batch_size: int,
+    pad_token_id: int,
+    device: torch.device,
+    bucket: bool = True,
+) -> tuple[list[np.ndarray], float, int]:
     """Run ``model`` (a torch model or a :mod:`litebert.inference` runner) over the features ``rows`` under
     ``torch.inference_mode``, in batches of similar length (:func:`litebert.inference.length_batches`; file order
     without ``bucket``).
@@ -241,14 +249,16 @@ def run_features(kind: TaskKind, model, feats: Features, rows: Sequence[int], ba
     return outputs, loss_sum, units
 
 
-def infer(kind: TaskKind, model, feats: Features, batch_size: int, pad_token_id: int, dist
-          ) -> tuple[list[np.ndarray], float | None]:
+def infer(
+    kind: TaskKind, model, feats: Features, batch_size: int, pad_token_id: int, dist
+) -> tuple[list[np.ndarray], float | None]:
     """Per-feature outputs of the whole split (feature order) and the mean loss per unit (``None`` without
     labels). Under ``torchrun`` rank ``r`` runs features ``r, r + W, …``; outputs and loss sums are all-gathered,
     so every rank returns the same result."""
     if dist.world_size == 1:
-        outputs, loss_sum, units = run_features(kind, model, feats, range(len(feats)), batch_size, pad_token_id,
-                                                dist.device)
+        outputs, loss_sum, units = run_features(
+            kind, model, feats, range(len(feats)), batch_size, pad_token_id, dist.device
+        )
         return outputs, (loss_sum / units if units else None)
     from litebert.training.distributed import all_gather_object
 

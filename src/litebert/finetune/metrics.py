@@ -27,6 +27,7 @@ REGRESSION_METRICS = ("pearson", "spearman")
 def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
     """Fraction of rows whose prediction equals the label (all of a row's labels for 2-D multi-label input)."""
     from sklearn.metrics import accuracy_score
+
     return float(accuracy_score(labels, predictions))
 
 
@@ -34,19 +35,22 @@ def f1(predictions: np.ndarray, labels: np.ndarray, num_labels: int = 2, average
     """F1 score: binary (positive class id 1) when ``num_labels == 2`` and ``average`` is ``None``; else ``average``
     (default ``"macro"``; multi-label input defaults to ``"micro"``). Undefined cases (no positives) give 0.0."""
     from sklearn.metrics import f1_score
+
     if average is None:
         if labels.ndim == 2:
             average = "micro"
         else:
             average = "binary" if num_labels == 2 else "macro"
-    kwargs = {"pos_label": 1} if average == "binary" else {"labels": list(range(num_labels))} if labels.ndim == 1 \
-        else {}
+    kwargs = (
+        {"pos_label": 1} if average == "binary" else {"labels": list(range(num_labels))} if labels.ndim == 1 else {}
+    )
     return float(f1_score(labels, predictions, average=average, zero_division=0, **kwargs))
 
 
 def mcc(predictions: np.ndarray, labels: np.ndarray) -> float:
     """Matthews correlation coefficient in [-1, 1]; 0.0 when undefined (a constant prediction)."""
     from sklearn.metrics import matthews_corrcoef
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(matthews_corrcoef(labels, predictions))
@@ -55,6 +59,7 @@ def mcc(predictions: np.ndarray, labels: np.ndarray) -> float:
 def pearson(predictions: np.ndarray, labels: np.ndarray) -> float:
     """Pearson correlation; 0.0 when either side is constant (undefined)."""
     from scipy.stats import pearsonr
+
     if len(labels) < 2 or np.all(predictions == predictions[0]) or np.all(labels == labels[0]):
         return 0.0
     return float(pearsonr(predictions, labels)[0])
@@ -63,6 +68,7 @@ def pearson(predictions: np.ndarray, labels: np.ndarray) -> float:
 def spearman(predictions: np.ndarray, labels: np.ndarray) -> float:
     """Spearman rank correlation; 0.0 when either side is constant (undefined)."""
     from scipy.stats import spearmanr
+
     if len(labels) < 2 or np.all(predictions == predictions[0]) or np.all(labels == labels[0]):
         return 0.0
     return float(spearmanr(predictions, labels)[0])
@@ -119,9 +125,10 @@ def compute_metrics(names, predictions: np.ndarray, labels: np.ndarray, num_labe
         elif name == "f1_micro":
             out[name] = f1(predictions, labels, num_labels, average="micro")
         elif name == "mcc":
-            out[name] = mcc(predictions.reshape(len(predictions), -1).argmax(-1) if predictions.ndim == 2
-                            else predictions, labels.reshape(len(labels), -1).argmax(-1) if labels.ndim == 2
-                            else labels)
+            out[name] = mcc(
+                predictions.reshape(len(predictions), -1).argmax(-1) if predictions.ndim == 2 else predictions,
+                labels.reshape(len(labels), -1).argmax(-1) if labels.ndim == 2 else labels,
+            )
         elif name == "pearson":
             out[name] = pearson(predictions.astype(np.float64), labels.astype(np.float64))
         elif name == "spearman":

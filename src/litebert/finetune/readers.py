@@ -19,9 +19,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from litebert.errors import LitebertError
 
@@ -200,8 +200,10 @@ def resolve_column(column: Column, header: Sequence[str] | None, path: Path, wha
     """
     if isinstance(column, str):
         if header is None:
-            raise LitebertError(f"{path}: {what} column {column!r} is a name but the file is read without a header; "
-                                f"give a 0-based index or drop --no-header")
+            raise LitebertError(
+                f"{path}: {what} column {column!r} is a name but the file is read without a header; "
+                f"give a 0-based index or drop --no-header"
+            )
         if column in header:
             return list(header).index(column)
         stripped = [h.strip() for h in header]
@@ -213,8 +215,14 @@ def resolve_column(column: Column, header: Sequence[str] | None, path: Path, wha
     return column
 
 
-def read_examples(path: str | Path, spec: ColumnSpec, *, delimiter: str | None = None, fmt: str | None = None,
-                  require_label: bool = False) -> ReadResult:
+def read_examples(
+    path: str | Path,
+    spec: ColumnSpec,
+    *,
+    delimiter: str | None = None,
+    fmt: str | None = None,
+    require_label: bool = False,
+) -> ReadResult:
     """Read ``path`` into examples according to ``spec``.
 
     Args:
@@ -257,8 +265,14 @@ def read_examples(path: str | Path, spec: ColumnSpec, *, delimiter: str | None =
     for what, col in columns.items():
         if col is None:
             index[what] = None
-        elif what == "label" and spec.label_optional and isinstance(col, str) and header is not None \
-                and col not in header and col.strip() not in [h.strip() for h in header]:
+        elif (
+            what == "label"
+            and spec.label_optional
+            and isinstance(col, str)
+            and header is not None
+            and col not in header
+            and col.strip() not in [h.strip() for h in header]
+        ):
             index[what] = None  # an unlabelled file of a labelled layout (GLUE test.tsv)
         else:
             index[what] = resolve_column(col, header, path, what)
@@ -268,9 +282,11 @@ def read_examples(path: str | Path, spec: ColumnSpec, *, delimiter: str | None =
     ncols = len(header) if header is not None else len(first[1])
     for what, i in index.items():
         if i is not None and i >= ncols:
-            raise LitebertError(f"{path}: {what} column index {i} is out of range: the "
-                                f"{'header' if header is not None else 'first row'} has {ncols} fields "
-                                f"(valid indexes 0..{ncols - 1})")
+            raise LitebertError(
+                f"{path}: {what} column index {i} is out of range: the "
+                f"{'header' if header is not None else 'first row'} has {ncols} fields "
+                f"(valid indexes 0..{ncols - 1})"
+            )
     needed = max(i for i in index.values() if i is not None) + 1
     label_map = dict(spec.label_map)
 
@@ -278,8 +294,10 @@ def read_examples(path: str | Path, spec: ColumnSpec, *, delimiter: str | None =
     skipped = 0
     for lineno, fields in _chain(first, rows):
         if len(fields) < needed:
-            raise LitebertError(f"{path}:{lineno}: row has {len(fields)} field(s), expected at least {needed} "
-                                f"(delimiter {delimiter or (',' if fmt == 'csv' else chr(92) + 't')!r})")
+            raise LitebertError(
+                f"{path}:{lineno}: row has {len(fields)} field(s), expected at least {needed} "
+                f"(delimiter {delimiter or (',' if fmt == 'csv' else chr(92) + 't')!r})"
+            )
         if index["filter"] is not None and fields[index["filter"]].strip() != spec.filter_value:
             skipped += 1
             continue
@@ -290,15 +308,23 @@ def read_examples(path: str | Path, spec: ColumnSpec, *, delimiter: str | None =
             if label in spec.skip_labels:
                 skipped += 1
                 continue
-        examples.append(Example(
-            index=len(examples), text=fields[index["text"]].strip(),
-            text_pair=fields[index["text pair"]].strip() if index["text pair"] is not None else None,
-            label=label, line=lineno))
+        examples.append(
+            Example(
+                index=len(examples),
+                text=fields[index["text"]].strip(),
+                text_pair=fields[index["text pair"]].strip() if index["text pair"] is not None else None,
+                label=label,
+                line=lineno,
+            )
+        )
     if not examples:
-        raise LitebertError(f"{path}: no data rows" + (f" ({skipped} rows filtered out by "
-                                                     f"{spec.filter_column}={spec.filter_value!r})" if skipped else ""))
-    return ReadResult(path=path, examples=examples, header=header, has_labels=index["label"] is not None,
-                      format=fmt, skipped=skipped)
+        raise LitebertError(
+            f"{path}: no data rows"
+            + (f" ({skipped} rows filtered out by {spec.filter_column}={spec.filter_value!r})" if skipped else "")
+        )
+    return ReadResult(
+        path=path, examples=examples, header=header, has_labels=index["label"] is not None, format=fmt, skipped=skipped
+    )
 
 
 def _chain(first, rest):
@@ -311,8 +337,10 @@ def _json_field(obj: dict | list, col: Column, path: Path, lineno: int, what: st
         if isinstance(col, int):
             keys = list(obj)
             if col >= len(keys):
-                raise LitebertError(f"{path}:{lineno}: {what} column index {col} is out of range: the object has "
-                                    f"{len(keys)} keys {keys}")
+                raise LitebertError(
+                    f"{path}:{lineno}: {what} column index {col} is out of range: the object has "
+                    f"{len(keys)} keys {keys}"
+                )
             return obj[keys[col]]
         if col not in obj:
             if optional:
@@ -339,8 +367,13 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
     examples: list[Example] = []
     skipped = 0
     has_labels = spec.label is not None
-    if has_labels and spec.label_optional and isinstance(first[1], dict) and isinstance(spec.label, str) \
-            and spec.label not in first[1]:
+    if (
+        has_labels
+        and spec.label_optional
+        and isinstance(first[1], dict)
+        and isinstance(spec.label, str)
+        and spec.label not in first[1]
+    ):
         has_labels = False
     if require_label and not has_labels:
         raise LitebertError(f"{path}: a label column is required here (got {spec.label!r})")
@@ -365,5 +398,4 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
         examples.append(Example(index=len(examples), text=text, text_pair=pair, label=label, line=lineno))
     if not examples:
         raise LitebertError(f"{path}: no data rows")
-    return ReadResult(path=path, examples=examples, header=None, has_labels=has_labels, format="jsonl",
-                      skipped=skipped)
+    return ReadResult(path=path, examples=examples, header=None, has_labels=has_labels, format="jsonl", skipped=skipped)

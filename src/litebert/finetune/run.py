@@ -24,6 +24,7 @@ transformers' head model) and write ``eval_results.json`` / the predictions file
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -47,8 +48,8 @@ from litebert.finetune.metrics import METRICS
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
 from litebert.optim import OPTIMIZERS
+from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
 from litebert.settings import check, fail, setting
-from litebert.training.loop import PRECISIONS
 
 log = logging.getLogger("litebert.finetune")
 
@@ -65,42 +66,83 @@ class DataOptions:
     one's own; default the task preset's kind. Raises LitebertError ``"--option value: why"`` when invalid.
     """
 
-    task: str | None = setting(None, metavar="NAME", group="data layout",
-                               help=f"known task: fills in columns, labels and metrics ({', '.join(TASKS)})")
-    text_column: Column | None = setting(None, metavar="C", group="data layout",
-                                         help="text column: header name or 0-based index")
-    text_pair_column: Column | None = setting(None, metavar="C", group="data layout",
-                                              help="second text column of sentence-pair tasks")
-    label_column: Column | None = setting(None, metavar="C", group="data layout",
-                                          help="label column: header name or 0-based index")
-    header: bool | None = setting(None, option="--no-header", const=False, group="data layout",
-                                  help="the files have no header row (columns by index)")
-    delimiter: str | None = setting(None, metavar="D", group="data layout",
-                                    help="field separator: \\t (default for .tsv), ',' (.csv), ';' ...")
-    label_separator: str = setting(",", metavar="S", group="data layout",
-                                   help="separator between the labels of a multi-label field")
-    task_type: str | None = setting(None, choices=TASK_TYPES, group="data layout",
-                                    help="kind of task for files of one's own (default: the --task preset's, else "
-                                         "classification)")
-    word_column: int | None = setting(None, ge=0, metavar="I", group="data layout",
-                                      help="token classification: 0-based word column of a CoNLL-style file "
-                                           "(default 0)")
-    tag_column: int | None = setting(None, ge=0, metavar="I", group="data layout",
-                                     help="token classification: 0-based tag column of a CoNLL-style file "
-                                          "(default: the last)")
-    doc_stride: int | None = setting(None, ge=0, metavar="N", group="extractive QA",
-                                     help="QA: tokens shared by consecutive context windows (transformers' meaning; "
-                                          "default 128, or as saved with the model)")
-    max_query_length: int | None = setting(None, ge=1, metavar="N", group="extractive QA",
-                                           help="QA: question tokens kept (default 64, or as saved with the model)")
-    n_best_size: int | None = setting(None, ge=1, metavar="N", group="extractive QA",
-                                      help="QA: spans kept per question in nbest_predictions.json (default 20, or "
-                                           "as saved)")
-    max_answer_length: int | None = setting(None, ge=1, metavar="N", group="extractive QA",
-                                            help="QA: longest answer in tokens (default 30, or as saved)")
+    task: str | None = setting(
+        None,
+        metavar="NAME",
+        group="data layout",
+        help=f"known task: fills in columns, labels and metrics ({', '.join(TASKS)})",
+    )
+    text_column: Column | None = setting(
+        None, metavar="C", group="data layout", help="text column: header name or 0-based index"
+    )
+    text_pair_column: Column | None = setting(
+        None, metavar="C", group="data layout", help="second text column of sentence-pair tasks"
+    )
+    label_column: Column | None = setting(
+        None, metavar="C", group="data layout", help="label column: header name or 0-based index"
+    )
+    header: bool | None = setting(
+        None,
+        option="--no-header",
+        const=False,
+        group="data layout",
+        help="the files have no header row (columns by index)",
+    )
+    delimiter: str | None = setting(
+        None, metavar="D", group="data layout", help="field separator: \\t (default for .tsv), ',' (.csv), ';' ..."
+    )
+    label_separator: str = setting(
+        ",", metavar="S", group="data layout", help="separator between the labels of a multi-label field"
+    )
+    task_type: str | None = setting(
+        None,
+        choices=TASK_TYPES,
+        group="data layout",
+        help="kind of task for files of one's own (default: the --task preset's, else classification)",
+    )
+    word_column: int | None = setting(
+        None,
+        ge=0,
+        metavar="I",
+        group="data layout",
+        help="token classification: 0-based word column of a CoNLL-style file (default 0)",
+    )
+    tag_column: int | None = setting(
+        None,
+        ge=0,
+        metavar="I",
+        group="data layout",
+        help="token classification: 0-based tag column of a CoNLL-style file (default: the last)",
+    )
+    doc_stride: int | None = setting(
+        None,
+        ge=0,
+        metavar="N",
+        group="extractive QA",
+        help="QA: tokens shared by consecutive context windows (transformers' meaning; "
+        "default 128, or as saved with the model)",
+    )
+    max_query_length: int | None = setting(
+        None,
+        ge=1,
+        metavar="N",
+        group="extractive QA",
+        help="QA: question tokens kept (default 64, or as saved with the model)",
+    )
+    n_best_size: int | None = setting(
+        None,
+        ge=1,
+        metavar="N",
+        group="extractive QA",
+        help="QA: spans kept per question in nbest_predictions.json (default 20, or as saved)",
+    )
+    max_answer_length: int | None = setting(
+        None, ge=1, metavar="N", group="extractive QA", help="QA: longest answer in tokens (default 30, or as saved)"
+    )
 
     def __post_init__(self) -> None:
         from litebert.finetune.readers import parse_column
+
         check(self)
         self.text_column = parse_column(self.text_column)
         self.text_pair_column = parse_column(self.text_pair_column)
@@ -111,8 +153,10 @@ class DataOptions:
             except LitebertError:
                 fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
         if self.task is None and self.text_column is None and self.task_type in (None, "classification"):
-            raise LitebertError("give --task NAME or --text-column (and --label-column) to say where the data is, "
-                                "or --task-type token/choice/qa for files of one's own")
+            raise LitebertError(
+                "give --task NAME or --text-column (and --label-column) to say where the data is, "
+                "or --task-type token/choice/qa for files of one's own"
+            )
 
     @property
     def task_spec(self) -> TaskSpec | None:
@@ -121,12 +165,19 @@ class DataOptions:
     def spec_for(self, path: str | Path, *, labels: bool) -> ColumnSpec:
         """The column spec for one file: the task's layout for that file, with the user's columns on top."""
         spec = self.task_spec.layout_for(path, self.delimiter) if self.task_spec else None
-        user = {k: v for k, v in (("text", self.text_column), ("text_pair", self.text_pair_column),
-                                  ("label", self.label_column)) if v is not None}
+        user = {
+            k: v
+            for k, v in (("text", self.text_column), ("text_pair", self.text_pair_column), ("label", self.label_column))
+            if v is not None
+        }
         if spec is None:
-            spec = ColumnSpec(text=self.text_column, text_pair=self.text_pair_column,
-                              label=self.label_column if labels else None, header=self.header,
-                              label_optional=not labels)
+            spec = ColumnSpec(
+                text=self.text_column,
+                text_pair=self.text_pair_column,
+                label=self.label_column if labels else None,
+                header=self.header,
+                label_optional=not labels,
+            )
         elif user or self.header is not None:
             spec = dataclasses.replace(spec, **user, **({} if self.header is None else {"header": self.header}))
         if not labels and spec.label is not None:
@@ -134,8 +185,9 @@ class DataOptions:
         return spec
 
     def read(self, path: str | Path, *, require_label: bool) -> ReadResult:
-        return read_examples(path, self.spec_for(path, labels=require_label), delimiter=self.delimiter,
-                             require_label=require_label)
+        return read_examples(
+            path, self.spec_for(path, labels=require_label), delimiter=self.delimiter, require_label=require_label
+        )
 
 
 @dataclass
@@ -153,17 +205,24 @@ class FinetuneConfig:
     train_file: str = setting(option="--train", metavar="FILE", help="training data (TSV, CSV, JSON lines)")
     dev_file: str = setting(option="--dev", metavar="FILE", help="dev data: selects best/")
     output_dir: str = setting(option="--output", metavar="DIR", help="run directory")
-    test_file: str | None = setting(None, option="--test", metavar="FILE",
-                                    help="also predict this file (OUTPUT/test_predictions.tsv)")
+    test_file: str | None = setting(
+        None, option="--test", metavar="FILE", help="also predict this file (OUTPUT/test_predictions.tsv)"
+    )
     data: DataOptions = field(default_factory=DataOptions)
-    metrics: tuple[str, ...] | None = setting(None, option="--metric", metavar="NAME",
-                                              help=f"metrics; the first picks the best checkpoint (classification: "
-                                                   f"{', '.join(METRICS)}; NER: f1, precision, recall, accuracy; "
-                                                   "multiple choice: accuracy)")
-    problem_type: str | None = setting(None, choices=PROBLEM_TYPES,
-                                       help="default single_label (regression for a regression task)")
-    epochs: float = setting(3.0, help="passes over the training set (> 0; fractions allowed; a max_steps "
-                                      "setting overrides it)")
+    metrics: tuple[str, ...] | None = setting(
+        None,
+        option="--metric",
+        metavar="NAME",
+        help=f"metrics; the first picks the best checkpoint (classification: "
+        f"{', '.join(METRICS)}; NER: f1, precision, recall, accuracy; "
+        "multiple choice: accuracy)",
+    )
+    problem_type: str | None = setting(
+        None, choices=PROBLEM_TYPES, help="default single_label (regression for a regression task)"
+    )
+    epochs: float = setting(
+        3.0, help="passes over the training set (> 0; fractions allowed; a max_steps setting overrides it)"
+    )
     max_steps: int | None = setting(None, gt=0, help="optimizer steps (overrides --epochs)")
     batch_size: int = setting(32, gt=0, help="examples per optimizer step (per process)")
     eval_batch_size: int = setting(64, gt=0, help="examples per forward at evaluation")
@@ -172,33 +231,49 @@ class FinetuneConfig:
     weight_decay: float = setting(0.01, ge=0, help="decoupled weight decay (not on biases and LayerNorm)")
     max_grad_norm: float = setting(1.0, ge=0, help="global-norm clip; 0 = off")
     optimizer: str = setting("adamw", choices=OPTIMIZERS, help="AdamW or LAMB")
-    max_seq_length: int = setting(128, ge=4, group="data layout",
-                                  help="tokens per example; longer rows are truncated")
+    max_seq_length: int = setting(128, ge=4, group="data layout", help="tokens per example; longer rows are truncated")
     seed: int = setting(42, help="model init of the head (all weights with --init random), shuffling, dropout")
     data_seed: int = setting(0, help="seed of the --max-*-examples subsample")
     eval_steps: int = setting(0, ge=0, help="evaluate every N steps (0 = once per epoch)")
     logging_steps: int = setting(50, gt=0, help="training log line every N steps")
-    early_stopping_patience: int | None = setting(None, gt=0, metavar="N",
-                                                  help="stop after N evaluations without improvement")
+    early_stopping_patience: int | None = setting(
+        None, gt=0, metavar="N", help="stop after N evaluations without improvement"
+    )
     max_train_examples: int | None = setting(None, gt=0, metavar="N", help="random subsample of train")
     max_eval_examples: int | None = setting(None, gt=0, metavar="N", help="random subsample of dev")
-    init: str = setting("pretrained", choices=INITS,
-                        help="'random': same architecture, fresh weights (the baseline of "
-                             "scripts/compare_pretraining.py)")
-    tokenizer: str | None = setting(None, metavar="DIR", group="data layout",
-                                    help="tokenizer directory (default: the model directory)")
+    init: str = setting(
+        "pretrained",
+        choices=INITS,
+        help="'random': same architecture, fresh weights (the baseline of scripts/compare_pretraining.py)",
+    )
+    tokenizer: str | None = setting(
+        None, metavar="DIR", group="data layout", help="tokenizer directory (default: the model directory)"
+    )
     classifier_dropout: float | None = setting(None, ge=0, lt=1, help="override classifier_dropout_prob")
     hidden_dropout: float | None = setting(None, ge=0, lt=1, help="override hidden/attention dropout")
-    precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype of the training loop")
-    device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
-                                 help="default: cuda when available")
-    resume: str | None = setting(None, metavar="auto|PATH",
-                                 help="continue from the newest complete checkpoint in OUTPUT/checkpoints (auto) or "
-                                      "from PATH")
-    progress_bar: bool = setting(True, option="--no-progress", aliases=("--no-progress-bar",), negate=True,
-                                 help="no progress bar")
-    keep_checkpoints: bool = setting(True, option="--no-checkpoints", negate=True,
-                                     help="delete the training-state checkpoints/ at the end (best/ is kept)")
+    precision: str = setting(
+        "auto",
+        choices=PRECISIONS,
+        help="auto: bf16 autocast where the device computes bf16 natively, else fp32 (on resume: "
+        "the checkpoint's); bf16/fp16: autocast; weights and checkpoints stay fp32",
+    )
+    device: str | None = setting(
+        None, choices=("cpu", "cuda"), group="data layout", help="default: cuda when available"
+    )
+    resume: str | None = setting(
+        None,
+        metavar="auto|PATH",
+        help="continue from the newest complete checkpoint in OUTPUT/checkpoints (auto) or from PATH",
+    )
+    progress_bar: bool = setting(
+        True, option="--no-progress", aliases=("--no-progress-bar",), negate=True, help="no progress bar"
+    )
+    keep_checkpoints: bool = setting(
+        True,
+        option="--no-checkpoints",
+        negate=True,
+        help="delete the training-state checkpoints/ at the end (best/ is kept)",
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
@@ -219,25 +294,36 @@ class EvaluateConfig:
 
     model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best)")
     data_file: str = setting(option="--data", metavar="FILE", help="the file to evaluate / predict")
-    output_dir: str | None = setting(None, option="--output", metavar="DIR",
-                                     help="write eval_results.json / predictions.tsv here (predict without it "
-                                          "prints the predictions)")
+    output_dir: str | None = setting(
+        None,
+        option="--output",
+        metavar="DIR",
+        help="write eval_results.json / predictions.tsv here (predict without it prints the predictions)",
+    )
     data: DataOptions | None = None
-    metrics: tuple[str, ...] | None = setting(None, option="--metric", metavar="NAME",
-                                              help="metrics (default: the task's, else by problem type)")
+    metrics: tuple[str, ...] | None = setting(
+        None, option="--metric", metavar="NAME", help="metrics (default: the task's, else by problem type)"
+    )
     batch_size: int = setting(64, gt=0, help="examples per forward")
-    max_seq_length: int = setting(128, ge=4, group="data layout",
-                                  help="tokens per example; longer rows are truncated")
-    tokenizer: str | None = setting(None, metavar="DIR", group="data layout",
-                                    help="tokenizer directory (default: the model directory)")
-    device: str | None = setting(None, choices=("cpu", "cuda"), group="data layout",
-                                 help="default: cuda when available")
+    max_seq_length: int = setting(128, ge=4, group="data layout", help="tokens per example; longer rows are truncated")
+    tokenizer: str | None = setting(
+        None, metavar="DIR", group="data layout", help="tokenizer directory (default: the model directory)"
+    )
+    device: str | None = setting(
+        None, choices=("cpu", "cuda"), group="data layout", help="default: cuda when available"
+    )
     max_examples: int | None = setting(None, gt=0, metavar="N", help="only the first N rows")
     #: issue 14 (litebert.inference): how the model runs; docs/deploy.md
-    backend: str | None = setting(None, choices=("torch", "onnxruntime"),
-                                  help="default: onnxruntime when --model holds model.onnx, else torch")
-    precision: str = setting("fp32", choices=("fp32", "bf16"),
-                             help="torch backend: bf16 weights (fast where the CPU has native bf16)")
+    backend: str | None = setting(
+        None, choices=("torch", "onnxruntime"), help="default: onnxruntime when --model holds model.onnx, else torch"
+    )
+    precision: str = setting(
+        "auto",
+        choices=PRECISIONS,
+        help="auto: bf16 where the device computes bf16 natively, else fp32 (the onnxruntime "
+        "backend: the ONNX file's own precision); bf16: bf16 weights (torch backend); "
+        "fp16: fp16 autocast",
+    )
     quantize: str | None = setting(None, choices=("int8",), help="torch backend: dynamic int8 Linear layers (CPU)")
     threads: int | None = setting(None, gt=0, metavar="N", help="CPU threads (torch and onnxruntime)")
 
@@ -310,6 +396,7 @@ def _device(name: str | None) -> torch.device:
 
 def _load_tokenizer(model_dir: str, tokenizer_dir: str | None):
     from litebert.tokenization import load_tokenizer
+
     directory = Path(tokenizer_dir or model_dir)
     try:
         return load_tokenizer(directory)
@@ -318,10 +405,18 @@ def _load_tokenizer(model_dir: str, tokenizer_dir: str | None):
         raise LitebertError(f"{exc}{hint}") from exc
 
 
-def build_model(model_dir: str | Path, architecture: str, overrides: dict[str, Any], *, init: str = "pretrained",
-                seed: int = 0, head_prefixes: tuple[str, ...] = ("classifier.",),
-                classifier_dropout: float | None = None, hidden_dropout: float | None = None,
-                extra: dict | None = None):
+def build_model(
+    model_dir: str | Path,
+    architecture: str,
+    overrides: dict[str, Any],
+    *,
+    init: str = "pretrained",
+    seed: int = 0,
+    head_prefixes: tuple[str, ...] = ("classifier.",),
+    classifier_dropout: float | None = None,
+    hidden_dropout: float | None = None,
+    extra: dict | None = None,
+):
     """A ``litebert.modeling.<architecture>`` head model with the encoder of ``model_dir``.
 
     The encoder (``albert.*``) comes from the directory's weights — a pretraining ``final/``
@@ -357,30 +452,51 @@ def build_model(model_dir: str | Path, architecture: str, overrides: dict[str, A
     report = load_weights(model, state, source, ignore_mismatched_sizes=True)
     encoder_missing = [k for k in report["missing"] if not k.startswith(head_prefixes)]
     if encoder_missing:
-        raise LitebertError(f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
-                            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory matching its "
-                            f"config.json?")
+        raise LitebertError(
+            f"{source}: the weights lack {len(encoder_missing)} encoder tensors "
+            f"(e.g. {encoder_missing[:3]}); is this an ALBERT model directory matching its "
+            f"config.json?"
+        )
     bad_shapes = [k for k in report["mismatched"] if not k.startswith(head_prefixes)]
     if bad_shapes:
         raise LitebertError(f"{source}: tensors whose shape differs from config.json: {bad_shapes[:3]}")
     return model, report
 
 
-def build_classifier(model_dir: str, space: LabelSpace, *, init: str = "pretrained", seed: int = 0,
-                     classifier_dropout: float | None = None, hidden_dropout: float | None = None,
-                     extra: dict | None = None):
+def build_classifier(
+    model_dir: str,
+    space: LabelSpace,
+    *,
+    init: str = "pretrained",
+    seed: int = 0,
+    classifier_dropout: float | None = None,
+    hidden_dropout: float | None = None,
+    extra: dict | None = None,
+):
     """An ``AlbertForSequenceClassification`` for ``space`` (:func:`build_model` with the classification head;
     a missing pooler — masked-LM models have none — is initialised too)."""
-    overrides = dict(num_labels=space.num_labels, id2label=space.id2label,
-                     label2id={v: k for k, v in space.id2label.items()},
-                     problem_type=HF_PROBLEM_TYPES[space.problem_type])
-    return build_model(model_dir, "AlbertForSequenceClassification", overrides, init=init, seed=seed,
-                       head_prefixes=("classifier.", "albert.pooler."), classifier_dropout=classifier_dropout,
-                       hidden_dropout=hidden_dropout, extra=extra)
+    overrides = dict(
+        num_labels=space.num_labels,
+        id2label=space.id2label,
+        label2id={v: k for k, v in space.id2label.items()},
+        problem_type=HF_PROBLEM_TYPES[space.problem_type],
+    )
+    return build_model(
+        model_dir,
+        "AlbertForSequenceClassification",
+        overrides,
+        init=init,
+        seed=seed,
+        head_prefixes=("classifier.", "albert.pooler."),
+        classifier_dropout=classifier_dropout,
+        hidden_dropout=hidden_dropout,
+        extra=extra,
+    )
 
 
 def _load_finetuned(model_dir: str | Path, device: torch.device, architecture: str = "AlbertForSequenceClassification"):
     from litebert.modeling import MODEL_CLASSES
+
     model = MODEL_CLASSES[architecture].from_pretrained(Path(model_dir))
     return model.to(device).eval()
 
@@ -400,14 +516,23 @@ def _subsample(read: ReadResult, n: int | None, seed: int) -> ReadResult:
 
 def _report_truncation(name: str, path: Path, feats, max_seq_length: int) -> None:
     if feats.truncated:
-        log.warning("%s: %d of %d rows of %s are longer than max_seq_length=%d (longest %d tokens) and were "
-                    "truncated", name, feats.truncated, len(feats.lengths), path, max_seq_length, feats.longest)
+        log.warning(
+            "%s: %d of %d rows of %s are longer than max_seq_length=%d (longest %d tokens) and were truncated",
+            name,
+            feats.truncated,
+            len(feats.lengths),
+            path,
+            max_seq_length,
+            feats.longest,
+        )
 
 
 def _check_seq_length(config, max_seq_length: int, model_dir) -> None:
     if max_seq_length > config.max_position_embeddings:
-        raise LitebertError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
-                            f"{config.max_position_embeddings} ({model_dir}/config.json)")
+        raise LitebertError(
+            f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
+            f"{config.max_position_embeddings} ({model_dir}/config.json)"
+        )
 
 
 def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, Any], model_dir) -> str | None:
@@ -424,11 +549,14 @@ def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, 
     if not trained or max_seq_length <= int(trained):
         return None
     trained = int(trained)
-    counts = ", ".join(f"{sum(n > trained for n in enc.lengths)} of {len(enc.lengths)} {name} rows"
-                       for name, enc in encoded.items())
-    return (f"max_seq_length={max_seq_length} but {model_dir} was pretrained on sequences of at most {trained} "
-            f"tokens: positions {trained}-{max_seq_length - 1} were never trained ({counts} reach them); use "
-            f"--max-seq-length {trained}, or pretrain (or continue with --init-from) on {max_seq_length}-token data")
+    counts = ", ".join(
+        f"{sum(n > trained for n in enc.lengths)} of {len(enc.lengths)} {name} rows" for name, enc in encoded.items()
+    )
+    return (
+        f"max_seq_length={max_seq_length} but {model_dir} was pretrained on sequences of at most {trained} "
+        f"tokens: positions {trained}-{max_seq_length - 1} were never trained ({counts} reach them); use "
+        f"--max-seq-length {trained}, or pretrain (or continue with --init-from) on {max_seq_length}-token data"
+    )
 
 
 def _jsonable(obj):
@@ -489,26 +617,43 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
 def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
     """The head model of ``kind`` over ``cfg.model``'s encoder, checked against the data; returns
     ``(model, untrained_positions_warning)``."""
-    model, load_info = build_model(cfg.model, kind.architecture, kind.config_overrides(), init=cfg.init,
-                                   seed=cfg.seed, head_prefixes=kind.head_prefixes,
-                                   classifier_dropout=cfg.classifier_dropout, hidden_dropout=cfg.hidden_dropout,
-                                   extra=kind.config_extra())
+    model, load_info = build_model(
+        cfg.model,
+        kind.architecture,
+        kind.config_overrides(),
+        init=cfg.init,
+        seed=cfg.seed,
+        head_prefixes=kind.head_prefixes,
+        classifier_dropout=cfg.classifier_dropout,
+        hidden_dropout=cfg.hidden_dropout,
+        extra=kind.config_extra(),
+    )
     _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
-    positions_warning = (untrained_positions_warning(model.config, cfg.max_seq_length,
-                                                     {"train": data.train.feats, "dev": data.dev.feats}, cfg.model)
-                         if cfg.init == "pretrained" else None)
+    positions_warning = (
+        untrained_positions_warning(
+            model.config, cfg.max_seq_length, {"train": data.train.feats, "dev": data.dev.feats}, cfg.model
+        )
+        if cfg.init == "pretrained"
+        else None
+    )
     if positions_warning:
         log.warning("finetune: %s", positions_warning)
     if data.tokenizer.vocab_size > model.config.vocab_size:
-        raise LitebertError(f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's vocab_size is "
-                            f"{model.config.vocab_size}: tokenizer and model do not belong together")
-    log.info("finetune: %s init; newly initialised: %s", cfg.init,
-             ", ".join(load_info["missing"]) if cfg.init == "pretrained" else "all weights")
+        raise LitebertError(
+            f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's vocab_size is "
+            f"{model.config.vocab_size}: tokenizer and model do not belong together"
+        )
+    log.info(
+        "finetune: %s init; newly initialised: %s",
+        cfg.init,
+        ", ".join(load_info["missing"]) if cfg.init == "pretrained" else "all weights",
+    )
     return model, positions_warning
 
 
-def evaluate_split(kind: TaskKind, model, split: _Split, batch_size: int, pad_token_id: int, dist
-                   ) -> tuple[Any, dict[str, float]]:
+def evaluate_split(
+    kind: TaskKind, model, split: _Split, batch_size: int, pad_token_id: int, dist
+) -> tuple[Any, dict[str, float]]:
     """Predictions of ``model`` for every example of ``split`` and, when it has labels, the kind's metrics plus
     ``eval_loss`` (mean per loss unit)."""
     outputs, loss = infer(kind, model, split.feats, batch_size, pad_token_id, dist)
@@ -532,8 +677,10 @@ class _BestKeeper:
 
     def eval_fn(self, m) -> dict[str, float]:
         from litebert.training.distributed import unwrap_model
-        preds, metrics = evaluate_split(self.kind, unwrap_model(m), self.data.dev, self.eval_batch_size,
-                                        self.data.tokenizer.pad_token_id, self.dist)
+
+        preds, metrics = evaluate_split(
+            self.kind, unwrap_model(m), self.data.dev, self.eval_batch_size, self.data.tokenizer.pad_token_id, self.dist
+        )
         self.last.update(preds=preds, metrics=dict(metrics))
         return metrics
 
@@ -549,8 +696,9 @@ class _BestKeeper:
         log.info("finetune: new best %s=%.4f at step %d -> %s", primary, eval_metrics[primary], step, self.best_dir)
 
 
-def _finish(cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeeper, model, result,
-            t0: float) -> FinetuneResult:
+def _finish(
+    cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeeper, model, result, t0: float, precision
+) -> FinetuneResult:
     """Rank 0 after training: dev results and predictions of ``best/`` (and the test file), the result."""
     from litebert.training.distributed import DistInfo, unwrap_model
 
@@ -564,29 +712,60 @@ def _finish(cfg: FinetuneConfig, kind: TaskKind, data: _Data, keeper: _BestKeepe
     if "preds" in keeper.best:
         preds, eval_results = keeper.best["preds"], keeper.best["metrics"]
     else:  # best/ came from elsewhere (no evaluation ran in this process): evaluate it now
-        preds, eval_results = evaluate_split(kind, _load_finetuned(best_dir, local.device, kind.architecture),
-                                             data.dev, cfg.eval_batch_size, pad, local)
+        with precision.autocast(local.device):
+            preds, eval_results = evaluate_split(
+                kind,
+                _load_finetuned(best_dir, local.device, kind.architecture),
+                data.dev,
+                cfg.eval_batch_size,
+                pad,
+                local,
+            )
     best_info = read_json(best_dir / "best_eval.json", what="best_eval.json", expect=dict)
-    _write_json(out / "eval_results.json", {**eval_results, "num_examples": len(data.dev.read.examples),
-                                            "best_step": best_info.get("step"), "truncated": data.dev.feats.truncated})
+    _write_json(
+        out / "eval_results.json",
+        {
+            **eval_results,
+            "num_examples": len(data.dev.read.examples),
+            "best_step": best_info.get("step"),
+            "truncated": data.dev.feats.truncated,
+        },
+    )
     kind.write_predictions(out / kind.predictions_name, data.dev.read, preds)
     test_results = None
     if data.test is not None:
         best_model = _load_finetuned(best_dir, local.device, kind.architecture)
-        tpreds, tmetrics = evaluate_split(kind, best_model, data.test, cfg.eval_batch_size, pad, local)
+        with precision.autocast(local.device):
+            tpreds, tmetrics = evaluate_split(kind, best_model, data.test, cfg.eval_batch_size, pad, local)
         kind.write_predictions(out / f"test_{kind.predictions_name}", data.test.read, tpreds)
         if data.test.read.has_labels:
             test_results = tmetrics
             _write_json(out / "test_results.json", {**test_results, "num_examples": len(data.test.read.examples)})
     seconds = time.time() - t0
-    log.info("finetune: done in %.0fs; best %s=%.4f at step %s; dev %s", seconds, primary,
-             eval_results[primary], best_info.get("step"), json.dumps(eval_results))
+    log.info(
+        "finetune: done in %.0fs; best %s=%.4f at step %s; dev %s",
+        seconds,
+        primary,
+        eval_results[primary],
+        best_info.get("step"),
+        json.dumps(eval_results),
+    )
     return FinetuneResult(
-        output_dir=out, best_dir=best_dir, metric=primary, best_metric=result.best_metric,
-        best_step=best_info.get("step"), eval_results=eval_results, test_results=test_results, steps=result.step,
-        stopped_early=result.stopped_early, num_train=len(data.train.feats), num_dev=len(data.dev.feats),
-        truncated=data.truncated, labels=list(kind.labels),
-        seconds=seconds)
+        output_dir=out,
+        best_dir=best_dir,
+        metric=primary,
+        best_metric=result.best_metric,
+        best_step=best_info.get("step"),
+        eval_results=eval_results,
+        test_results=test_results,
+        steps=result.step,
+        stopped_early=result.stopped_early,
+        num_train=len(data.train.feats),
+        num_dev=len(data.dev.feats),
+        truncated=data.truncated,
+        labels=list(kind.labels),
+        seconds=seconds,
+    )
 
 
 def finetune(cfg: FinetuneConfig) -> FinetuneResult:
@@ -610,7 +789,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
     from litebert.training.distributed import unwrap_model, wrap_model
-    from litebert.training.run import resolve_resume, start, teardown, write_run_settings
+    from litebert.training.run import resolve_resume, resolve_run_precision, start, teardown, write_run_settings
     from litebert.training.run import run_settings as make_run_settings
 
     t0 = time.time()
@@ -627,40 +806,76 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     steps_per_epoch = math.ceil(len(data.train.feats) / (cfg.batch_size * dist.world_size))
     max_steps = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
     eval_steps = cfg.eval_steps or steps_per_epoch
-    optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate,
-                                weight_decay=cfg.weight_decay)
-    scheduler = build_scheduler(optimizer, warmup_steps=round(cfg.warmup_ratio * max_steps),
-                                max_steps=max_steps)
-    batches = make_batch_factory(data.train.feats.items, cfg.batch_size, kind.collator(data.tokenizer.pad_token_id),
-                                 seed=cfg.seed, shuffle=True, drop_last=False, rank=dist.rank,
-                                 world_size=dist.world_size)
+    optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    scheduler = build_scheduler(optimizer, warmup_steps=round(cfg.warmup_ratio * max_steps), max_steps=max_steps)
+    batches = make_batch_factory(
+        data.train.feats.items,
+        cfg.batch_size,
+        kind.collator(data.tokenizer.pad_token_id),
+        seed=cfg.seed,
+        shuffle=True,
+        drop_last=False,
+        rank=dist.rank,
+        world_size=dist.world_size,
+    )
     objective, count = kind.objective(dist.device)
     out.mkdir(parents=True, exist_ok=True)
     keeper = _BestKeeper(out, kind, data, cfg.eval_batch_size, dist)
 
     run_settings = {
-        "finetune_config": _jsonable(dataclasses.asdict(cfg)), **kind.settings(),
-        "num_train": len(data.train.feats), "num_dev": len(data.dev.feats), "max_steps": max_steps,
-        "steps_per_epoch": steps_per_epoch, "eval_steps": eval_steps, "truncated": data.truncated,
+        "finetune_config": _jsonable(dataclasses.asdict(cfg)),
+        **kind.settings(),
+        "num_train": len(data.train.feats),
+        "num_dev": len(data.dev.feats),
+        "max_steps": max_steps,
+        "steps_per_epoch": steps_per_epoch,
+        "eval_steps": eval_steps,
+        "truncated": data.truncated,
         "untrained_positions_warning": positions_warning,
     }
     if hasattr(kind, "columns"):
         run_settings["columns"] = {"train": kind.columns(cfg.train_file)}
     resume_from = resolve_resume(out, cfg.resume, dist, verify=True)  # before anything is written
+    precision = resolve_run_precision(cfg.precision, dist.device, resume_from)
+    log.info("finetune: %s", precision)
+    run_settings["precision"] = precision.to_dict()
     if dist.is_main:
         _write_json(out / "finetune_config.json", run_settings)
-        write_run_settings(out, make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items()
-                                                                    if k != "finetune_config"}), resume_from)
+        write_run_settings(
+            out,
+            make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items() if k != "finetune_config"}),
+            resume_from,
+        )
     args = TrainingArgs(
-        output_dir=out, max_steps=max_steps, max_grad_norm=cfg.max_grad_norm or None,
-        logging_steps=min(cfg.logging_steps, max_steps), eval_steps=eval_steps, save_steps=0,
-        save_total_limit=1, precision=cfg.precision, metric_for_best=kind.metrics[0], greater_is_better=True,
-        early_stopping_patience=cfg.early_stopping_patience, progress_bar=cfg.progress_bar,
+        output_dir=out,
+        max_steps=max_steps,
+        max_grad_norm=cfg.max_grad_norm or None,
+        logging_steps=min(cfg.logging_steps, max_steps),
+        eval_steps=eval_steps,
+        save_steps=0,
+        save_total_limit=1,
+        precision=precision.precision,
+        metric_for_best=kind.metrics[0],
+        greater_is_better=True,
+        early_stopping_patience=cfg.early_stopping_patience,
+        progress_bar=cfg.progress_bar,
         resume=None if resume_from is None else str(resume_from),
-        log_prefix=f"finetune {cfg.data.task or Path(cfg.train_file).name}")
-    result = train(model, optimizer, scheduler, batches, objective, count, args, eval_fn=keeper.eval_fn,
-                   on_best=keeper.on_best, extra_state={"finetune": run_settings["finetune_config"]}, dist=dist)
-    final = _finish(cfg, kind, data, keeper, model, result, t0) if dist.is_main else None
+        log_prefix=f"finetune {cfg.data.task or Path(cfg.train_file).name}",
+    )
+    result = train(
+        model,
+        optimizer,
+        scheduler,
+        batches,
+        objective,
+        count,
+        args,
+        eval_fn=keeper.eval_fn,
+        on_best=keeper.on_best,
+        dist=dist,
+        extra_state={"finetune": run_settings["finetune_config"], "precision": precision.precision},
+    )
+    final = _finish(cfg, kind, data, keeper, model, result, t0, precision) if dist.is_main else None
     if dist.distributed:  # under torchrun the other ranks wait for rank 0's results
         final = D.broadcast_object(final)
         teardown()
@@ -681,18 +896,29 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     if data is None:
         if not saved_task and not saved_columns and saved_type in (None, "classification"):
             raise LitebertError(f"{directory}/config.json names no finetuning_task: give --task or --text-column")
-        data = DataOptions(task=saved_task if saved_task in TASKS else None,
-                           task_type=saved_type if saved_type != "classification" else None, **(saved_columns or {}))
+        data = DataOptions(
+            task=saved_task if saved_task in TASKS else None,
+            task_type=saved_type if saved_type != "classification" else None,
+            **(saved_columns or {}),
+        )
     kind = make_kind(data, metrics=cfg.metrics)
-    heads = {"AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForQuestionAnswering",
-             "AlbertForMultipleChoice"}
+    heads = {
+        "AlbertForSequenceClassification",
+        "AlbertForTokenClassification",
+        "AlbertForQuestionAnswering",
+        "AlbertForMultipleChoice",
+    }
     saved_heads = [a for a in (config.architectures or []) if a in heads]
     if config.architectures and not saved_heads:  # e.g. a pretraining final/: the head would be random weights
-        raise LitebertError(f"{directory} holds an {config.architectures[0]}, not a fine-tuned model: its task head "
-                            "would be random; give a `litebert finetune` output (OUTPUT/best)")
+        raise LitebertError(
+            f"{directory} holds an {config.architectures[0]}, not a fine-tuned model: its task head "
+            "would be random; give a `litebert finetune` output (OUTPUT/best)"
+        )
     if saved_heads and kind.architecture not in saved_heads:
-        raise LitebertError(f"{directory} holds an {saved_heads[0]} but the data options ask for a {kind.name} task "
-                            f"({kind.architecture}); drop --task/--task-type to use the task saved with the model")
+        raise LitebertError(
+            f"{directory} holds an {saved_heads[0]} but the data options ask for a {kind.name} task "
+            f"({kind.architecture}); drop --task/--task-type to use the task saved with the model"
+        )
     kind.from_config(config)
     _check_seq_length(config, cfg.max_seq_length, directory)
     read = kind.read(cfg.data_file, require_labels=need_labels)
@@ -702,35 +928,64 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
     feats = kind.featurize(read, tokenizer, cfg.max_seq_length, "data")
     _report_truncation("data", read.path, feats, cfg.max_seq_length)
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
-    dist = (D.init_distributed(cfg.device) if int(os.environ.get("WORLD_SIZE", "1")) > 1
-            else D.DistInfo(device=_device(cfg.device)))
-    from litebert.inference import load_runner
+    dist = (
+        D.init_distributed(cfg.device)
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1
+        else D.DistInfo(device=_device(cfg.device))
+    )
+    from litebert.inference import load_runner, onnx_dir
 
-    model = load_runner(directory, kind.architecture, backend=cfg.backend, precision=cfg.precision,
-                        quantize=cfg.quantize, threads=cfg.threads, device=dist.device)
-    return kind, _Split(read, feats), tokenizer, model, dist
+    if cfg.precision == "auto" and (cfg.backend == "onnxruntime" or (cfg.backend is None and onnx_dir(directory))):
+        precision = PrecisionChoice("fp32", "auto", "the onnxruntime backend runs the ONNX file as exported")
+    elif cfg.precision == "auto" and cfg.quantize:
+        precision = PrecisionChoice("fp32", "auto", f"--quantize {cfg.quantize} runs its own integer path")
+    else:
+        precision = resolve_precision(cfg.precision, dist.device)
+    log.info("%s: %s", "evaluate" if need_labels else "predict", precision)
+    # with --quantize an explicit bf16 casts the runner's weights (litebert.inference); otherwise bf16/fp16 run as
+    # autocast around the fp32 runner (_evaluate_file), the numerics of fine-tuning's own evaluation
+    runner_bf16 = precision.precision == "bf16" and bool(cfg.quantize)
+    model = load_runner(
+        directory,
+        kind.architecture,
+        backend=cfg.backend,
+        precision="bf16" if runner_bf16 else "fp32",
+        quantize=cfg.quantize,
+        threads=cfg.threads,
+        device=dist.device,
+    )
+    autocast = precision.dtype is not None and not runner_bf16
+    return kind, _Split(read, feats), tokenizer, model, dist, precision, autocast
 
 
 def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalResult:
-    kind, split, tokenizer, model, dist = _prepare_eval(cfg, need_labels=need_labels)
-    preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
+    kind, split, tokenizer, model, dist, precision, autocast = _prepare_eval(cfg, need_labels=need_labels)
+    with precision.autocast(dist.device) if autocast else contextlib.nullcontext():
+        preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
     read = split.read
     labels = [ex.label for ex in read.examples] if read.has_labels else None
-    res = EvalResult(metrics=metrics, predictions=[kind.decode(p) for p in preds], labels=labels,
-                     num_examples=len(read.examples), truncated=split.feats.truncated)
+    res = EvalResult(
+        metrics=metrics,
+        predictions=[kind.decode(p) for p in preds],
+        labels=labels,
+        num_examples=len(read.examples),
+        truncated=split.feats.truncated,
+    )
     if cfg.output_dir and dist.is_main:
         out = Path(cfg.output_dir)
         from litebert.training.run import run_settings, write_run_settings
 
         write_run_settings(out, run_settings(name, cfg))
         if name == "evaluate":
-            res.results_file = _write_json(out / "eval_results.json", {**metrics, "num_examples": len(preds),
-                                                                       "truncated": split.feats.truncated})
+            res.results_file = _write_json(
+                out / "eval_results.json", {**metrics, "num_examples": len(preds), "truncated": split.feats.truncated}
+            )
         res.predictions_file = kind.write_predictions(out / kind.predictions_name, read, preds)
     if name == "evaluate":
         log.info("evaluate: %s on %d rows of %s", json.dumps(metrics), len(preds), read.path)
     if dist.distributed:
         from litebert.training.distributed import destroy_distributed
+
         destroy_distributed()
     return res
 

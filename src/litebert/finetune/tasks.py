@@ -102,8 +102,10 @@ class TaskSpec:
                 if not layout.signature:
                     return layout.columns
         expected = " | ".join(", ".join(layout.signature) for layout in self.layouts if layout.signature)
-        raise LitebertError(f"{path}: does not look like a {self.name} file: expected a header with {expected}; "
-                            f"first row is {first_row[:12]}. Give --text-column/--label-column to read it anyway")
+        raise LitebertError(
+            f"{path}: does not look like a {self.name} file: expected a header with {expected}; "
+            f"first row is {first_row[:12]}. Give --text-column/--label-column to read it anyway"
+        )
 
 
 def _hdr(text, pair=None, label=None, **kw) -> Layout:
@@ -117,66 +119,191 @@ _BIN = ("0", "1")
 _NER = ("f1", "precision", "recall", "accuracy")
 _TNEWS = ("100", "101", "102", "103", "104", "106", "107", "108", "109", "110", "112", "113", "114", "115", "116")
 
-TASKS: dict[str, TaskSpec] = {t.name: t for t in (
-    TaskSpec("sst2", (_hdr("sentence", label="label"),), _BIN, ("accuracy",),
-             description="GLUE SST-2 sentiment: sentence, label"),
-    TaskSpec("mrpc", (_hdr("#1 String", "#2 String", "Quality"),), _BIN, ("accuracy", "f1"),
-             description="GLUE MRPC paraphrase: Quality, #1 ID, #2 ID, #1 String, #2 String"),
-    TaskSpec("cola", (_hdr("sentence"),  # test.tsv: index, sentence
-                      Layout(ColumnSpec(text=3, label=1, header=False))), _BIN, ("mcc", "accuracy"),
-             description="GLUE CoLA acceptability: train/dev have no header (source, label, mark, sentence)"),
-    TaskSpec("stsb", (_hdr("sentence1", "sentence2", "score"),), None, ("pearson", "spearman"), "regression",
-             description="GLUE STS-B similarity (regression): sentence1, sentence2, score"),
-    TaskSpec("qnli", (_hdr("question", "sentence", "label"),), ("entailment", "not_entailment"), ("accuracy",),
-             description="GLUE QNLI: question, sentence, label"),
-    TaskSpec("rte", (_hdr("sentence1", "sentence2", "label"),), ("entailment", "not_entailment"), ("accuracy",),
-             description="GLUE RTE: sentence1, sentence2, label"),
-    TaskSpec("qqp", (_hdr("question1", "question2", "is_duplicate"),), _BIN, ("accuracy", "f1"),
-             description="GLUE QQP: question1, question2, is_duplicate"),
-    TaskSpec("mnli", (_hdr("sentence1", "sentence2", "gold_label"),), _NLI3, ("accuracy",),
-             description="GLUE MNLI: sentence1, sentence2, gold_label (dev_matched.tsv / dev_mismatched.tsv)"),
-    TaskSpec("chnsenticorp", (_hdr("text_a", label="label"),
-                              Layout(ColumnSpec(text=1, label=0, header=False))), _BIN, ("accuracy",),
-             description="ChnSentiCorp sentiment (ERNIE/UER split): label, text_a"),
-    TaskSpec("lcqmc", (_hdr("text_a", "text_b", "label"),
-                       Layout(ColumnSpec(text=0, text_pair=1, label=2, header=False))), _BIN, ("accuracy", "f1"),
-             description="LCQMC question matching: text_a, text_b, label (ERNIE) or 3 columns without header"),
-    TaskSpec("xnli", (
-        _hdr("sentence1", "sentence2", "gold_label", filter_column="language", filter_value="zh"),  # XNLI 1.0
-        _hdr("premise", "hypo", "label", label_map=(("contradictory", "contradiction"),)),  # XNLI-MT train
-        _hdr("sentence1", "sentence2", "label"),  # CLUE-style JSON lines / TSV
-        _hdr("text_a", "text_b", "label"),  # Baidu ERNIE task_data (xnli_zh/dev.tsv)
-    ), _NLI3, ("accuracy",),
-        description="XNLI (Chinese rows of XNLI 1.0 dev/test; XNLI-MT train: premise, hypo, label)"),
-    # CLUE classification tasks, JSON lines as the CLUE repository distributes them (string labels)
-    TaskSpec("tnews", (_hdr("sentence", label="label"),), _TNEWS, ("accuracy",),
-             description="CLUE TNEWS' news titles, 15 classes: sentence, label (\"100\"..\"116\"), keywords unused"),
-    TaskSpec("iflytek", (_hdr("sentence", label="label"),), None, ("accuracy",),
-             description="CLUE IFLYTEK app descriptions, 119 classes: sentence, label (\"0\"..\"118\")"),
-    TaskSpec("afqmc", (_hdr("sentence1", "sentence2", "label"),), _BIN, ("accuracy",),
-             description="CLUE AFQMC question matching: sentence1, sentence2, label"),
-    TaskSpec("ocnli", (_hdr("sentence1", "sentence2", "label", skip_labels=("-",)),), _NLI3, ("accuracy",),
-             description="CLUE OCNLI: sentence1, sentence2, label (rows labelled '-' dropped)"),
-    TaskSpec("cmnli", (_hdr("sentence1", "sentence2", "label", skip_labels=("-",)),), _NLI3, ("accuracy",),
-             description="CLUE CMNLI: sentence1, sentence2, label (rows labelled '-' dropped)"),
-    TaskSpec("csl", (_hdr("keyword", "abst", "label"),), _BIN, ("accuracy",),
-             description="CLUE CSL keyword-abstract match: keyword (list, joined by ','), abst, label"),
-    # token classification (litebert/finetune/token.py): CoNLL-style column files or tokens/tags JSON lines
-    TaskSpec("conll2003", (), None, _NER, kind="token",
-             description="CoNLL-2003 English NER: 'word POS chunk tag' columns, IOB2, -DOCSTART- lines"),
-    TaskSpec("weibo_ner", (), None, _NER, kind="token", options=(("strip_segment_digits", True),),
-             description="Weibo NER (2nd revision): '<char><segment position>\\t<tag>', BIO, 8 types X.NAM/X.NOM"),
-    TaskSpec("msra_ner", (), None, _NER, kind="token",
-             description="MSRA NER (SIGHAN 2006): '<char>\\t<tag>', BIO, PER/LOC/ORG"),
-    # multiple choice (litebert/finetune/choice.py): the layout is recognised from the file
-    TaskSpec("c3", (), None, ("accuracy",), kind="choice",
-             description="CLUE C3: [[paragraphs], [{question, choice, answer}], id] documents, 2-4 options"),
-    TaskSpec("swag", (), None, ("accuracy",), kind="choice",
-             description="SWAG: sent1, sent2, ending0..3, label (JSON lines or the official CSV); HellaSwag JSON "
-                         "lines"),
-    TaskSpec("race", (), None, ("accuracy",), kind="choice",
-             description="RACE: article, questions, options, answers (A-D); one JSON object per file or per line"),
-)}
+TASKS: dict[str, TaskSpec] = {
+    t.name: t
+    for t in (
+        TaskSpec(
+            "sst2",
+            (_hdr("sentence", label="label"),),
+            _BIN,
+            ("accuracy",),
+            description="GLUE SST-2 sentiment: sentence, label",
+        ),
+        TaskSpec(
+            "mrpc",
+            (_hdr("#1 String", "#2 String", "Quality"),),
+            _BIN,
+            ("accuracy", "f1"),
+            description="GLUE MRPC paraphrase: Quality, #1 ID, #2 ID, #1 String, #2 String",
+        ),
+        TaskSpec(
+            "cola",
+            (
+                _hdr("sentence"),  # test.tsv: index, sentence
+                Layout(ColumnSpec(text=3, label=1, header=False)),
+            ),
+            _BIN,
+            ("mcc", "accuracy"),
+            description="GLUE CoLA acceptability: train/dev have no header (source, label, mark, sentence)",
+        ),
+        TaskSpec(
+            "stsb",
+            (_hdr("sentence1", "sentence2", "score"),),
+            None,
+            ("pearson", "spearman"),
+            "regression",
+            description="GLUE STS-B similarity (regression): sentence1, sentence2, score",
+        ),
+        TaskSpec(
+            "qnli",
+            (_hdr("question", "sentence", "label"),),
+            ("entailment", "not_entailment"),
+            ("accuracy",),
+            description="GLUE QNLI: question, sentence, label",
+        ),
+        TaskSpec(
+            "rte",
+            (_hdr("sentence1", "sentence2", "label"),),
+            ("entailment", "not_entailment"),
+            ("accuracy",),
+            description="GLUE RTE: sentence1, sentence2, label",
+        ),
+        TaskSpec(
+            "qqp",
+            (_hdr("question1", "question2", "is_duplicate"),),
+            _BIN,
+            ("accuracy", "f1"),
+            description="GLUE QQP: question1, question2, is_duplicate",
+        ),
+        TaskSpec(
+            "mnli",
+            (_hdr("sentence1", "sentence2", "gold_label"),),
+            _NLI3,
+            ("accuracy",),
+            description="GLUE MNLI: sentence1, sentence2, gold_label (dev_matched.tsv / dev_mismatched.tsv)",
+        ),
+        TaskSpec(
+            "chnsenticorp",
+            (_hdr("text_a", label="label"), Layout(ColumnSpec(text=1, label=0, header=False))),
+            _BIN,
+            ("accuracy",),
+            description="ChnSentiCorp sentiment (ERNIE/UER split): label, text_a",
+        ),
+        TaskSpec(
+            "lcqmc",
+            (_hdr("text_a", "text_b", "label"), Layout(ColumnSpec(text=0, text_pair=1, label=2, header=False))),
+            _BIN,
+            ("accuracy", "f1"),
+            description="LCQMC question matching: text_a, text_b, label (ERNIE) or 3 columns without header",
+        ),
+        TaskSpec(
+            "xnli",
+            (
+                _hdr("sentence1", "sentence2", "gold_label", filter_column="language", filter_value="zh"),  # XNLI 1.0
+                _hdr("premise", "hypo", "label", label_map=(("contradictory", "contradiction"),)),  # XNLI-MT train
+                _hdr("sentence1", "sentence2", "label"),  # CLUE-style JSON lines / TSV
+                _hdr("text_a", "text_b", "label"),  # Baidu ERNIE task_data (xnli_zh/dev.tsv)
+            ),
+            _NLI3,
+            ("accuracy",),
+            description="XNLI (Chinese rows of XNLI 1.0 dev/test; XNLI-MT train: premise, hypo, label)",
+        ),
+        # CLUE classification tasks, JSON lines as the CLUE repository distributes them (string labels)
+        TaskSpec(
+            "tnews",
+            (_hdr("sentence", label="label"),),
+            _TNEWS,
+            ("accuracy",),
+            description='CLUE TNEWS\' news titles, 15 classes: sentence, label ("100".."116"), keywords unused',
+        ),
+        TaskSpec(
+            "iflytek",
+            (_hdr("sentence", label="label"),),
+            None,
+            ("accuracy",),
+            description='CLUE IFLYTEK app descriptions, 119 classes: sentence, label ("0".."118")',
+        ),
+        TaskSpec(
+            "afqmc",
+            (_hdr("sentence1", "sentence2", "label"),),
+            _BIN,
+            ("accuracy",),
+            description="CLUE AFQMC question matching: sentence1, sentence2, label",
+        ),
+        TaskSpec(
+            "ocnli",
+            (_hdr("sentence1", "sentence2", "label", skip_labels=("-",)),),
+            _NLI3,
+            ("accuracy",),
+            description="CLUE OCNLI: sentence1, sentence2, label (rows labelled '-' dropped)",
+        ),
+        TaskSpec(
+            "cmnli",
+            (_hdr("sentence1", "sentence2", "label", skip_labels=("-",)),),
+            _NLI3,
+            ("accuracy",),
+            description="CLUE CMNLI: sentence1, sentence2, label (rows labelled '-' dropped)",
+        ),
+        TaskSpec(
+            "csl",
+            (_hdr("keyword", "abst", "label"),),
+            _BIN,
+            ("accuracy",),
+            description="CLUE CSL keyword-abstract match: keyword (list, joined by ','), abst, label",
+        ),
+        # token classification (litebert/finetune/token.py): CoNLL-style column files or tokens/tags JSON lines
+        TaskSpec(
+            "conll2003",
+            (),
+            None,
+            _NER,
+            kind="token",
+            description="CoNLL-2003 English NER: 'word POS chunk tag' columns, IOB2, -DOCSTART- lines",
+        ),
+        TaskSpec(
+            "weibo_ner",
+            (),
+            None,
+            _NER,
+            kind="token",
+            options=(("strip_segment_digits", True),),
+            description="Weibo NER (2nd revision): '<char><segment position>\\t<tag>', BIO, 8 types X.NAM/X.NOM",
+        ),
+        TaskSpec(
+            "msra_ner",
+            (),
+            None,
+            _NER,
+            kind="token",
+            description="MSRA NER (SIGHAN 2006): '<char>\\t<tag>', BIO, PER/LOC/ORG",
+        ),
+        # multiple choice (litebert/finetune/choice.py): the layout is recognised from the file
+        TaskSpec(
+            "c3",
+            (),
+            None,
+            ("accuracy",),
+            kind="choice",
+            description="CLUE C3: [[paragraphs], [{question, choice, answer}], id] documents, 2-4 options",
+        ),
+        TaskSpec(
+            "swag",
+            (),
+            None,
+            ("accuracy",),
+            kind="choice",
+            description="SWAG: sent1, sent2, ending0..3, label (JSON lines or the official CSV); HellaSwag JSON lines",
+        ),
+        TaskSpec(
+            "race",
+            (),
+            None,
+            ("accuracy",),
+            kind="choice",
+            description="RACE: article, questions, options, answers (A-D); one JSON object per file or per line",
+        ),
+    )
+}
 
 
 def get_task(name: str) -> TaskSpec:
@@ -185,6 +312,7 @@ def get_task(name: str) -> TaskSpec:
     Raises:
         LitebertError: unknown name (the message lists the known ones).
     """
+
     def norm(n: str) -> str:
         return n.lower().replace("-", "").replace("_", "")
 
@@ -195,13 +323,46 @@ def get_task(name: str) -> TaskSpec:
 
 
 # extractive QA (litebert.finetune.qa): SQuAD-layout JSON or JSON lines; the option names the metric family
-TASKS.update({t.name: t for t in (
-    TaskSpec("squad", (), None, ("f1", "exact_match"), kind="qa", options=(("qa_metric", "squad"),),
-             description="SQuAD v1.1 JSON (data[].paragraphs[].qas[]); official v1.1 EM/F1"),
-    TaskSpec("squad_v2", (), None, ("f1", "exact"), kind="qa", options=(("qa_metric", "squad_v2"),),
-             description="SQuAD v2.0 JSON with is_impossible; v2.0 EM/F1, null threshold chosen on dev"),
-    TaskSpec("cmrc2018", (), None, ("f1", "exact_match"), kind="qa", options=(("qa_metric", "cmrc"),),
-             description="CMRC 2018 (Simplified Chinese, SQuAD layout); CMRC 2018 character EM/F1"),
-    TaskSpec("drcd", (), None, ("f1", "exact_match"), kind="qa", options=(("qa_metric", "cmrc"),),
-             description="DRCD (Traditional Chinese, SQuAD layout); CMRC 2018 character EM/F1"),
-)})
+TASKS.update(
+    {
+        t.name: t
+        for t in (
+            TaskSpec(
+                "squad",
+                (),
+                None,
+                ("f1", "exact_match"),
+                kind="qa",
+                options=(("qa_metric", "squad"),),
+                description="SQuAD v1.1 JSON (data[].paragraphs[].qas[]); official v1.1 EM/F1",
+            ),
+            TaskSpec(
+                "squad_v2",
+                (),
+                None,
+                ("f1", "exact"),
+                kind="qa",
+                options=(("qa_metric", "squad_v2"),),
+                description="SQuAD v2.0 JSON with is_impossible; v2.0 EM/F1, null threshold chosen on dev",
+            ),
+            TaskSpec(
+                "cmrc2018",
+                (),
+                None,
+                ("f1", "exact_match"),
+                kind="qa",
+                options=(("qa_metric", "cmrc"),),
+                description="CMRC 2018 (Simplified Chinese, SQuAD layout); CMRC 2018 character EM/F1",
+            ),
+            TaskSpec(
+                "drcd",
+                (),
+                None,
+                ("f1", "exact_match"),
+                kind="qa",
+                options=(("qa_metric", "cmrc"),),
+                description="DRCD (Traditional Chinese, SQuAD layout); CMRC 2018 character EM/F1",
+            ),
+        )
+    }
+)

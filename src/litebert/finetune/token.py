@@ -75,8 +75,14 @@ class TokenExample:
         return self.tags
 
 
-def read_token_file(path: str | Path, *, word_column: int | None = None, tag_column: int | None = None,
-                    strip_segment_digits: bool = False, require_labels: bool = True) -> ReadResult:
+def read_token_file(
+    path: str | Path,
+    *,
+    word_column: int | None = None,
+    tag_column: int | None = None,
+    strip_segment_digits: bool = False,
+    require_labels: bool = True,
+) -> ReadResult:
     """Read a CoNLL-style column file or a ``tokens``/``tags`` JSON-lines file (see the module docstring).
 
     Returns:
@@ -122,13 +128,16 @@ def read_token_file(path: str | Path, *, word_column: int | None = None, tag_col
             raise LitebertError(
                 f"{path}:{lineno}: {len(fields)} column(s), expected at least {needed} (word in column {word_col}"
                 + (f", tag in column {'last' if tag_column is None else tag_column}" if has_labels else "")
-                + f"; columns split on {'tabs' if tab else 'spaces'}): {line[:80]!r}")
+                + f"; columns split on {'tabs' if tab else 'spaces'}): {line[:80]!r}"
+            )
         word = fields[word_col].strip() if not tab else fields[word_col]
         if strip_segment_digits:
             m = _SEGMENT_DIGITS.match(word)
             if m is None:
-                raise LitebertError(f"{path}:{lineno}: expected <character><segment position> in column {word_col} "
-                                    f"(Weibo NER layout), got {word!r}")
+                raise LitebertError(
+                    f"{path}:{lineno}: expected <character><segment position> in column {word_col} "
+                    f"(Weibo NER layout), got {word!r}"
+                )
             word = m.group(1)
         if not words:
             start = lineno
@@ -156,14 +165,17 @@ def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult
         if has_labels is None:
             has_labels = "tags" in obj
             if require_labels and not has_labels:
-                raise LitebertError(f"{path}:{lineno}: 'tags' missing (keys: {list(obj)}); training and dev files "
-                                    f"need tags")
+                raise LitebertError(
+                    f"{path}:{lineno}: 'tags' missing (keys: {list(obj)}); training and dev files need tags"
+                )
         tags = None
         if has_labels:
             tags = obj.get("tags")
             if not isinstance(tags, list) or len(tags) != len(obj["tokens"]):
-                raise LitebertError(f"{path}:{lineno}: 'tags' must be a list as long as 'tokens' "
-                                    f"({len(obj['tokens'])}), got {tags!r:.80}")
+                raise LitebertError(
+                    f"{path}:{lineno}: 'tags' must be a list as long as 'tokens' "
+                    f"({len(obj['tokens'])}), got {tags!r:.80}"
+                )
             tags = [str(t) for t in tags]
         if obj["tokens"]:
             examples.append(TokenExample(len(examples), [str(w) for w in obj["tokens"]], tags, lineno))
@@ -230,9 +242,13 @@ class TokenKind(TaskKind):
     # ---- data
     def read(self, path, *, require_labels: bool) -> ReadResult:
         task = self.task
-        return read_token_file(path, word_column=self.data.word_column, tag_column=self.data.tag_column,
-                               strip_segment_digits=bool(task and task.option("strip_segment_digits")),
-                               require_labels=require_labels)
+        return read_token_file(
+            path,
+            word_column=self.data.word_column,
+            tag_column=self.data.tag_column,
+            strip_segment_digits=bool(task and task.option("strip_segment_digits")),
+            require_labels=require_labels,
+        )
 
     def fit(self, train: ReadResult) -> None:
         self.tag_names = self.task.labels if self.task and self.task.labels else label_list(train)
@@ -246,8 +262,9 @@ class TokenKind(TaskKind):
         self.metrics = tuple(self.metrics) or (self.task.metrics if self.task else TOKEN_METRICS)
         for name in self.metrics:
             if name not in TOKEN_METRICS:
-                raise LitebertError(f"metric {name!r} does not apply to token classification; "
-                                    f"use {', '.join(TOKEN_METRICS)}")
+                raise LitebertError(
+                    f"metric {name!r} does not apply to token classification; use {', '.join(TOKEN_METRICS)}"
+                )
 
     @property
     def labels(self) -> list[str]:
@@ -309,14 +326,28 @@ class TokenKind(TaskKind):
                 positions.append(pos)
         if unknown:
             tag, line = first_unknown
-            log.warning("%s: %d word(s) of %s carry tags the model does not know %s (first %r at line %d): they "
-                        "stay in the gold sequences (entities missed) and are left out of eval_loss", split,
-                        sum(unknown.values()), read.path, sorted(unknown), tag, line)
+            log.warning(
+                "%s: %d word(s) of %s carry tags the model does not know %s (first %r at line %d): they "
+                "stay in the gold sequences (entities missed) and are left out of eval_loss",
+                split,
+                sum(unknown.values()),
+                read.path,
+                sorted(unknown),
+                tag,
+                line,
+            )
         if split_sentences:
-            log.info("%s: %d of %d sentences of %s are longer than %d sub-tokens and were split into overlapping "
-                     "windows", split, split_sentences, len(read.examples), read.path, body)
-        return Features(items, lengths, owners, truncated, longest,
-                        extra={"positions": positions, "unknown_tags": dict(unknown)})
+            log.info(
+                "%s: %d of %d sentences of %s are longer than %d sub-tokens and were split into overlapping windows",
+                split,
+                split_sentences,
+                len(read.examples),
+                read.path,
+                body,
+            )
+        return Features(
+            items, lengths, owners, truncated, longest, extra={"positions": positions, "unknown_tags": dict(unknown)}
+        )
 
     def collator(self, pad_token_id: int):
         return TokenCollator(pad_token_id)
@@ -341,8 +372,7 @@ class TokenKind(TaskKind):
             batch = {k: v.to(device) for k, v in batch.items()}
             logits = _logits(model, batch)
             labels = batch["labels"]
-            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100,
-                                   reduction="sum")
+            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
             on = labels != -100
             correct = (logits.detach().argmax(-1)[on] == labels[on]).sum().item()
             return LossOutput(sums={"loss": loss}, ratios={"accuracy": (float(correct), float(on.sum().item()))})
@@ -358,8 +388,9 @@ class TokenKind(TaskKind):
         loss_sum, units = 0.0, 0
         if "labels" in batch:
             labels = batch["labels"]
-            loss_sum = float(F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
-                                             reduction="sum"))
+            loss_sum = float(
+                F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
+            )
             units = int((labels != -100).sum())
         lengths = batch["attention_mask"].sum(-1).tolist()
         best = logits.argmax(-1).cpu().numpy()
@@ -380,16 +411,22 @@ class TokenKind(TaskKind):
         path.parent.mkdir(parents=True, exist_ok=True)
         if read.format == "jsonl":
             path = path.with_suffix(".jsonl")
-            lines = [json.dumps({"tokens": ex.words, **({"tags": ex.tags} if ex.tags is not None else {}),
-                                 "predicted_tags": pred}, ensure_ascii=False)
-                     for ex, pred in zip(read.examples, predictions, strict=True)]
+            lines = [
+                json.dumps(
+                    {"tokens": ex.words, **({"tags": ex.tags} if ex.tags is not None else {}), "predicted_tags": pred},
+                    ensure_ascii=False,
+                )
+                for ex, pred in zip(read.examples, predictions, strict=True)
+            ]
             body = "\n".join(lines) + "\n"
         else:
             sep = "\t" if read.format == "conll-tab" else " "
             blocks = []
             for ex, pred in zip(read.examples, predictions, strict=True):
-                rows = [sep.join([w, *([ex.tags[i]] if ex.tags is not None else []), pred[i]])
-                        for i, w in enumerate(ex.words)]
+                rows = [
+                    sep.join([w, *([ex.tags[i]] if ex.tags is not None else []), pred[i]])
+                    for i, w in enumerate(ex.words)
+                ]
                 blocks.append("\n".join(rows))
             body = "\n\n".join(blocks) + "\n"
         return atomic_write_text(path, body)
@@ -399,8 +436,9 @@ class TokenKind(TaskKind):
 
 
 def _logits(model, batch) -> torch.Tensor:
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                token_type_ids=batch["token_type_ids"])
+    out = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+    )
     return out.logits if hasattr(out, "logits") else out[0]
 
 
@@ -421,8 +459,11 @@ class TokenCollator:
             if "labels" in it:
                 labels[row, : lengths[row]] = it["labels"]
         mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
-        out = {"input_ids": torch.from_numpy(input_ids), "token_type_ids": torch.zeros((batch, seq), dtype=torch.long),
-               "attention_mask": torch.from_numpy(mask)}
+        out = {
+            "input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.zeros((batch, seq), dtype=torch.long),
+            "attention_mask": torch.from_numpy(mask),
+        }
         if "labels" in items[0]:
             out["labels"] = torch.from_numpy(labels)
         return out
@@ -437,8 +478,12 @@ def entity_metrics(gold: list[list[str]], pred: list[list[str]], names=TOKEN_MET
     """
     from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
 
-    overall = {"f1": f1_score(gold, pred, zero_division=0), "precision": precision_score(gold, pred, zero_division=0),
-               "recall": recall_score(gold, pred, zero_division=0), "accuracy": accuracy_score(gold, pred)}
+    overall = {
+        "f1": f1_score(gold, pred, zero_division=0),
+        "precision": precision_score(gold, pred, zero_division=0),
+        "recall": recall_score(gold, pred, zero_division=0),
+        "accuracy": accuracy_score(gold, pred),
+    }
     out = {name: float(overall[name]) for name in names}
     for name in TOKEN_METRICS:
         out.setdefault(name, float(overall[name]))

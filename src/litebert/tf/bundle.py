@@ -26,9 +26,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import struct
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -66,6 +67,7 @@ _TF_DTYPE_NAMES = {7: "DT_STRING", 14: "DT_BFLOAT16", 20: "DT_RESOURCE", 21: "DT
 # --------------------------------------------------------------------------------------------------------------
 # CRC32C (Castagnoli), as TensorFlow and LevelDB use it
 # --------------------------------------------------------------------------------------------------------------
+
 
 def _make_crc32c_table() -> list[int]:
     table = []
@@ -123,6 +125,7 @@ def unmask_crc(masked: int) -> int:
 # --------------------------------------------------------------------------------------------------------------
 # bundle entries
 # --------------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class BundleEntry:
@@ -194,10 +197,13 @@ def _parse_entry(name: str, buf: bytes) -> BundleEntry:
 # SSTable (the .index file)
 # --------------------------------------------------------------------------------------------------------------
 
+
 def _read_block(data: bytes, offset: int, size: int, path: Path, what: str) -> bytes:
     end = offset + size + BLOCK_TRAILER_SIZE
     if offset < 0 or end > len(data):
-        raise LitebertError(f"{path}: {what} block [{offset}, {offset + size}) lies outside the {len(data)}-byte file (truncated index?)")
+        raise LitebertError(
+            f"{path}: {what} block [{offset}, {offset + size}) lies outside the {len(data)}-byte file (truncated index?)"
+        )
     block = data[offset : offset + size]
     ctype = data[offset + size]
     (stored,) = struct.unpack_from("<I", data, offset + size + 1)
@@ -205,7 +211,9 @@ def _read_block(data: bytes, offset: int, size: int, path: Path, what: str) -> b
         raise LitebertError(f"{path}: CRC32C mismatch in the {what} block at byte {offset} (the index file is corrupt)")
     if ctype != 0:
         kind = {1: "snappy", 2: "zlib"}.get(ctype, f"type {ctype}")
-        raise LitebertError(f"{path}: {what} block is {kind}-compressed; only uncompressed bundle indexes (what TensorFlow writes) are supported")
+        raise LitebertError(
+            f"{path}: {what} block is {kind}-compressed; only uncompressed bundle indexes (what TensorFlow writes) are supported"
+        )
     return block
 
 
@@ -235,11 +243,15 @@ def _read_table(path: Path) -> list[tuple[bytes, bytes]]:
     """All (key, value) pairs of the SSTable at ``path``, in key order, every block CRC checked."""
     data = path.read_bytes()
     if len(data) < FOOTER_SIZE:
-        raise LitebertError(f"{path}: {len(data)} bytes is too short for a TensorFlow checkpoint index (footer is {FOOTER_SIZE} bytes)")
+        raise LitebertError(
+            f"{path}: {len(data)} bytes is too short for a TensorFlow checkpoint index (footer is {FOOTER_SIZE} bytes)"
+        )
     footer = data[-FOOTER_SIZE:]
     (magic,) = struct.unpack_from("<Q", footer, FOOTER_SIZE - 8)
     if magic != TABLE_MAGIC:
-        raise LitebertError(f"{path}: not a TensorFlow V2 checkpoint index (bad table magic {magic:#018x}; truncated or another format)")
+        raise LitebertError(
+            f"{path}: not a TensorFlow V2 checkpoint index (bad table magic {magic:#018x}; truncated or another format)"
+        )
     try:
         _meta_off, pos = decode_varint(footer, 0)
         _meta_size, pos = decode_varint(footer, pos)
@@ -263,6 +275,7 @@ def _read_table(path: Path) -> list[tuple[bytes, bytes]]:
 # --------------------------------------------------------------------------------------------------------------
 # the reader
 # --------------------------------------------------------------------------------------------------------------
+
 
 class CheckpointReader(Protocol):
     """What the converter needs from a checkpoint reader (native or TensorFlow)."""
@@ -304,7 +317,9 @@ def resolve_prefix(path: str | os.PathLike) -> str:
             return str(indexes[0])[: -len(".index")]
         if len(indexes) > 1:
             names = ", ".join(i.name for i in indexes)
-            raise LitebertError(f"{p}: several checkpoints in this directory ({names}); pass one prefix, e.g. {str(indexes[0])[:-6]}")
+            raise LitebertError(
+                f"{p}: several checkpoints in this directory ({names}); pass one prefix, e.g. {str(indexes[0])[:-6]}"
+            )
         raise LitebertError(f"{p}: directory holds no TensorFlow checkpoint (no *.index file)")
     if not Path(text + ".index").is_file():
         hint = ""
@@ -328,7 +343,9 @@ class BundleReader:
         self.prefix = str(prefix)
         index_path = Path(self.prefix + ".index")
         if not index_path.is_file():
-            raise LitebertError(f"{index_path} not found: {self.prefix} is not the prefix of a TensorFlow V2 checkpoint")
+            raise LitebertError(
+                f"{index_path} not found: {self.prefix} is not the prefix of a TensorFlow V2 checkpoint"
+            )
         self.index_path = index_path
         self.num_shards = 1
         self.little_endian = True
@@ -378,11 +395,14 @@ class BundleReader:
         itemsize = 2 if entry.dtype == _DT_BFLOAT16 else _TF_DTYPES[entry.dtype].itemsize
         count = int(np.prod(entry.shape, dtype=np.int64))
         if count * itemsize != entry.size:
-            raise LitebertError(f"{where}: index says {entry.size} bytes but shape {list(entry.shape)} of "
-                                f"{entry.dtype_name} needs {count * itemsize}")
+            raise LitebertError(
+                f"{where}: index says {entry.size} bytes but shape {list(entry.shape)} of "
+                f"{entry.dtype_name} needs {count * itemsize}"
+            )
         if not path.is_file():
-            raise LitebertError(f"{path} not found (needed for variable {name!r}); the checkpoint has "
-                                f"{self.num_shards} data shard(s)")
+            raise LitebertError(
+                f"{path} not found (needed for variable {name!r}); the checkpoint has {self.num_shards} data shard(s)"
+            )
         buf = bytearray(entry.size)
         with open(path, "rb") as f:
             f.seek(entry.offset)
@@ -395,8 +415,9 @@ class BundleReader:
             )
         computed, stored = crc32c(buf), unmask_crc(entry.crc32c)
         if computed != stored:
-            raise LitebertError(f"{where}: CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x}); "
-                                "the data file is corrupt")
+            raise LitebertError(
+                f"{where}: CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x}); the data file is corrupt"
+            )
         return _decode_tensor(buf, entry.dtype, entry.shape, self.little_endian)
 
 
@@ -439,7 +460,9 @@ class TensorFlowReader:
         try:
             return np.array(self._reader.get_tensor(name))
         except Exception as exc:
-            raise LitebertError(f"variable {name!r} in {self.prefix}.data-*: TensorFlow could not read it: {exc}") from None
+            raise LitebertError(
+                f"variable {name!r} in {self.prefix}.data-*: TensorFlow could not read it: {exc}"
+            ) from None
 
 
 def tensorflow_available() -> bool:
@@ -478,7 +501,9 @@ def read_bundle(path: str | os.PathLike, backend: str = "auto") -> dict[str, np.
 # writer (small; used to build test checkpoints)
 # --------------------------------------------------------------------------------------------------------------
 
-_NUMPY_TO_TF = {np.dtype(v).newbyteorder("<") if np.dtype(v).itemsize > 1 else np.dtype(v): k for k, v in _TF_DTYPES.items()}
+_NUMPY_TO_TF = {
+    np.dtype(v).newbyteorder("<") if np.dtype(v).itemsize > 1 else np.dtype(v): k for k, v in _TF_DTYPES.items()
+}
 
 
 def _put_varint(value: int) -> bytes:
@@ -549,8 +574,14 @@ def write_bundle(prefix: str | os.PathLike, arrays: Mapping[str, np.ndarray]) ->
             raise LitebertError(f"write_bundle: variable {name!r} has unsupported dtype {arr.dtype}")
         raw = np.ascontiguousarray(arr, dtype=dt).tobytes()
         shape = b"".join(_proto_bytes(2, _proto_varint(1, d)) for d in arr.shape)
-        entry = (_proto_varint(1, _NUMPY_TO_TF[dt]) + _proto_bytes(2, shape) + _proto_varint(4, len(data))
-                 + _proto_varint(5, len(raw)) + struct.pack("<B", 6 << 3 | 5) + struct.pack("<I", mask_crc(crc32c(raw))))
+        entry = (
+            _proto_varint(1, _NUMPY_TO_TF[dt])
+            + _proto_bytes(2, shape)
+            + _proto_varint(4, len(data))
+            + _proto_varint(5, len(raw))
+            + struct.pack("<B", 6 << 3 | 5)
+            + struct.pack("<I", mask_crc(crc32c(raw)))
+        )
         pairs.append((name.encode("utf-8"), entry))
         data += raw
     atomic_write_bytes(f"{prefix}.data-00000-of-00001", bytes(data))

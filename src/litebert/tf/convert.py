@@ -30,9 +30,10 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,34 +49,76 @@ LAYOUTS = ("official", "albert_zh")
 
 #: last name components of optimizer slot variables (google-research/albert ``optimization.py`` /
 #: ``lamb_optimizer.py``, BERT's ``AdamWeightDecayOptimizer``, albert_zh, TF's built-in optimizers).
-SLOT_SUFFIXES = frozenset({
-    "adam_m", "adam_v", "lamb_m", "lamb_v", "Adam", "Adam_1", "LAMB", "LAMB_1", "Momentum", "Adagrad",
-    "RMSProp", "RMSProp_1", "Adadelta", "Adadelta_1", "Ftrl", "Ftrl_1", "ExponentialMovingAverage",
-})
+SLOT_SUFFIXES = frozenset(
+    {
+        "adam_m",
+        "adam_v",
+        "lamb_m",
+        "lamb_v",
+        "Adam",
+        "Adam_1",
+        "LAMB",
+        "LAMB_1",
+        "Momentum",
+        "Adagrad",
+        "RMSProp",
+        "RMSProp_1",
+        "Adadelta",
+        "Adadelta_1",
+        "Ftrl",
+        "Ftrl_1",
+        "ExponentialMovingAverage",
+    }
+)
 #: whole names (after stripping ``module/``) that are training bookkeeping, not weights.
-BOOKKEEPING_NAMES = frozenset({
-    "global_step", "beta1_power", "beta2_power", "current_loss_scale", "good_steps", "loss_scale",
-})
+BOOKKEEPING_NAMES = frozenset(
+    {
+        "global_step",
+        "beta1_power",
+        "beta2_power",
+        "current_loss_scale",
+        "good_steps",
+        "loss_scale",
+    }
+)
 
 # TF activation names (modeling.get_activation) -> transformers' names. TF's "gelu" is the tanh approximation.
 _TF_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh", "gelu_new": "gelu_new", "swish": "swish"}
 
 # albert_config.json keys that the TF code never reads for these models, or that must keep their default.
-_IGNORED_CONFIG_KEYS = frozenset({
-    "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head",
-    "pooler_type", "initializer_range_scale",
-})
+_IGNORED_CONFIG_KEYS = frozenset(
+    {
+        "directionality",
+        "pooler_fc_size",
+        "pooler_num_attention_heads",
+        "pooler_num_fc_layers",
+        "pooler_size_per_head",
+        "pooler_type",
+        "initializer_range_scale",
+    }
+)
 _MUST_BE_DEFAULT = {"net_structure_type": 0, "gap_size": 0, "num_memory_blocks": 0, "down_scale_factor": 1}
 _COPIED_KEYS = (
-    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups", "num_attention_heads",
-    "intermediate_size", "inner_group_num", "hidden_dropout_prob", "attention_probs_dropout_prob",
-    "max_position_embeddings", "type_vocab_size", "initializer_range",
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "num_attention_heads",
+    "intermediate_size",
+    "inner_group_num",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
 )
 
 
 # --------------------------------------------------------------------------------------------------------------
 # name maps
 # --------------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Rule:
@@ -167,7 +210,7 @@ _COMPILED: dict[str, list[tuple[re.Pattern, re.Pattern, _Rule]]] = {
 
 def strip_hub_prefix(name: str) -> str:
     """Drop TF-Hub's ``module/`` scope: ``module/bert/embeddings/...`` -> ``bert/embeddings/...``."""
-    return name[len("module/"):] if name.startswith("module/") else name
+    return name[len("module/") :] if name.startswith("module/") else name
 
 
 def is_optimizer_variable(name: str) -> bool:
@@ -213,30 +256,40 @@ def detect_layout(names: list[str] | Mapping[str, Any]) -> str:
     stripped = [strip_hub_prefix(n) for n in names]
     if any(n == "bert/embeddings/word_embeddings_2" or n.startswith(f"{_ZH}/") for n in stripped):
         return "albert_zh"
-    if any(n.startswith("bert/encoder/transformer/") or n.startswith("bert/encoder/embedding_hidden_mapping_in")
-           for n in stripped):
+    if any(
+        n.startswith("bert/encoder/transformer/") or n.startswith("bert/encoder/embedding_hidden_mapping_in")
+        for n in stripped
+    ):
         return "official"
     sample = ", ".join(sorted(stripped)[:5])
     raise LitebertError(
         f"cannot tell the checkpoint layout: no 'bert/encoder/transformer/' (google-research/albert) nor "
-        f"'bert/encoder/layer_shared/' (albert_zh) variables (first names: {sample})")
+        f"'bert/encoder/layer_shared/' (albert_zh) variables (first names: {sample})"
+    )
 
 
 def _unknown_hint(names: list[str]) -> str:
     hints = []
     if any("layer_normalization" in n or n.startswith("albert/") or "/_" in n for n in names):
-        hints.append("names like 'layer_normalization' come from TF2/Keras model code (e.g. the TF Model Garden), "
-                     "not from google-research/albert's modeling.py; convert the original TF1 checkpoint instead")
-    if any(n.startswith(("output_weights", "output_bias", "classifier", "cls/squad", "finetune_mrc"))
-           or n.split("/")[0] in ("loss", "output", "classifier") for n in names):
-        hints.append("variables outside bert/ and cls/ look like a fine-tuned task head, which this converter "
-                     "does not map")
+        hints.append(
+            "names like 'layer_normalization' come from TF2/Keras model code (e.g. the TF Model Garden), "
+            "not from google-research/albert's modeling.py; convert the original TF1 checkpoint instead"
+        )
+    if any(
+        n.startswith(("output_weights", "output_bias", "classifier", "cls/squad", "finetune_mrc"))
+        or n.split("/")[0] in ("loss", "output", "classifier")
+        for n in names
+    ):
+        hints.append(
+            "variables outside bert/ and cls/ look like a fine-tuned task head, which this converter does not map"
+        )
     return ("Note: " + "; ".join(hints) + ". ") if hints else ""
 
 
 # --------------------------------------------------------------------------------------------------------------
 # config
 # --------------------------------------------------------------------------------------------------------------
+
 
 def read_tf_config(path: str | os.PathLike) -> dict[str, Any]:
     """Read an ``albert_config.json`` (official or albert_zh key set) as a dict; LitebertError naming the file."""
@@ -246,7 +299,9 @@ def read_tf_config(path: str | os.PathLike) -> dict[str, Any]:
     return read_json(path, what="albert_config.json", expect=dict)
 
 
-def tf_config_to_hf(raw: Mapping[str, Any], layout: str, source: str = "albert_config.json") -> tuple[dict[str, Any], list[str]]:
+def tf_config_to_hf(
+    raw: Mapping[str, Any], layout: str, source: str = "albert_config.json"
+) -> tuple[dict[str, Any], list[str]]:
     """Map a TF ``albert_config.json`` dict to :class:`~litebert.config.AlbertConfig` keyword arguments.
 
     Returns ``(kwargs, ignored_keys)``. TF ``"gelu"`` (tanh approximation) becomes ``"gelu_new"``;
@@ -269,14 +324,18 @@ def tf_config_to_hf(raw: Mapping[str, Any], layout: str, source: str = "albert_c
     kwargs.setdefault("embedding_size", raw.get("embedding_size", raw["hidden_size"]))
     act = raw.get("hidden_act", "gelu")
     if act not in _TF_ACTIVATIONS:
-        raise LitebertError(f"{source}: hidden_act {act!r} is not an activation of ALBERT's TF code "
-                            f"(expected one of {sorted(_TF_ACTIVATIONS)})")
+        raise LitebertError(
+            f"{source}: hidden_act {act!r} is not an activation of ALBERT's TF code "
+            f"(expected one of {sorted(_TF_ACTIVATIONS)})"
+        )
     kwargs["hidden_act"] = _TF_ACTIVATIONS[act]
     kwargs["layer_norm_eps"] = 1e-12  # tf.contrib.layers.layer_norm's epsilon
     for key, default in _MUST_BE_DEFAULT.items():
         if key in raw and raw[key] != default:
-            raise LitebertError(f"{source}: {key}={raw[key]!r} selects an ALBERT variant that litebert does not "
-                                f"implement (only {key}={default} is supported)")
+            raise LitebertError(
+                f"{source}: {key}={raw[key]!r} selects an ALBERT variant that litebert does not "
+                f"implement (only {key}={default} is supported)"
+            )
     layers_to_keep = raw.get("layers_to_keep")
     if layers_to_keep:
         raise LitebertError(f"{source}: layers_to_keep={layers_to_keep!r} is not supported (use all layers)")
@@ -284,8 +343,9 @@ def tf_config_to_hf(raw: Mapping[str, Any], layout: str, source: str = "albert_c
     if layout == "albert_zh":
         for key in ("num_hidden_groups", "inner_group_num"):
             if raw.get(key, 1) != 1:
-                raise LitebertError(f"{source}: {key}={raw[key]} but albert_zh checkpoints share one layer "
-                                    f"(layer_shared); expected 1")
+                raise LitebertError(
+                    f"{source}: {key}={raw[key]} but albert_zh checkpoints share one layer (layer_shared); expected 1"
+                )
         kwargs["num_hidden_groups"] = 1
         kwargs["inner_group_num"] = 1
         positions = {None: "post", "postln": "post", "preln": "pre"}
@@ -294,10 +354,16 @@ def tf_config_to_hf(raw: Mapping[str, Any], layout: str, source: str = "albert_c
         kwargs["embedding_layout"] = "albert_zh"
         kwargs["layer_norm_position"] = positions[ln_type]
     elif ln_type not in (None, "postln"):
-        raise LitebertError(f"{source}: ln_type {ln_type!r} but the checkpoint has the official layout, whose code "
-                            "is post-LN only (is this an albert_zh checkpoint? try --layout albert_zh)")
-    known = set(_COPIED_KEYS) | set(_MUST_BE_DEFAULT) | _IGNORED_CONFIG_KEYS | {
-        "hidden_act", "ln_type", "layers_to_keep", "embedding_size"}
+        raise LitebertError(
+            f"{source}: ln_type {ln_type!r} but the checkpoint has the official layout, whose code "
+            "is post-LN only (is this an albert_zh checkpoint? try --layout albert_zh)"
+        )
+    known = (
+        set(_COPIED_KEYS)
+        | set(_MUST_BE_DEFAULT)
+        | _IGNORED_CONFIG_KEYS
+        | {"hidden_act", "ln_type", "layers_to_keep", "embedding_size"}
+    )
     ignored = sorted(k for k in raw if k not in known)
     return kwargs, ignored
 
@@ -305,6 +371,7 @@ def tf_config_to_hf(raw: Mapping[str, Any], layout: str, source: str = "albert_c
 # --------------------------------------------------------------------------------------------------------------
 # conversion
 # --------------------------------------------------------------------------------------------------------------
+
 
 class _ArrayReader:
     """A dict of arrays behind the reader interface (tests, or arrays already in memory)."""
@@ -337,7 +404,9 @@ class TFCheckpointSummary:
     global_step: int | None = None
 
 
-def summarize_tf_checkpoint(reader: CheckpointReader | Mapping[str, np.ndarray], layout: str = "auto") -> TFCheckpointSummary:
+def summarize_tf_checkpoint(
+    reader: CheckpointReader | Mapping[str, np.ndarray], layout: str = "auto"
+) -> TFCheckpointSummary:
     """Sort a checkpoint's variables into model weights, optimizer/bookkeeping and unknown, without loading them
     (except ``global_step``). ``layout`` ``"auto"`` detects it (None in the result when undetectable)."""
     if isinstance(reader, Mapping):
@@ -384,8 +453,13 @@ class ConversionReport:
     """True when ``embedding_hidden_mapping_in`` was absent (E == H) and set to identity weight and zero bias."""
 
 
-def load_tf_weights(model, reader: CheckpointReader | Mapping[str, np.ndarray], layout: str,
-                    skip_unknown: bool = False, config_source: str = "the config") -> ConversionReport:
+def load_tf_weights(
+    model,
+    reader: CheckpointReader | Mapping[str, np.ndarray],
+    layout: str,
+    skip_unknown: bool = False,
+    config_source: str = "the config",
+) -> ConversionReport:
     """Fill every parameter of ``model`` (litebert ``AlbertForPreTraining`` or ``AlbertModel``) from ``reader``.
 
     ``reader``: an opened checkpoint or a dict TF name -> array. ``layout``: "official" or "albert_zh". For an
@@ -418,13 +492,15 @@ def load_tf_weights(model, reader: CheckpointReader | Mapping[str, np.ndarray], 
             if not hf_name.startswith(prefix):
                 report.skipped_unknown.append(name)  # a head variable; this model has no heads
                 continue
-            hf_name = hf_name[len(prefix):]
+            hf_name = hf_name[len(prefix) :]
         if hf_name not in params:
             no_place.append(f"{name} (-> {hf_name})")
             continue
         if hf_name in plan:
-            raise LitebertError(f"variables {plan[hf_name][0]!r} and {name!r} both map to {hf_name} "
-                                "(a checkpoint with and without TF-Hub's 'module/' prefix?)")
+            raise LitebertError(
+                f"variables {plan[hf_name][0]!r} and {name!r} both map to {hf_name} "
+                "(a checkpoint with and without TF-Hub's 'module/' prefix?)"
+            )
         plan[hf_name] = (name, transpose)
 
     if unknown and not skip_unknown:
@@ -432,14 +508,17 @@ def load_tf_weights(model, reader: CheckpointReader | Mapping[str, np.ndarray], 
         raise LitebertError(
             f"{reader.prefix}: {len(unknown)} variable(s) are neither {layout}-layout ALBERT weights nor optimizer "
             f"slots:\n  {listing}\n{_unknown_hint(unknown)}Pass --skip-unknown (skip_unknown=True) to convert "
-            "without them.")
+            "without them."
+        )
     report.skipped_unknown.extend(unknown)
     if no_place:
         cfg = model.config
         raise LitebertError(
             f"{config_source} disagrees with the checkpoint: the model it describes (num_hidden_groups="
             f"{cfg.num_hidden_groups}, inner_group_num={cfg.inner_group_num}) has no parameter for: "
-            + "; ".join(no_place[:20]) + (f" ... and {len(no_place) - 20} more" if len(no_place) > 20 else ""))
+            + "; ".join(no_place[:20])
+            + (f" ... and {len(no_place) - 20} more" if len(no_place) > 20 else "")
+        )
 
     # shapes first, all of them, so one message names every disagreement
     bad = []
@@ -472,8 +551,9 @@ def load_tf_weights(model, reader: CheckpointReader | Mapping[str, np.ndarray], 
     if missing:
         names = [hf_to_tf_name(prefix + m, layout) or m for m in missing]
         listing = ", ".join(names[:20]) + (f" ... and {len(names) - 20} more" if len(names) > 20 else "")
-        raise LitebertError(f"{reader.prefix}: the checkpoint has no value for {len(missing)} model parameter(s): "
-                            f"{listing}")
+        raise LitebertError(
+            f"{reader.prefix}: the checkpoint has no value for {len(missing)} model parameter(s): {listing}"
+        )
 
     with torch.no_grad():
         for hf_name, (tf_name, transpose) in plan.items():
@@ -547,8 +627,10 @@ def convert_tf_checkpoint(
     elif layout not in LAYOUTS:
         raise LitebertError(f"unknown layout {layout!r}; expected auto, official or albert_zh")
     elif layout != found:
-        raise LitebertError(f"{reader.prefix}: --layout {layout} but the variable names are those of the {found} "
-                            "layout (use --layout auto)")
+        raise LitebertError(
+            f"{reader.prefix}: --layout {layout} but the variable names are those of the {found} "
+            "layout (use --layout auto)"
+        )
 
     source = "albert_config.json"
     if isinstance(config, Mapping):
@@ -568,8 +650,10 @@ def convert_tf_checkpoint(
     except LitebertError as exc:
         raise LitebertError(f"{source}: {exc}") from None
     if tokenizer is not None and tokenizer.vocab_size > cfg.vocab_size:
-        raise LitebertError(f"{vocab or spm_model}: the tokenizer has {tokenizer.vocab_size} tokens but {source} "
-                            f"says vocab_size {cfg.vocab_size} (wrong vocabulary for this checkpoint?)")
+        raise LitebertError(
+            f"{vocab or spm_model}: the tokenizer has {tokenizer.vocab_size} tokens but {source} "
+            f"says vocab_size {cfg.vocab_size} (wrong vocabulary for this checkpoint?)"
+        )
     model = modeling.AlbertForPreTraining(cfg) if heads == "pretraining" else modeling.AlbertModel(cfg)
     report = load_tf_weights(model, reader, layout, skip_unknown=skip_unknown, config_source=source)
     model.eval()
@@ -579,8 +663,9 @@ def convert_tf_checkpoint(
             # a corrupt global_step is still a corrupt checkpoint: LitebertError propagates
             with contextlib.suppress(ValueError, TypeError):
                 summary_step = int(np.asarray(reader.get_tensor(n)).reshape(()))
-    result = ConvertResult(model=model, config=cfg, layout=layout, report=report, ignored_config_keys=ignored,
-                           global_step=summary_step)
+    result = ConvertResult(
+        model=model, config=cfg, layout=layout, report=report, ignored_config_keys=ignored, global_step=summary_step
+    )
     if output_dir is not None:
         out = Path(output_dir)
         model.save_pretrained(out)
@@ -613,8 +698,24 @@ def read_tf_checkpoint(prefix: str | os.PathLike, backend: str = "auto") -> dict
 
 
 __all__ = [
-    "ALBERT_ZH_RULES", "BOOKKEEPING_NAMES", "BundleReader", "ConversionReport", "ConvertResult", "LAYOUTS",
-    "OFFICIAL_RULES", "SLOT_SUFFIXES", "TFCheckpointSummary", "convert_tf_checkpoint", "detect_layout",
-    "hf_to_tf_name", "is_optimizer_variable", "load_tf_weights", "read_tf_checkpoint", "read_tf_config",
-    "strip_hub_prefix", "summarize_tf_checkpoint", "tf_config_to_hf", "tf_to_hf_name",
+    "ALBERT_ZH_RULES",
+    "BOOKKEEPING_NAMES",
+    "LAYOUTS",
+    "OFFICIAL_RULES",
+    "SLOT_SUFFIXES",
+    "BundleReader",
+    "ConversionReport",
+    "ConvertResult",
+    "TFCheckpointSummary",
+    "convert_tf_checkpoint",
+    "detect_layout",
+    "hf_to_tf_name",
+    "is_optimizer_variable",
+    "load_tf_weights",
+    "read_tf_checkpoint",
+    "read_tf_config",
+    "strip_hub_prefix",
+    "summarize_tf_checkpoint",
+    "tf_config_to_hf",
+    "tf_to_hf_name",
 ]

@@ -101,8 +101,9 @@ def barrier() -> None:
         torch_dist.barrier()
 
 
-def wrap_model(model: nn.Module, dist: DistInfo, *, fsdp: bool = False, compile: bool = False,
-               precision: str = "fp32") -> nn.Module:
+def wrap_model(
+    model: nn.Module, dist: DistInfo, *, fsdp: bool = False, compile: bool = False, precision: str = "fp32"
+) -> nn.Module:
     """Move ``model`` to ``dist.device`` and wrap it for training.
 
     * ``fsdp=True``: FSDP2 (:func:`shard_model`): parameters become DTensors sharded over ranks; build the optimizer

@@ -21,14 +21,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from litebert.errors import LitebertError
+from litebert.precision import RESOLVED_PRECISIONS
 from litebert.training import distributed as D
 from litebert.training import state as S
 from litebert.training.metrics import MetricsLogger
 
 Batch = dict[str, torch.Tensor]
 
-#: autocast settings of the loop (the choices of every command's ``--precision``)
-PRECISIONS = ("fp32", "bf16", "fp16")
+#: what the loop computes in (a command's ``--precision``, litebert.precision.PRECISIONS, resolves to one of these)
+PRECISIONS = RESOLVED_PRECISIONS
 
 
 @dataclass
@@ -84,8 +85,11 @@ class TrainingArgs:
         need(self.save_total_limit is None or self.save_total_limit >= 1, "save_total_limit", "must be >= 1")
         need(self.precision in PRECISIONS, "precision", f"expected {', '.join(PRECISIONS)}")
         need(self.max_bad_steps >= 1, "max_bad_steps", "must be >= 1")
-        need(self.early_stopping_patience is None or self.metric_for_best is not None, "early_stopping_patience",
-             "needs metric_for_best")
+        need(
+            self.early_stopping_patience is None or self.metric_for_best is not None,
+            "early_stopping_patience",
+            "needs metric_for_best",
+        )
         need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "must be > 0 or None")
 
 
@@ -136,9 +140,20 @@ class _LoopState:
     evals_without_improvement: int = 0
 
 
-def make_batch_factory(dataset, batch_size: int, collate_fn=None, *, seed: int, shuffle: bool = True,
-                       drop_last: bool = True, num_workers: int = 0, rank: int = 0, world_size: int = 1,
-                       set_epoch: bool = True, equal_per_rank: bool = True) -> BatchFactory:
+def make_batch_factory(
+    dataset,
+    batch_size: int,
+    collate_fn=None,
+    *,
+    seed: int,
+    shuffle: bool = True,
+    drop_last: bool = True,
+    num_workers: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+    set_epoch: bool = True,
+    equal_per_rank: bool = True,
+) -> BatchFactory:
     """A :data:`BatchFactory` over a map-style ``dataset``.
 
     Epoch ``e``: a permutation of ``range(len(dataset))`` from ``torch.Generator().manual_seed(seed + e)`` (or
@@ -158,14 +173,18 @@ def make_batch_factory(dataset, batch_size: int, collate_fn=None, *, seed: int, 
             order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
         else:
             order = list(range(n))
-        chunks = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+        chunks = [order[i : i + batch_size] for i in range(0, n, batch_size)]
         if drop_last and chunks and len(chunks[-1]) < batch_size:
             chunks.pop()
         end = len(chunks) // world_size * world_size if equal_per_rank else len(chunks)
         mine = chunks[rank:end:world_size][skip:]
-        return torch.utils.data.DataLoader(dataset, batch_sampler=mine, collate_fn=collate_fn,
-                                           num_workers=num_workers,
-                                           generator=torch.Generator().manual_seed(seed + 7919 * (epoch + 1)))
+        return torch.utils.data.DataLoader(
+            dataset,
+            batch_sampler=mine,
+            collate_fn=collate_fn,
+            num_workers=num_workers,
+            generator=torch.Generator().manual_seed(seed + 7919 * (epoch + 1)),
+        )
 
     return batches
 
@@ -212,12 +231,15 @@ def _named_optim_state(model: nn.Module, optimizer, state: dict) -> dict:
     named layout, 1 process or DDP) is renamed through this optimizer's parameter order, which is the same as the
     one that wrote it (both built by ``build_optimizer`` over the same model)."""
     if all(isinstance(k, str) for k in state.get("state", {})) and all(
-            isinstance(p, str) for g in state.get("param_groups", []) for p in g["params"]):
+        isinstance(p, str) for g in state.get("param_groups", []) for p in g["params"]
+    ):
         return state
     name_of = {id(p): n for n, p in D.unwrap_model(model).named_parameters()}
     names = [name_of[id(p)] for g in optimizer.param_groups for p in g["params"]]
-    return {"state": {names[i]: s for i, s in state["state"].items()},
-            "param_groups": [dict(g, params=[names[i] for i in g["params"]]) for g in state["param_groups"]]}
+    return {
+        "state": {names[i]: s for i, s in state["state"].items()},
+        "param_groups": [dict(g, params=[names[i] for i in g["params"]]) for g in state["param_groups"]],
+    }
 
 
 def _load_states(model: nn.Module, optimizer, ckpt: dict) -> None:
@@ -231,11 +253,13 @@ def _load_states(model: nn.Module, optimizer, ckpt: dict) -> None:
             raw.load_state_dict(ckpt["model"], strict=True)
         # strict=False: a parameter that never had a gradient (e.g. a head unused so far) has no optimizer state;
         # the model's state dict above was loaded strictly, so a checkpoint of another model cannot pass
-        set_optimizer_state_dict(raw, optimizer, _named_optim_state(model, optimizer, ckpt["optimizer"]),
-                                 options=_full_options(strict=False))
+        set_optimizer_state_dict(
+            raw, optimizer, _named_optim_state(model, optimizer, ckpt["optimizer"]), options=_full_options(strict=False)
+        )
     except (RuntimeError, ValueError, KeyError, IndexError) as exc:
-        raise LitebertError(f"checkpoint {ckpt['path']} does not fit this model/optimizer: "
-                            f"{str(exc).splitlines()[0]}") from None
+        raise LitebertError(
+            f"checkpoint {ckpt['path']} does not fit this model/optimizer: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def _resolve_resume(args: TrainingArgs, dist: D.DistInfo) -> Path | None:
@@ -272,8 +296,9 @@ def _improved(value: float, best: float | None, greater: bool) -> bool:
     return value > best if greater else value < best
 
 
-def _rescale_position(st: _LoopState, trainer_state: dict, args: TrainingArgs, world_size: int,
-                      extra_state: dict | None, path: Path) -> None:
+def _rescale_position(
+    st: _LoopState, trainer_state: dict, args: TrainingArgs, world_size: int, extra_state: dict | None, path: Path
+) -> None:
     """Carry the data position of a checkpoint written by another number of processes (1 ↔ DDP ↔ FSDP).
 
     The position counts this rank's micro-batches of the epoch; with the same global batch per step, the steps done
@@ -286,12 +311,16 @@ def _rescale_position(st: _LoopState, trainer_state: dict, args: TrainingArgs, w
     saved_gbs = (trainer_state.get("extra") or {}).get("global_batch_size")
     gbs = (extra_state or {}).get("global_batch_size")
     if saved_gbs is not None and gbs is not None and saved_gbs != gbs:
-        raise LitebertError(f"checkpoint {path} was written with a global batch of {saved_gbs} sequences per step, "
-                            f"this run has {gbs}: resume with the same batch size x accumulation x processes")
+        raise LitebertError(
+            f"checkpoint {path} was written with a global batch of {saved_gbs} sequences per step, "
+            f"this run has {gbs}: resume with the same batch size x accumulation x processes"
+        )
     saved_accum = int(trainer_state.get("gradient_accumulation_steps", 1))
     if st.position % saved_accum:
-        raise LitebertError(f"checkpoint {path}: its step straddled an epoch boundary, so it can only be resumed "
-                            f"with the {saved_ws} process(es) that wrote it")
+        raise LitebertError(
+            f"checkpoint {path}: its step straddled an epoch boundary, so it can only be resumed "
+            f"with the {saved_ws} process(es) that wrote it"
+        )
     st.position = st.position // saved_accum * args.gradient_accumulation_steps
 
 
@@ -299,9 +328,21 @@ def _rescale_position(st: _LoopState, trainer_state: dict, args: TrainingArgs, w
 class _Trainer:
     """The loop's state and its step helpers; :meth:`run` is the loop, read top to bottom."""
 
-    def __init__(self, model, optimizer, scheduler, batches: BatchFactory, objective: Objective, count: CountFn,
-                 args: TrainingArgs, dist: D.DistInfo, eval_fn: EvalFn | None, on_best, on_save,
-                 extra_state: dict | None) -> None:
+    def __init__(
+        self,
+        model,
+        optimizer,
+        scheduler,
+        batches: BatchFactory,
+        objective: Objective,
+        count: CountFn,
+        args: TrainingArgs,
+        dist: D.DistInfo,
+        eval_fn: EvalFn | None,
+        on_best,
+        on_save,
+        extra_state: dict | None,
+    ) -> None:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.batches, self.objective, self.count, self.args, self.dist = batches, objective, count, args, dist
         self.eval_fn, self.on_best, self.on_save, self.extra_state = eval_fn, on_best, on_save, extra_state
@@ -337,12 +378,17 @@ class _Trainer:
             if self.scaler is not None and ckpt["scaler"] is not None:
                 self.scaler.load_state_dict(ckpt["scaler"])
             self.last_ckpt = self.resumed_from = path
-        self.logger = MetricsLogger(self.out, enabled=self.dist.is_main,
-                                    resume_step=self.st.step if path is not None else None,
-                                    prefix=self.args.log_prefix, max_steps=self.args.max_steps)
+        self.logger = MetricsLogger(
+            self.out,
+            enabled=self.dist.is_main,
+            resume_step=self.st.step if path is not None else None,
+            prefix=self.args.log_prefix,
+            max_steps=self.args.max_steps,
+        )
         if path is not None:
-            self.logger.text(f"resumed from {path} at step {self.st.step} (epoch {self.st.epoch}, "
-                             f"batch {self.st.position})")
+            self.logger.text(
+                f"resumed from {path} at step {self.st.step} (epoch {self.st.epoch}, batch {self.st.position})"
+            )
         self.data_iter = iter(self.batches(self.st.epoch, self.st.position))
 
     # -- one optimizer step ---------------------------------------------------------------------------------------
@@ -361,8 +407,10 @@ class _Trainer:
             try:
                 batch = next(self.data_iter)
             except StopIteration:
-                raise LitebertError(f"epoch {self.st.epoch} yields no batches: the data set is smaller than one "
-                                    "batch per process (lower --batch-size)") from None
+                raise LitebertError(
+                    f"epoch {self.st.epoch} yields no batches: the data set is smaller than one "
+                    "batch per process (lower --batch-size)"
+                ) from None
         self.st.position += 1
         return batch
 
@@ -375,8 +423,9 @@ class _Trainer:
                 local[k] = local.get(k, 0.0) + float(v)
             tokens += _count_tokens(mb)
         terms = sorted(local)
-        vec = D.all_reduce_sum(torch.tensor([local[t] for t in terms] + [tokens], dtype=torch.float64,
-                                            device=self.dist.device))
+        vec = D.all_reduce_sum(
+            torch.tensor([local[t] for t in terms] + [tokens], dtype=torch.float64, device=self.dist.device)
+        )
         return {t: max(float(vec[i]), 1.0) for i, t in enumerate(terms)}, float(vec[-1])
 
     def forward_backward(self, micro: list[Batch], norm: dict[str, float]) -> tuple[dict, dict]:
@@ -398,10 +447,17 @@ class _Trainer:
                 acc[0] += float(num)
                 acc[1] += float(den)
         terms, names = sorted(sums), sorted(ratios)
-        vec = D.all_reduce_sum(torch.tensor([sums[t] for t in terms] + [x for n in names for x in ratios[n]],
-                                            dtype=torch.float64, device=self.dist.device)).tolist()
-        return ({t: vec[i] for i, t in enumerate(terms)},
-                {n: (vec[len(terms) + 2 * j], vec[len(terms) + 2 * j + 1]) for j, n in enumerate(names)})
+        vec = D.all_reduce_sum(
+            torch.tensor(
+                [sums[t] for t in terms] + [x for n in names for x in ratios[n]],
+                dtype=torch.float64,
+                device=self.dist.device,
+            )
+        ).tolist()
+        return (
+            {t: vec[i] for i, t in enumerate(terms)},
+            {n: (vec[len(terms) + 2 * j], vec[len(terms) + 2 * j + 1]) for j, n in enumerate(names)},
+        )
 
     def clip(self) -> float:
         """Unscale (fp16), clip to ``max_grad_norm`` and return the global gradient norm (inf/NaN if non-finite)."""
@@ -439,23 +495,24 @@ class _Trainer:
         self.st.bad_in_row += 1
         self.window.skipped += 1
         scale = f", loss scale now {self.scaler.get_scale():g}" if self.scaler is not None else ""
-        self.logger.text(f"step {self.st.step}: non-finite loss ({step_loss}) or gradient norm ({grad_norm}); step "
-                         f"skipped ({self.st.bad_in_row} in a row, {self.st.skipped_steps} in total{scale})")
+        self.logger.text(
+            f"step {self.st.step}: non-finite loss ({step_loss}) or gradient norm ({grad_norm}); step "
+            f"skipped ({self.st.bad_in_row} in a row, {self.st.skipped_steps} in total{scale})"
+        )
         if self.st.bad_in_row >= self.args.max_bad_steps:
-            where = (f"the last good checkpoint is {self.last_ckpt}" if self.last_ckpt
-                     else "no checkpoint was saved yet")
+            where = f"the last good checkpoint is {self.last_ckpt}" if self.last_ckpt else "no checkpoint was saved yet"
             raise LitebertError(
                 f"stopped at step {self.st.step}: {self.st.bad_in_row} non-finite steps in a row (loss {step_loss}, "
                 f"gradient norm {grad_norm}); {where}. Lower --learning-rate or use --precision fp32, then "
-                f"resume with --resume PATH")
+                f"resume with --resume PATH"
+            )
 
     # -- log, evaluate, checkpoint ----------------------------------------------------------------------------------
     def log(self, lr: float, at_end: bool) -> None:
         """A "train" record every ``logging_steps`` steps and at the end (over the steps since the last one)."""
         if self.st.step % self.args.logging_steps == 0 or at_end:
             if self.window.steps or self.window.skipped:
-                self.last_train = {"step": self.st.step, "split": "train", **self.window.summary(),
-                                   "learning_rate": lr}
+                self.last_train = {"step": self.st.step, "split": "train", **self.window.summary(), "learning_rate": lr}
                 self.logger.record(self.last_train)
             self.window = _Window()
 
@@ -473,8 +530,9 @@ class _Trainer:
         if args.metric_for_best is None:
             return
         if args.metric_for_best not in metrics:
-            raise LitebertError(f"metric_for_best {args.metric_for_best!r} is not among the evaluation metrics "
-                                f"{sorted(metrics)}")
+            raise LitebertError(
+                f"metric_for_best {args.metric_for_best!r} is not among the evaluation metrics {sorted(metrics)}"
+            )
         value = float(metrics[args.metric_for_best])
         st = self.st
         if D.broadcast_object(_improved(value, st.best_metric, args.greater_is_better)):
@@ -485,8 +543,10 @@ class _Trainer:
         st.evals_without_improvement += 1
         patience = args.early_stopping_patience
         if patience is not None and st.evals_without_improvement >= patience:
-            self.logger.text(f"early stopping at step {st.step}: {args.metric_for_best} has not improved for "
-                             f"{patience} evaluations (best {st.best_metric} at step {st.best_step})")
+            self.logger.text(
+                f"early stopping at step {st.step}: {args.metric_for_best} has not improved for "
+                f"{patience} evaluations (best {st.best_metric} at step {st.best_step})"
+            )
             self.stopped_early = True
 
     def checkpoint(self, at_end: bool) -> None:
@@ -501,35 +561,53 @@ class _Trainer:
         self.last_ckpt = self.save()
 
     def save(self) -> Path:
-        trainer_state = {"loop": asdict(self.st), "extra": self.extra_state or {},
-                         "gradient_accumulation_steps": self.args.gradient_accumulation_steps}
+        trainer_state = {
+            "loop": asdict(self.st),
+            "extra": self.extra_state or {},
+            "gradient_accumulation_steps": self.args.gradient_accumulation_steps,
+        }
         model_state = _model_state(self.model)  # collectives under FSDP: every rank calls them
         optim_state = _optim_state(self.model, self.optimizer)
         raw = D.unwrap_model(self.model)
         main = self.dist.is_main
         path = S.save_checkpoint(
-            self.out, self.st.step, rank=self.dist.rank, world_size=self.dist.world_size,
-            model_state=model_state if main else None, optimizer_state=optim_state if main else None,
-            scheduler_state=self.scheduler.state_dict(), trainer_state=trainer_state,
+            self.out,
+            self.st.step,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            model_state=model_state if main else None,
+            optimizer_state=optim_state if main else None,
+            scheduler_state=self.scheduler.state_dict(),
+            trainer_state=trainer_state,
             scaler_state=self.scaler.state_dict() if self.scaler is not None else None,
             extra_files=(lambda d: self.on_save(d, raw)) if self.on_save is not None else None,
-            save_total_limit=self.args.save_total_limit, barrier=D.barrier, device=self.dist.device)
+            save_total_limit=self.args.save_total_limit,
+            barrier=D.barrier,
+            device=self.dist.device,
+        )
         self.logger.text(f"saved checkpoint {path}")
         return path
 
     # -- the loop -----------------------------------------------------------------------------------------------
     def run(self) -> None:
         args, st = self.args, self.st
-        bar = tqdm(total=args.max_steps, initial=st.step, disable=not _show_bar(self.dist, args),
-                   desc=args.log_prefix or "train", dynamic_ncols=True, leave=True)
+        bar = tqdm(
+            total=args.max_steps,
+            initial=st.step,
+            disable=not _show_bar(self.dist, args),
+            desc=args.log_prefix or "train",
+            dynamic_ncols=True,
+            leave=True,
+        )
         self.model.train()
         t_run = time.perf_counter()
         try:
             while st.step < args.max_steps:
                 lr = self.optimizer.param_groups[0]["lr"]
                 t_step = time.perf_counter()
-                micro = [_to_device(self.next_batch(), self.dist.device)
-                         for _ in range(args.gradient_accumulation_steps)]
+                micro = [
+                    _to_device(self.next_batch(), self.dist.device) for _ in range(args.gradient_accumulation_steps)
+                ]
                 norm, tokens = self.normalisers(micro)
                 sums, ratios = self.forward_backward(micro, norm)
                 del micro
@@ -546,8 +624,9 @@ class _Trainer:
                 if args.max_minutes is not None and not at_end:
                     at_end = bool(D.broadcast_object(time.perf_counter() - t_run >= 60.0 * args.max_minutes))
                     if at_end:
-                        self.logger.text(f"step {st.step}: the time limit of {args.max_minutes:g} minutes is "
-                                         "reached; stopping")
+                        self.logger.text(
+                            f"step {st.step}: the time limit of {args.max_minutes:g} minutes is reached; stopping"
+                        )
                         self.stopped_early = True  # leaves the loop after this step's log, evaluation, checkpoint
                 self.log(lr, at_end)
                 self.evaluate(at_end)
@@ -565,11 +644,21 @@ def _show_bar(dist: D.DistInfo, args: TrainingArgs) -> bool:
     return dist.is_main and args.progress_bar and sys.stderr.isatty()
 
 
-def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches: BatchFactory,
-          objective: Objective, count: CountFn, args: TrainingArgs, *, eval_fn: EvalFn | None = None,
-          on_best: Callable[[nn.Module, dict, int], None] | None = None,
-          on_save: Callable[[Path, nn.Module], None] | None = None,
-          extra_state: dict | None = None, dist: D.DistInfo | None = None) -> TrainResult:
+def train(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    batches: BatchFactory,
+    objective: Objective,
+    count: CountFn,
+    args: TrainingArgs,
+    *,
+    eval_fn: EvalFn | None = None,
+    on_best: Callable[[nn.Module, dict, int], None] | None = None,
+    on_save: Callable[[Path, nn.Module], None] | None = None,
+    extra_state: dict | None = None,
+    dist: D.DistInfo | None = None,
+) -> TrainResult:
     """Train ``model`` (already wrapped by :func:`~litebert.training.distributed.wrap_model`) for ``args.max_steps``.
 
     ``scheduler``: ``step()``, ``state_dict()``, ``load_state_dict()`` (:func:`litebert.optim.build_scheduler`).
@@ -579,20 +668,31 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, batches
     """
     t_start = time.perf_counter()
     if dist is None:
-        dist = D.DistInfo(rank=torch.distributed.get_rank() if D.is_dist() else 0,
-                          world_size=torch.distributed.get_world_size() if D.is_dist() else 1,
-                          device=next(D.unwrap_model(model).parameters()).device)
+        dist = D.DistInfo(
+            rank=torch.distributed.get_rank() if D.is_dist() else 0,
+            world_size=torch.distributed.get_world_size() if D.is_dist() else 1,
+            device=next(D.unwrap_model(model).parameters()).device,
+        )
     if on_best is not None and D.is_fsdp(model):
         raise LitebertError("best-model saving (on_best) is not supported with FSDP")
-    trainer = _Trainer(model, optimizer, scheduler, batches, objective, count, args, dist, eval_fn, on_best,
-                       on_save, extra_state)
+    trainer = _Trainer(
+        model, optimizer, scheduler, batches, objective, count, args, dist, eval_fn, on_best, on_save, extra_state
+    )
     trainer.resume()
     trainer.run()
     st = trainer.st
-    return TrainResult(step=st.step, epoch=st.epoch, skipped_steps=st.skipped_steps,
-                       stopped_early=trainer.stopped_early, best_metric=st.best_metric, best_step=st.best_step,
-                       last_train=trainer.last_train, last_eval=trainer.last_eval,
-                       last_checkpoint=trainer.last_ckpt, seconds=time.perf_counter() - t_start)
+    return TrainResult(
+        step=st.step,
+        epoch=st.epoch,
+        skipped_steps=st.skipped_steps,
+        stopped_early=trainer.stopped_early,
+        best_metric=st.best_metric,
+        best_step=st.best_step,
+        last_train=trainer.last_train,
+        last_eval=trainer.last_eval,
+        last_checkpoint=trainer.last_ckpt,
+        seconds=time.perf_counter() - t_start,
+    )
 
 
 class _Window:

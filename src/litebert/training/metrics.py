@@ -53,8 +53,16 @@ class MetricsLogger:
     from ``metrics.jsonl`` first, so the file reads as one uninterrupted run. ``None``: a fresh run (file truncated).
     """
 
-    def __init__(self, output_dir: str | Path, *, enabled: bool = True, resume_step: int | None = None,
-                 prefix: str = "", max_steps: int | None = None, tensorboard: bool = True) -> None:
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        enabled: bool = True,
+        resume_step: int | None = None,
+        prefix: str = "",
+        max_steps: int | None = None,
+        tensorboard: bool = True,
+    ) -> None:
         self.enabled = enabled
         self.prefix = prefix
         self.max_steps = max_steps

@@ -27,10 +27,11 @@ from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, read_json
 from litebert.optim import OPTIMIZERS
+from litebert.precision import PRECISIONS
 from litebert.settings import check, fail, setting
 from litebert.training import distributed as D
 from litebert.training import run as R
-from litebert.training.loop import PRECISIONS, LossOutput, TrainingArgs, make_batch_factory, train
+from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
 
 
 @dataclass
@@ -41,19 +42,25 @@ class PretrainConfig:
     """
 
     data: str = setting(help="prepared training data directory (litebert prepare output, with manifest.json)")
-    output: str = setting(help="run directory: config.json, run_settings.json, metrics.jsonl, tb/, checkpoints/, "
-                               "final/")
-    model_config: str = setting(help="model preset name (e.g. albert-unittest, albert-base) or config.json path; "
-                                     "vocab_size is taken from the data's tokenizer")
+    output: str = setting(
+        help="run directory: config.json, run_settings.json, metrics.jsonl, tb/, checkpoints/, final/"
+    )
+    model_config: str = setting(
+        help="model preset name (e.g. albert-unittest, albert-base) or config.json path; "
+        "vocab_size is taken from the data's tokenizer"
+    )
     eval_data: str | None = setting(None, help="prepared evaluation data (MLM accuracy/perplexity, SOP accuracy)")
     optimizer: str = setting("lamb", choices=OPTIMIZERS, help="LAMB (the paper's) or AdamW")
     learning_rate: float = setting(1.76e-3, gt=0, help="peak learning rate (paper: 0.00176 at batch 4096)")
     warmup_steps: int = setting(0, ge=0, help="linear warmup from 0 to the peak lr")
     max_steps: int = setting(1000, gt=0, help="optimizer steps in the whole run")
-    max_minutes: float | None = setting(None, gt=0,
-                                        help="wall-clock limit of training in minutes: stop (evaluate, checkpoint) "
-                                             "after the step that crosses it; the schedule still spans --max-steps; "
-                                             "a resumed run gets the full limit again")
+    max_minutes: float | None = setting(
+        None,
+        gt=0,
+        help="wall-clock limit of training in minutes: stop (evaluate, checkpoint) "
+        "after the step that crosses it; the schedule still spans --max-steps; "
+        "a resumed run gets the full limit again",
+    )
     batch_size: int = setting(32, gt=0, help="sequences per process per micro-batch")
     gradient_accumulation_steps: int = setting(1, gt=0, help="micro-batches per optimizer step")
     max_grad_norm: float = setting(1.0, ge=0, help="global-norm clipping (0 = off)")
@@ -66,31 +73,45 @@ class PretrainConfig:
     logging_steps: int = setting(50, gt=0, help="log train metrics every N steps")
     eval_steps: int = setting(0, ge=0, help="evaluate every N steps (0 = at the end)")
     max_eval_batches: int | None = setting(None, gt=0, help="cap on evaluation batches (default: all)")
-    eval_batch_size: int | None = setting(None, gt=0, help="sequences per process per evaluation batch "
-                                                           "(default: --batch-size)")
+    eval_batch_size: int | None = setting(
+        None, gt=0, help="sequences per process per evaluation batch (default: --batch-size)"
+    )
     save_steps: int = setting(0, ge=0, help="checkpoint every N steps (0 = at the end)")
     save_total_limit: int | None = setting(None, gt=0, help="keep the newest K checkpoints (default: all)")
     seed: int = setting(42, help="seed of init, data order and masking")
-    resume: str | None = setting(None, metavar="{auto,PATH}",
-                                 help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a "
-                                      "checkpoints/step-N path")
+    resume: str | None = setting(
+        None,
+        metavar="{auto,PATH}",
+        help="auto: newest complete checkpoint in OUTPUT (or start fresh); or a checkpoints/step-N path",
+    )
     init_from: str | None = setting(
-        None, metavar="DIR",
+        None,
+        metavar="DIR",
         help="start from this model directory's weights (continued / domain-adaptive pretraining, Gururangan et "
-             "al. 2020); pass its config.json as --model-config; a resumed run takes its weights from the "
-             "checkpoint instead")
-    precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype (fp16 adds loss scaling)")
+        "al. 2020); pass its config.json as --model-config; a resumed run takes its weights from the "
+        "checkpoint instead",
+    )
+    precision: str = setting(
+        "auto",
+        choices=PRECISIONS,
+        help="auto: bf16 autocast where the device computes bf16 natively, else fp32 (on resume: "
+        "the checkpoint's); bf16/fp16: autocast (fp16 adds loss scaling); weights, optimizer "
+        "state and checkpoints stay fp32",
+    )
     num_workers: int = setting(0, ge=0, help="DataLoader workers per process")
     compile: bool = setting(False, help="torch.compile the model")
-    fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more "
-                                     "processes)")
-    deterministic: bool = setting(False, help="deterministic kernels (torch.use_deterministic_algorithms; "
-                                              "CUBLAS_WORKSPACE_CONFIG on GPU): needed for a bit-identical resume "
-                                              "on a GPU; slower")
+    fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more processes)")
+    deterministic: bool = setting(
+        False,
+        help="deterministic kernels (torch.use_deterministic_algorithms; "
+        "CUBLAS_WORKSPACE_CONFIG on GPU): needed for a bit-identical resume "
+        "on a GPU; slower",
+    )
     device: str | None = setting(None, choices=("cpu", "cuda"), help="default: cuda when available")
     max_bad_steps: int = setting(5, gt=0, help="this many non-finite steps in a row stop the run")
-    progress_bar: bool = setting(True, option="--no-progress-bar", aliases=("--no-progress",), negate=True,
-                                 help="log lines only, no tqdm bar")
+    progress_bar: bool = setting(
+        True, option="--no-progress-bar", aliases=("--no-progress",), negate=True, help="log lines only, no tqdm bar"
+    )
 
     def __post_init__(self) -> None:
         check(self)
@@ -125,8 +146,12 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
     """Summed MLM CE (and SOP CE when ``sop``) of one micro-batch, with accuracy ratios. ``sop=False``: the model is
     an :class:`~litebert.modeling.AlbertForMaskedLM` (MLM-only data: no pooler, no SOP head)."""
     labels = batch["labels"]  # (B, S), -100 = not predicted
-    out = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"),
-                token_type_ids=batch.get("token_type_ids"), labels=labels)
+    out = model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch.get("attention_mask"),
+        token_type_ids=batch.get("token_type_ids"),
+        labels=labels,
+    )
     target = labels.reshape(-1)
     target = target[target != -100]  # (P_total,), aligned with the (P_total, V) logits
     logits = (out.prediction_logits if sop else out.logits).float()
@@ -204,15 +229,21 @@ def make_pretraining_eval(batches, device: torch.device, max_batches: int | None
             sums, ratios = _pretraining_sums(model, batch, sop)
             if i >= n_local:  # padding forward for FSDP's collectives: not counted
                 continue
-            acc[:3] += torch.tensor([float(sums["mlm_loss"]), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0]],
-                                    dtype=torch.float64)
+            acc[:3] += torch.tensor(
+                [float(sums["mlm_loss"]), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0]], dtype=torch.float64
+            )
             if sop:
-                acc[3:] += torch.tensor([float(sums["sop_loss"]), ratios["sop_accuracy"][1],
-                                         ratios["sop_accuracy"][0]], dtype=torch.float64)
+                acc[3:] += torch.tensor(
+                    [float(sums["sop_loss"]), ratios["sop_accuracy"][1], ratios["sop_accuracy"][0]], dtype=torch.float64
+                )
         acc = D.all_reduce_sum(acc.to(device)).cpu().tolist()
         mlm = acc[0] / max(acc[1], 1.0)
-        res = {"loss": mlm, "mlm_loss": mlm, "mlm_accuracy": acc[2] / max(acc[1], 1.0),
-               "mlm_perplexity": math.exp(mlm) if mlm < 700 else float("inf")}
+        res = {
+            "loss": mlm,
+            "mlm_loss": mlm,
+            "mlm_accuracy": acc[2] / max(acc[1], 1.0),
+            "mlm_perplexity": math.exp(mlm) if mlm < 700 else float("inf"),
+        }
         if sop:
             res["loss"] = mlm + acc[3] / max(acc[4], 1.0)
             res["sop_loss"] = acc[3] / max(acc[4], 1.0)
@@ -278,8 +309,11 @@ def model_config_for_data(model_config: str, manifest: dict, log=print):
     if tok.get("vocab_size") and tok["vocab_size"] != config.vocab_size:
         overrides["vocab_size"] = int(tok["vocab_size"])
     # HF's AlbertConfig calls [CLS]/[SEP] bos/eos; keep the model's special ids those of its tokenizer
-    for field_name, tok_name in (("pad_token_id", "pad_token_id"), ("bos_token_id", "cls_token_id"),
-                                 ("eos_token_id", "sep_token_id")):
+    for field_name, tok_name in (
+        ("pad_token_id", "pad_token_id"),
+        ("bos_token_id", "cls_token_id"),
+        ("eos_token_id", "sep_token_id"),
+    ):
         tid = tok.get(tok_name)
         if tid is not None and hasattr(config, field_name) and int(tid) != getattr(config, field_name):
             overrides[field_name] = int(tid)
@@ -294,13 +328,17 @@ def model_config_for_data(model_config: str, manifest: dict, log=print):
     seq = int(manifest["settings"]["max_seq_length"])
     config.extra["pretraining_max_seq_length"] = max(seq, int(config.extra.get("pretraining_max_seq_length", 0)))
     if config.type_vocab_size < 2:
-        raise LitebertError(f"model config {model_config}: type_vocab_size={config.type_vocab_size}, but pretraining "
-                            "pairs use token types 0 and 1 (set type_vocab_size to 2)")
+        raise LitebertError(
+            f"model config {model_config}: type_vocab_size={config.type_vocab_size}, but pretraining "
+            "pairs use token types 0 and 1 (set type_vocab_size to 2)"
+        )
     for name in ("cls_token_id", "sep_token_id", "mask_token_id", "pad_token_id"):
         tid = tok.get(name)
         if tid is not None and not 0 <= int(tid) < config.vocab_size:
-            raise LitebertError(f"the data's tokenizer has {name}={tid}, outside the model's vocabulary "
-                                f"(vocab_size {config.vocab_size})")
+            raise LitebertError(
+                f"the data's tokenizer has {name}={tid}, outside the model's vocabulary "
+                f"(vocab_size {config.vocab_size})"
+            )
     return config
 
 
@@ -333,16 +371,22 @@ def settings_gbs(cfg: PretrainConfig, dist: D.DistInfo) -> int:
     return cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size
 
 
-def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int) -> dict:
-    return R.run_settings("pretrain", cfg, {
-        "world_size": dist.world_size,
-        "device": str(dist.device),
-        "global_batch_size": settings_gbs(cfg, dist),
-        "model_config": config.to_dict(),
-        "num_parameters": n_params,
-        "data_manifest": {k: manifest.get(k) for k in ("format", "version", "settings", "counts", "tokenizer")
-                          if k in manifest},
-    })
+def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict, n_params: int, precision=None) -> dict:
+    return R.run_settings(
+        "pretrain",
+        cfg,
+        {
+            "precision": precision.to_dict() if precision is not None else None,
+            "world_size": dist.world_size,
+            "device": str(dist.device),
+            "global_batch_size": settings_gbs(cfg, dist),
+            "model_config": config.to_dict(),
+            "num_parameters": n_params,
+            "data_manifest": {
+                k: manifest.get(k) for k in ("format", "version", "settings", "counts", "tokenizer") if k in manifest
+            },
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------- main entry
@@ -356,8 +400,9 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
     dist = R.start(cfg.device)
     try:
         if cfg.fsdp and dist.world_size < 2:  # before anything is written
-            raise LitebertError("--fsdp needs 2 or more processes: launch with torchrun --nproc-per-node N (N >= 2), "
-                                "or drop --fsdp")
+            raise LitebertError(
+                "--fsdp needs 2 or more processes: launch with torchrun --nproc-per-node N (N >= 2), or drop --fsdp"
+            )
         if cfg.deterministic:
             D.set_deterministic(dist.device)
         out = Path(cfg.output)
@@ -371,10 +416,13 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             check_same_vocabulary(eval_manifest, manifest, f"--eval-data {cfg.eval_data}", f"--data {cfg.data}")
             _check_data(eval_manifest, config, f"--eval-data {cfg.eval_data}")  # not at the final evaluation
         if cfg.init_from is not None:  # its tokenizer files (final/ has them) must be the data's tokenizer
-            check_same_vocabulary(manifest, tokenizer_vocabulary(cfg.init_from), f"--data {cfg.data}",
-                                  f"--init-from {cfg.init_from}")
+            check_same_vocabulary(
+                manifest, tokenizer_vocabulary(cfg.init_from), f"--data {cfg.data}", f"--init-from {cfg.init_from}"
+            )
         # check the checkpoint before anything is written, so a bad one harms nothing already saved
         resume_from = R.resolve_resume(out, cfg.resume, dist, verify=True)
+        precision = R.resolve_run_precision(cfg.precision, dist.device, resume_from)
+        log(f"pretrain: {precision}")
 
         use_sop = (manifest.get("settings") or {}).get("inter_sentence_task", "sop") != "none"
         torch.manual_seed(cfg.seed)  # same seed on every rank -> the same initial weights
@@ -385,55 +433,103 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             state, source = load_state_dict_file(cfg.init_from)
             loaded = load_weights(model, state, source)  # LitebertError naming the parameter on a shape mismatch
             if dist.is_main:
-                log(f"pretrain: weights from {source}" + (f"; newly initialised: {', '.join(loaded['missing'])}"
-                                                           if loaded["missing"] else ""))
+                log(
+                    f"pretrain: weights from {source}"
+                    + (f"; newly initialised: {', '.join(loaded['missing'])}" if loaded["missing"] else "")
+                )
         n_params = model.num_parameters()
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
-            settings = _run_settings(cfg, dist, config, manifest, n_params)
+            settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
             if resume_from is None or not (out / "config.json").exists():
                 config.save(out)
             R.write_run_settings(out, settings, resume_from)  # a resumed run adds its own file beside the first
-            log(f"pretrain: {cfg.model_config} ({n_params:,} parameters), {len(dataset):,} training sequences, "
+            log(
+                f"pretrain: {cfg.model_config} ({n_params:,} parameters), {len(dataset):,} training sequences, "
                 f"{dist.world_size} process(es) x batch {cfg.batch_size} x {cfg.gradient_accumulation_steps} "
                 f"accumulation = {settings['global_batch_size']} sequences/step, {cfg.max_steps} steps, "
-                f"{cfg.optimizer} peak lr {cfg.learning_rate} warmup {cfg.warmup_steps}, device {dist.device}")
+                f"{cfg.optimizer} peak lr {cfg.learning_rate} warmup {cfg.warmup_steps}, device {dist.device}"
+            )
             log(f"run settings: {json.dumps(settings['pretrain_config'], default=str)}")
 
         from litebert.optim import build_optimizer, build_scheduler
 
-        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile, precision=cfg.precision)
-        optimizer = build_optimizer(wrapped, cfg.optimizer, lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                                    betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon,
-                                    bias_correction=cfg.bias_correction)
+        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile, precision=precision.precision)
+        optimizer = build_optimizer(
+            wrapped,
+            cfg.optimizer,
+            lr=cfg.learning_rate,
+            weight_decay=cfg.weight_decay,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
+            eps=cfg.adam_epsilon,
+            bias_correction=cfg.bias_correction,
+        )
         scheduler = build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, power=cfg.lr_decay_power)
-        batches = make_batch_factory(dataset, cfg.batch_size, _collator(manifest, dataset), seed=cfg.seed,
-                                     num_workers=cfg.num_workers, rank=dist.rank, world_size=dist.world_size)
+        batches = make_batch_factory(
+            dataset,
+            cfg.batch_size,
+            _collator(manifest, dataset),
+            seed=cfg.seed,
+            num_workers=cfg.num_workers,
+            rank=dist.rank,
+            world_size=dist.world_size,
+        )
         eval_fn = None
         if eval_dataset is not None:
-            eval_batches = make_batch_factory(eval_dataset, cfg.eval_batch_size or cfg.batch_size,
-                                              _collator(eval_manifest, eval_dataset), seed=cfg.seed, shuffle=False,
-                                              drop_last=False, num_workers=cfg.num_workers, rank=dist.rank,
-                                              world_size=dist.world_size, equal_per_rank=False)
+            eval_batches = make_batch_factory(
+                eval_dataset,
+                cfg.eval_batch_size or cfg.batch_size,
+                _collator(eval_manifest, eval_dataset),
+                seed=cfg.seed,
+                shuffle=False,
+                drop_last=False,
+                num_workers=cfg.num_workers,
+                rank=dist.rank,
+                world_size=dist.world_size,
+                equal_per_rank=False,
+            )
             eval_fn = make_pretraining_eval(eval_batches, dist.device, cfg.max_eval_batches, sop=use_sop)
 
         args = TrainingArgs(
-            output_dir=out, max_steps=cfg.max_steps, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-            max_grad_norm=cfg.max_grad_norm or None, logging_steps=cfg.logging_steps, eval_steps=cfg.eval_steps,
-            save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
+            output_dir=out,
+            max_steps=cfg.max_steps,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+            max_grad_norm=cfg.max_grad_norm or None,
+            logging_steps=cfg.logging_steps,
+            eval_steps=cfg.eval_steps,
+            save_steps=cfg.save_steps,
+            save_total_limit=cfg.save_total_limit,
             resume=str(resume_from) if resume_from is not None else None,
-            precision=cfg.precision, max_bad_steps=cfg.max_bad_steps, progress_bar=cfg.progress_bar,
-            log_prefix="pretrain", max_minutes=cfg.max_minutes)
-        objective, count = (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective,
-                                                                                       mlm_only_count)
-        result = train(wrapped, optimizer, scheduler, batches, objective, count, args,
-                       eval_fn=eval_fn, extra_state={"model_config": cfg.model_config, "seed": cfg.seed,
-                                                     "global_batch_size": settings_gbs(cfg, dist)},
-                       dist=dist)
+            precision=precision.precision,
+            max_bad_steps=cfg.max_bad_steps,
+            progress_bar=cfg.progress_bar,
+            log_prefix="pretrain",
+            max_minutes=cfg.max_minutes,
+        )
+        objective, count = (
+            (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective, mlm_only_count)
+        )
+        result = train(
+            wrapped,
+            optimizer,
+            scheduler,
+            batches,
+            objective,
+            count,
+            args,
+            eval_fn=eval_fn,
+            extra_state={
+                "model_config": cfg.model_config,
+                "seed": cfg.seed,
+                "global_batch_size": settings_gbs(cfg, dist),
+                "precision": precision.precision,
+            },
+            dist=dist,
+        )
         eval_metrics = {k: v for k, v in result.last_eval.items() if k not in ("step", "split")}
         if eval_fn is not None and not eval_metrics:  # resumed at the very end: evaluate once more
             wrapped.eval()
-            with torch.no_grad():
+            with torch.no_grad(), precision.autocast(dist.device):
                 eval_metrics = eval_fn(wrapped)
         final = out / "final"
         if D.is_fsdp(wrapped):  # gather the sharded weights (a collective), rank 0 writes them from a CPU copy
@@ -458,15 +554,24 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             if first and last:
                 summary += f"; train mlm_loss {first.get('mlm_loss', float('nan')):.3f} -> {last.get('mlm_loss', float('nan')):.3f}"
             if eval_metrics:
-                summary += (f"; eval mlm_accuracy {eval_metrics['mlm_accuracy']:.4f}, mlm_perplexity "
-                            f"{eval_metrics['mlm_perplexity']:.1f}")
+                summary += (
+                    f"; eval mlm_accuracy {eval_metrics['mlm_accuracy']:.4f}, mlm_perplexity "
+                    f"{eval_metrics['mlm_perplexity']:.1f}"
+                )
                 if "sop_accuracy" in eval_metrics:
                     summary += f", sop_accuracy {eval_metrics['sop_accuracy']:.4f}"
             log(summary + f"; model in {final}")
-        return PretrainResult(output_dir=out, final_dir=final, step=result.step, train_metrics=last,
-                              first_train_metrics=first, eval_metrics=eval_metrics,
-                              skipped_steps=result.skipped_steps, seconds=seconds,
-                              last_checkpoint=result.last_checkpoint)
+        return PretrainResult(
+            output_dir=out,
+            final_dir=final,
+            step=result.step,
+            train_metrics=last,
+            first_train_metrics=first,
+            eval_metrics=eval_metrics,
+            skipped_steps=result.skipped_steps,
+            seconds=seconds,
+            last_checkpoint=result.last_checkpoint,
+        )
     finally:
         R.teardown()
 
@@ -489,8 +594,10 @@ def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) 
     verify_checkpoint(ckpt)  # raises with the reason when incomplete or corrupt
     run = ckpt.parent.parent
     if not (run / "config.json").is_file():
-        raise LitebertError(f"{run}/config.json not found: {ckpt} is not inside a `litebert pretrain` run directory "
-                            f"(expected RUN/checkpoints/step-N)")
+        raise LitebertError(
+            f"{run}/config.json not found: {ckpt} is not inside a `litebert pretrain` run directory "
+            f"(expected RUN/checkpoints/step-N)"
+        )
     if out.exists():
         raise LitebertError(f"{out} exists; choose a new output directory")
     state = torch.load(ckpt / "model.pt", map_location="cpu", weights_only=True)

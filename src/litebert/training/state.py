@@ -70,8 +70,11 @@ def set_rng_state(state: dict, device: torch.device | None = None) -> None:
     if isinstance(cuda, (list, tuple)):
         index = device.index or 0
         if index >= len(cuda):
-            warnings.warn(f"the checkpoint holds CUDA RNG states of {len(cuda)} GPU(s), none for {device}: its CUDA "
-                          "RNG starts from the current state", stacklevel=2)
+            warnings.warn(
+                f"the checkpoint holds CUDA RNG states of {len(cuda)} GPU(s), none for {device}: its CUDA "
+                "RNG starts from the current state",
+                stacklevel=2,
+            )
             return
         cuda = cuda[index]
     torch.cuda.set_rng_state(cuda, device)
@@ -184,8 +187,10 @@ def verify_checkpoint(path: str | Path) -> dict:
         if not f.is_file():
             raise LitebertError(f"checkpoint file {f} is missing")
         if f.stat().st_size != meta["bytes"] or sha256_file(f) != meta["sha256"]:
-            raise LitebertError(f"checkpoint file {f} is corrupted (size/sha256 differ from {marker.name}); "
-                                f"resume from an older checkpoint with --resume PATH")
+            raise LitebertError(
+                f"checkpoint file {f} is corrupted (size/sha256 differ from {marker.name}); "
+                f"resume from an older checkpoint with --resume PATH"
+            )
     return info
 
 
@@ -223,3 +228,12 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
         "trainer_state": trainer_state,
         "path": path,
     }
+
+
+def checkpoint_precision(path: str | Path) -> str | None:
+    """The precision (``fp32``/``bf16``/``fp16``) a checkpoint was trained in, from ``trainer_state.json``
+    (``extra.precision``, written by pretrain and finetune); None for checkpoints that predate the record.
+    Raises :class:`LitebertError` when ``trainer_state.json`` is missing or not a JSON object."""
+    state = read_json(Path(path) / "trainer_state.json", what="checkpoint trainer state", expect=dict)
+    value = (state.get("extra") or {}).get("precision")
+    return value if isinstance(value, str) else None
