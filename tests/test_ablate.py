@@ -274,7 +274,6 @@ def test_sop_official_data_leaks_other_document_pairs_only_from_one_sentence_chu
     assert len(meta["sop"]) == len(meta["sop-official"])
 
 
-@pytest.mark.slow
 def test_system_study_trains_transformers_with_trainer_and_scores_it_like_litebert(corpus, tmp_path):
     pytest.importorskip("accelerate")
     out = tmp_path / "system"
