@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from litebert import precision as precision_lib
 from litebert.errors import LitebertError
 
 log = logging.getLogger("litebert.inference")
@@ -60,34 +61,24 @@ def require_onnx() -> None:
 # ------------------------------------------------------------------------------------------------ processor
 def cpu_capabilities() -> dict[str, bool]:
     """The CPU's SIMD features that decide the fastest backend: ``avx2``, ``avx512`` (AVX-512F), ``avx512_bf16``,
-    ``avx512_vnni`` (int8 dot products), ``amx_bf16``, ``amx_int8``; from ``/proc/cpuinfo`` (all False elsewhere)."""
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
+    ``avx512_vnni`` (int8 dot products), ``amx_bf16``, ``amx_int8``; from torch's own feature table
+    (:func:`litebert.precision.cpu_capabilities`; all False where torch has none)."""
+    caps = precision_lib.cpu_capabilities()
     names = {
         "avx2": "avx2",
-        "avx512": "avx512f",
+        "avx512": "avx512_f",
         "avx512_bf16": "avx512_bf16",
         "avx512_vnni": "avx512_vnni",
         "amx_bf16": "amx_bf16",
         "amx_int8": "amx_int8",
     }
-    return {k: v in flags for k, v in names.items()}
+    return {k: bool(caps.get(v, False)) for k, v in names.items()}
 
 
 def native_bf16(device: torch.device | str = "cpu") -> bool:
-    """Whether ``device`` multiplies bf16 natively: CUDA with bf16 support, or a CPU with AVX512-BF16 or AMX-BF16
-    (elsewhere torch emulates bf16 matmuls, slower than fp32)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    caps = cpu_capabilities()
-    return caps["avx512_bf16"] or caps["amx_bf16"]
+    """Whether ``device`` computes bf16 natively (the same check as ``--precision auto``:
+    :func:`litebert.precision.native_support`); elsewhere torch emulates bf16 matmuls, slower than fp32."""
+    return precision_lib.native_support("bf16", device)[0]
 
 
 # ------------------------------------------------------------------------------------------------ batching
