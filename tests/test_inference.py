@@ -106,6 +106,41 @@ def test_torch_int8_and_bf16_give_labels(kind):
         assert any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in runner.model.modules())
 
 
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+def test_fp32_runner_packs_linear_on_onednn_with_equal_outputs():
+    """predict's fp32 runner (fuse=True) moves every Linear onto oneDNN's prepacked GEMM; the logits equal the plain
+    model's to float rounding, a shared layer's Linear is packed once, and the tied MLM decoder still works."""
+    from litebert.inference import OneDnnLinear, pack_linear_onednn
+    from litebert.modeling import AlbertForMaskedLM
+
+    enc = _encoded(30, seed=5)
+    ref = _logits(_classifier(seed=2), enc, 8)
+    runner = TorchRunner(_classifier(seed=2), fuse=True)
+    packed = [m for m in runner.model.modules() if isinstance(m, OneDnnLinear)]
+    assert packed and not any(type(m) is torch.nn.Linear for m in runner.model.modules())
+    np.testing.assert_allclose(_logits(runner, enc, 8), ref, atol=1e-5, rtol=0)
+
+    torch.manual_seed(0)
+    mlm = AlbertForMaskedLM(
+        AlbertConfig(
+            vocab_size=300,
+            embedding_size=16,
+            hidden_size=32,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            intermediate_size=48,
+        )
+    ).eval()
+    ids = torch.randint(5, 300, (3, 11))
+    with torch.inference_mode():
+        want = mlm(input_ids=ids).logits
+        distinct = len({id(m) for m in mlm.modules() if type(m) is torch.nn.Linear})
+        n = pack_linear_onednn(mlm)  # 4 applications of one shared layer: each of its Linears packed once
+        got = mlm(input_ids=ids).logits
+    assert n == distinct == len({id(m) for m in mlm.modules() if isinstance(m, OneDnnLinear)})
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
 @pytest.fixture(scope="module")
 def sst2_classifier(shared_data, tmp_path_factory):
     """A (random-weight) SST-2 classifier directory with a WordPiece tokenizer trained on a train.tsv slice."""

@@ -15,6 +15,9 @@ Where the speed comes from (docs/deploy.md has the measurements):
   (:meth:`~litebert.modeling.AlbertAttention.fuse_qkv`);
 - bf16 weights and activations where the processor has bf16 dot products (AVX512-BF16 / AMX), int8 weights with
   ``torch.ao.quantization.quantize_dynamic`` (Linear layers) or onnxruntime's quantized MatMuls (VNNI);
+- fp32 Linear layers on oneDNN's prepacked GEMM (:func:`pack_linear_onednn`) instead of the BLAS that ``nn.Linear``
+  calls (MKL in stock torch CPU builds, 1.3-1.6x slower on the AMD EPYC of docs/deploy.md:
+  ``benchmarks/bench_gemm.py``);
 - onnxruntime: a graph optimised for inference (fused LayerNorm / GELU / attention kernels, no Python per op).
 """
 
@@ -82,6 +85,56 @@ def native_bf16(device: torch.device | str = "cpu") -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ batching
+class OneDnnLinear(torch.nn.Module):
+    """An inference-only fp32 ``nn.Linear`` on oneDNN's GEMM, its weight reordered once into oneDNN's blocked layout.
+
+    Input (..., in_features) float32 → output (..., out_features) float32; equals ``F.linear`` up to float rounding
+    (summation order). ``weight`` and ``bias`` stay the original tensors (code that reads ``.weight``, such as the
+    MLM head's tied decoder, keeps working); the packed copy is what the forward uses. Built by
+    :func:`pack_linear_onednn`; the op is torch's own (``torch.ops.mkldnn``, the path ``torch.compile`` with freezing
+    takes on CPU), so no kernel is ours.
+    """
+
+    def __init__(self, linear: torch.nn.Linear, rows_hint: int = 1024):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+        packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().contiguous(), rows_hint)
+        self.register_buffer("packed_weight", packed, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):  # bf16 autocast (predict's auto): as nn.Linear
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+
+
+def pack_linear_onednn(model: torch.nn.Module) -> int:
+    """Replace every fp32 CPU ``nn.Linear`` of ``model`` (in place; for inference only) by :class:`OneDnnLinear`.
+
+    Returns the number replaced; 0 (model unchanged) where torch has no oneDNN (``torch.backends.mkldnn``) or its
+    prepacked linear op is missing. A Linear applied several times (ALBERT's shared layers) is packed once and the
+    packed module shared the same way.
+    """
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return 0
+    packed: dict[int, OneDnnLinear] = {}
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if (
+                type(child) is torch.nn.Linear
+                and child.weight.device.type == "cpu"
+                and child.weight.dtype == torch.float32
+            ):
+                if id(child) not in packed:
+                    try:
+                        packed[id(child)] = OneDnnLinear(child)
+                    except RuntimeError as exc:  # an op this torch build lacks: keep nn.Linear
+                        log.info("predict: oneDNN linear unavailable (%s); fp32 stays on nn.Linear", exc)
+                        return 0
+                setattr(parent, name, packed[id(child)])
+    return len(packed)
+
+
 def length_batches(lengths, batch_size: int, bucket: bool = True) -> list[np.ndarray]:
     """Row indices per batch: with ``bucket``, rows sorted by length (stable, so equal lengths keep file order)
     and cut into ``batch_size`` runs; without, file order. lengths: N ints → list of int64 index arrays."""
@@ -162,6 +215,8 @@ class TorchRunner(_Runner):
                     "predict: %s has no native bf16 matmuls; bf16 runs emulated (slower than fp32)", self.device
                 )
             model = model.to(torch.bfloat16)
+        elif quantize is None and self.device.type == "cpu" and fuse:
+            pack_linear_onednn(model)
         if quantize == "int8":
             import warnings
 
