@@ -117,21 +117,22 @@ def pack_linear_onednn(model: torch.nn.Module) -> int:
     """
     if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
         return 0
+    sites = [
+        (parent, name, child)
+        for parent in model.modules()
+        for name, child in parent.named_children()
+        if type(child) is torch.nn.Linear and child.weight.device.type == "cpu" and child.weight.dtype == torch.float32
+    ]
     packed: dict[int, OneDnnLinear] = {}
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if (
-                type(child) is torch.nn.Linear
-                and child.weight.device.type == "cpu"
-                and child.weight.dtype == torch.float32
-            ):
-                if id(child) not in packed:
-                    try:
-                        packed[id(child)] = OneDnnLinear(child)
-                    except RuntimeError as exc:  # an op this torch build lacks: keep nn.Linear
-                        log.info("predict: oneDNN linear unavailable (%s); fp32 stays on nn.Linear", exc)
-                        return 0
-                setattr(parent, name, packed[id(child)])
+    try:  # pack every weight first, so a failure leaves the model untouched
+        for _, _, child in sites:
+            if id(child) not in packed:
+                packed[id(child)] = OneDnnLinear(child)
+    except RuntimeError as exc:  # an op this torch build lacks: keep nn.Linear
+        log.info("predict: oneDNN linear unavailable (%s); fp32 stays on nn.Linear", exc)
+        return 0
+    for parent, name, child in sites:
+        setattr(parent, name, packed[id(child)])
     return len(packed)
 
 
