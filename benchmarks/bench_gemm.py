@@ -17,7 +17,7 @@ import torch
 
 
 def gflops(fn, flops: float, repeats: int) -> float:
-    """Best-effort GFLOP/s of ``fn`` (3 warm-up calls, then the mean of ``repeats`` timed calls)."""
+    """GFLOP/s of ``fn`` over ``repeats`` timed calls (mean time), after 3 untimed warm-up calls."""
     for _ in range(3):
         fn()
     start = time.perf_counter()

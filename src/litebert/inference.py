@@ -84,7 +84,7 @@ def native_bf16(device: torch.device | str = "cpu") -> bool:
     return precision_lib.native_support("bf16", device)[0]
 
 
-# ------------------------------------------------------------------------------------------------ batching
+# ------------------------------------------------------------------------------------------------ fp32 GEMM
 class OneDnnLinear(torch.nn.Module):
     """An inference-only fp32 ``nn.Linear`` on oneDNN's GEMM, its weight reordered once into oneDNN's blocked layout.
 
@@ -136,6 +136,7 @@ def pack_linear_onednn(model: torch.nn.Module) -> int:
     return len(packed)
 
 
+# ------------------------------------------------------------------------------------------------ batching
 def length_batches(lengths, batch_size: int, bucket: bool = True) -> list[np.ndarray]:
     """Row indices per batch: with ``bucket``, rows sorted by length (stable, so equal lengths keep file order)
     and cut into ``batch_size`` runs; without, file order. lengths: N ints → list of int64 index arrays."""
