@@ -878,7 +878,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     final = _finish(cfg, kind, data, keeper, model, result, t0, precision) if dist.is_main else None
     if dist.distributed:  # under torchrun the other ranks wait for rank 0's results
         final = D.broadcast_object(final)
-        teardown()
+        teardown(sync=True)
     return final
 
 
@@ -986,7 +986,7 @@ def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalRes
     if dist.distributed:
         from litebert.training.distributed import destroy_distributed
 
-        destroy_distributed()
+        destroy_distributed(sync=True)
     return res
 
 

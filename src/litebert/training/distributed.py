@@ -56,9 +56,17 @@ def init_distributed(device: str | None = None) -> DistInfo:
     return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
 
 
-def destroy_distributed() -> None:
-    """Tear down the default process group if this process created one."""
+def destroy_distributed(sync: bool = False) -> None:
+    """Tear down the default process group if this process created one.
+
+    ``sync=True`` (the normal end of a run) first waits at a barrier, so that no rank closes its connections while
+    another is still receiving the last collective (rank 0's broadcast of the results): a gloo process whose peer
+    vanishes under a pending operation can abort (SIGABRT) after its work is done. Leave it ``False`` on an error
+    path, where another rank may never reach the barrier.
+    """
     if torch_dist.is_available() and torch_dist.is_initialized():
+        if sync and torch_dist.get_world_size() > 1:
+            torch_dist.barrier()
         torch_dist.destroy_process_group()
 
 

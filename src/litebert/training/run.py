@@ -41,9 +41,11 @@ def start(device: str | None = None) -> D.DistInfo:
     return D.init_distributed(device)
 
 
-def teardown() -> None:
-    """Leave the process group (no-op without one); call it in a ``finally`` of the run."""
-    D.destroy_distributed()
+def teardown(sync: bool = False) -> None:
+    """Leave the process group (no-op without one); call it in a ``finally`` of the run, and with ``sync=True``
+    (all ranks meet at a barrier first) where every rank is known to get there: see
+    :func:`litebert.training.distributed.destroy_distributed`."""
+    D.destroy_distributed(sync)
 
 
 def resolve_resume(
