@@ -108,17 +108,29 @@ def test_torch_int8_and_bf16_give_labels(kind):
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
 def test_fp32_runner_packs_linear_on_onednn_with_equal_outputs():
-    """predict's fp32 runner (fuse=True) moves every Linear onto oneDNN's prepacked GEMM; the logits equal the plain
-    model's to float rounding, a shared layer's Linear is packed once, and the tied MLM decoder still works."""
+    """predict's fp32 runner (fuse=True) moves every Linear onto oneDNN's prepacked GEMM, with a GELU fused into the
+    FFN's GEMM, and runs the classifier's last layer for [CLS] only; the logits equal the plain model's to float
+    rounding (GELU, exact GELU, ReLU), a shared layer's Linear is packed once, and the tied MLM decoder still
+    works."""
     from litebert.inference import OneDnnLinear, pack_linear_onednn
-    from litebert.modeling import AlbertForMaskedLM
+    from litebert.modeling import AlbertForMaskedLM, AlbertLayer
 
     enc = _encoded(30, seed=5)
     ref = _logits(_classifier(seed=2), enc, 8)
     runner = TorchRunner(_classifier(seed=2), fuse=True)
+    assert runner.forward_kwargs == {"pooled_only": True}
     packed = [m for m in runner.model.modules() if isinstance(m, OneDnnLinear)]
     assert packed and not any(type(m) is torch.nn.Linear for m in runner.model.modules())
     np.testing.assert_allclose(_logits(runner, enc, 8), ref, atol=1e-5, rtol=0)
+    # the FFN's GELU (gelu_new: the tanh approximation) runs as the GEMM's post-op; the layer's own is the identity
+    (layer,) = {id(m): m for m in runner.model.modules() if isinstance(m, AlbertLayer)}.values()
+    assert layer.ffn.gelu == "tanh" and layer.activation(torch.tensor(-1.0)) == -1.0
+    for act, gelu in (("gelu", "none"), ("relu", None)):  # exact GELU fused as erf; ReLU left to the layer
+        want = _logits(_classifier(seed=3, hidden_act=act), enc, 8)
+        runner = TorchRunner(_classifier(seed=3, hidden_act=act), fuse=True)
+        layer = next(m for m in runner.model.modules() if isinstance(m, AlbertLayer))
+        assert layer.ffn.gelu == gelu
+        np.testing.assert_allclose(_logits(runner, enc, 8), want, atol=1e-5, rtol=0)
 
     torch.manual_seed(0)
     mlm = AlbertForMaskedLM(

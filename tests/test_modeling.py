@@ -277,6 +277,40 @@ def test_multiple_choice_matches_transformers(tmp_path):
     close(a.loss, b.loss)
 
 
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_pooled_only_gives_transformers_logits(shape, tmp_path):
+    """``pooled_only=True`` (inference: the last layer computes [CLS] only) leaves the sequence-classification and
+    multiple-choice logits and the pooled output equal to transformers' full forward, for every group / inner-group
+    / activation layout; the last hidden state is then (B, 1, H) and equals the full model's position 0."""
+    ours = randomize(AlbertForSequenceClassification(make_config(shape, num_labels=3))).eval()
+    hf, _ = to_hf(ours, tmp_path / "cls", transformers.AlbertForSequenceClassification)
+    batch, _ = make_batch(seed=8)
+    with torch.no_grad():
+        close(ours(**batch, pooled_only=True).logits, hf(**batch).logits)
+        full = hf.albert(**batch)
+        part = ours.albert(**batch, pooled_only=True)
+        assert part.last_hidden_state.shape == (B, 1, ours.config.hidden_size)
+        close(part.last_hidden_state, full.last_hidden_state[:, :1])
+        close(part.pooler_output, full.pooler_output)
+    mc = randomize(AlbertForMultipleChoice(make_config(shape))).eval()
+    hf_mc, _ = to_hf(mc, tmp_path / "mc", transformers.AlbertForMultipleChoice)
+    batch, _ = make_batch(seed=9, b=4)
+    choices = {k: v.view(2, 2, S) for k, v in batch.items()}  # (B=2, C=2, S)
+    with torch.no_grad():
+        close(mc(**choices, pooled_only=True).logits, hf_mc(**choices).logits)
+
+
+@pytest.mark.parametrize("mode", ["attention", "ffn"])
+def test_pooled_only_with_partial_sharing_and_pre_ln(mode):
+    """The same for litebert-only layouts (partial sharing, pre-LN), against the model's own full forward."""
+    for ln in ("post", "pre"):
+        cfg = make_config("e8-h16-g2of3-k2-gelu_new", sharing=mode, layer_norm_position=ln, num_labels=2)
+        model = randomize(AlbertForSequenceClassification(cfg)).eval()
+        batch, _ = make_batch(seed=10)
+        with torch.no_grad():
+            close(model(**batch, pooled_only=True).logits, model(**batch).logits)
+
+
 def test_base_directory_into_head_class_initialises_head(tmp_path, caplog):
     """transformers' behaviour: a pretraining directory loads into a fine-tuning class, the new head is fresh."""
     pre = randomize(AlbertForPreTraining(make_config()))

@@ -17,12 +17,15 @@ Where the speed comes from (docs/deploy.md has the measurements):
   ``torch.ao.quantization.quantize_dynamic`` (Linear layers) or onnxruntime's quantized MatMuls (VNNI);
 - fp32 Linear layers on oneDNN's prepacked GEMM (:func:`pack_linear_onednn`) instead of the BLAS that ``nn.Linear``
   calls (MKL in stock torch CPU builds, 1.3-1.6x slower on the AMD EPYC of docs/deploy.md:
-  ``benchmarks/bench_gemm.py``);
+  ``benchmarks/bench_gemm.py``), the FFN's GELU fused into its GEMM as a post-op;
+- heads that read only the pooled [CLS] vector (sequence classification, multiple choice): the last layer runs for
+  position 0 only (``pooled_only``, :meth:`litebert.modeling.AlbertModel.forward`), 1/L of the work less;
 - onnxruntime: a graph optimised for inference (fused LayerNorm / GELU / attention kernels, no Python per op).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -89,23 +92,49 @@ class OneDnnLinear(torch.nn.Module):
     """An inference-only fp32 ``nn.Linear`` on oneDNN's GEMM, its weight reordered once into oneDNN's blocked layout.
 
     Input (..., in_features) float32 → output (..., out_features) float32; equals ``F.linear`` up to float rounding
-    (summation order). ``weight`` and ``bias`` stay the original tensors (code that reads ``.weight``, such as the
-    MLM head's tied decoder, keeps working); the packed copy is what the forward uses. Built by
+    (summation order), or ``F.gelu(F.linear(x))`` with ``gelu`` = "none" (exact erf GELU) / "tanh" (the tanh
+    approximation), applied by oneDNN as a post-op of the GEMM, so the (..., out_features) activation is not read and
+    written a second time. ``weight`` and ``bias`` stay the original tensors (code that reads ``.weight``, such as
+    the MLM head's tied decoder, keeps working); the packed copy is what the forward uses. Built by
     :func:`pack_linear_onednn`; the op is torch's own (``torch.ops.mkldnn``, the path ``torch.compile`` with freezing
     takes on CPU), so no kernel is ours.
     """
 
-    def __init__(self, linear: torch.nn.Linear, rows_hint: int = 1024):
+    def __init__(self, linear: torch.nn.Linear, rows_hint: int = 1024, gelu: str | None = None):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
+        self.gelu = gelu
         packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().contiguous(), rows_hint)
         self.register_buffer("packed_weight", packed, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):  # bf16 autocast (predict's auto): as nn.Linear
-            return torch.nn.functional.linear(x, self.weight, self.bias)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+            y = torch.nn.functional.linear(x, self.weight, self.bias)
+            return y if self.gelu is None else torch.nn.functional.gelu(y, approximate=self.gelu)
+        if self.gelu is None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "gelu", [], self.gelu)
+
+
+def _gelu_algorithm(activation) -> str | None:
+    """oneDNN's name for ``activation`` when it is a GELU (``F.gelu``: "none", its tanh approximation: "tanh",
+    :func:`litebert.modeling.get_activation`'s two GELUs), else None."""
+    F = torch.nn.functional
+    if activation is F.gelu:
+        return "none"
+    if (
+        isinstance(activation, functools.partial)
+        and activation.func is F.gelu
+        and not activation.args
+        and activation.keywords == {"approximate": "tanh"}
+    ):
+        return "tanh"
+    return None
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 def pack_linear_onednn(model: torch.nn.Module) -> int:
@@ -113,8 +142,11 @@ def pack_linear_onednn(model: torch.nn.Module) -> int:
 
     Returns the number replaced; 0 (model unchanged) where torch has no oneDNN (``torch.backends.mkldnn``) or its
     prepacked linear op is missing. A Linear applied several times (ALBERT's shared layers) is packed once and the
-    packed module shared the same way.
+    packed module shared the same way. An :class:`~litebert.modeling.AlbertLayer` whose activation is a GELU gets
+    it fused into its ``ffn`` (the GEMM's post-op) and its own ``activation`` set to the identity.
     """
+    from litebert.modeling import AlbertLayer
+
     if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
         return 0
     sites = [
@@ -123,16 +155,26 @@ def pack_linear_onednn(model: torch.nn.Module) -> int:
         for name, child in parent.named_children()
         if type(child) is torch.nn.Linear and child.weight.device.type == "cpu" and child.weight.dtype == torch.float32
     ]
+    # ffn Linear -> the GELU of every layer that applies it (a shared FFN is fused only if all of them agree)
+    gelu_of: dict[int, set] = {}
+    layers = [m for m in model.modules() if isinstance(m, AlbertLayer) and type(m.ffn) is torch.nn.Linear]
+    for layer in layers:
+        gelu_of.setdefault(id(layer.ffn), set()).add(_gelu_algorithm(layer.activation))
+    fused = {k for k, algos in gelu_of.items() if len(algos) == 1 and None not in algos}
     packed: dict[int, OneDnnLinear] = {}
     try:  # pack every weight first, so a failure leaves the model untouched
         for _, _, child in sites:
             if id(child) not in packed:
-                packed[id(child)] = OneDnnLinear(child)
+                gelu = next(iter(gelu_of[id(child)])) if id(child) in fused else None
+                packed[id(child)] = OneDnnLinear(child, gelu=gelu)
     except RuntimeError as exc:  # an op this torch build lacks: keep nn.Linear
         log.info("predict: oneDNN linear unavailable (%s); fp32 stays on nn.Linear", exc)
         return 0
     for parent, name, child in sites:
         setattr(parent, name, packed[id(child)])
+    for layer in layers:
+        if isinstance(layer.ffn, OneDnnLinear) and layer.ffn.gelu is not None:
+            layer.activation = _identity
     return len(packed)
 
 
@@ -183,6 +225,8 @@ class TorchRunner(_Runner):
     ``precision="bf16"`` casts the weights to bfloat16 (activations follow); ``quantize="int8"`` applies
     ``torch.ao.quantization.quantize_dynamic`` to the Linear layers (int8 weights, activations quantized per batch;
     CPU only). Both, and ``fuse=True``, change the model in place: pass a model that is only used for inference.
+    ``fuse=True`` also fuses the QKV projections and, for fp32 on the CPU, packs the Linear layers for oneDNN
+    (:func:`pack_linear_onednn`). Sequence-classification and multiple-choice models run with ``pooled_only``.
     """
 
     def __init__(
@@ -199,6 +243,9 @@ class TorchRunner(_Runner):
             raise LitebertError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
         self.device = torch.device(device)
         self.names = _output_names(model)
+        # heads that read only the pooled [CLS] vector: the last layer computes position 0 only (modeling.py)
+        pooled = type(model).__name__ in ("AlbertForSequenceClassification", "AlbertForMultipleChoice")
+        self.forward_kwargs = {"pooled_only": True} if pooled else {}
         self.precision, self.quantize = precision, quantize
         if quantize and self.device.type != "cpu":
             raise LitebertError("--quantize int8 (dynamic int8) runs on the CPU only; drop --device cuda")
@@ -234,6 +281,7 @@ class TorchRunner(_Runner):
                 input_ids=input_ids.to(self.device),
                 attention_mask=attention_mask.to(self.device),
                 token_type_ids=None if token_type_ids is None else token_type_ids.to(self.device),
+                **self.forward_kwargs,
             )
             return InferenceOutput((n, out[n].float()) for n in self.names)
 

@@ -248,8 +248,12 @@ class AlbertAttention(nn.Module):
         mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         cache: dict | None = None,
+        first_only: bool = False,
     ):
-        """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None)."""
+        """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None).
+
+        ``first_only`` (inference): only position 0 ([CLS]) queries, attending to every key → ((B, 1, H),
+        probs (B, nh, 1, S) or None): the pooler's input at a twelfth of the last layer's cost."""
         B, S, H = x.shape
         h = self.LayerNorm(x) if self.pre_ln else x
         if self.qkv is not None:
@@ -259,6 +263,8 @@ class AlbertAttention(nn.Module):
             qkv = F.linear(h, w, b)
         qkv = qkv.view(B, S, 3, self.num_heads, self.head_size)  # (B, S, 3H) -> (B, S, 3, nh, hd)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, nh, S, hd)
+        if first_only:
+            x, q, S = x[:, :1], q[:, :, :1], 1  # queries (B, nh, 1, hd); keys and values keep all S positions
         p_drop = self.attn_dropout if self.training else 0.0
         if output_attentions:  # explicit softmax so the probabilities can be returned
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_size)  # (B, nh, S, S)
@@ -297,9 +303,11 @@ class AlbertLayer(nn.Module):
         mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         cache: dict | None = None,
+        first_only: bool = False,
     ):
-        """x (B, S, H) → ((B, S, H), attention probs or None)."""
-        a, probs = self.attention(x, mask, output_attentions, cache)
+        """x (B, S, H) → ((B, S, H), attention probs or None); ``first_only``: position 0 only, (B, 1, H)
+        (:meth:`AlbertAttention.forward`)."""
+        a, probs = self.attention(x, mask, output_attentions, cache, first_only)
         h = self.full_layer_layer_norm(a) if self.pre_ln else a
         f = self.ffn_output(self.activation(self.ffn(h)))  # (B, S, H) -> (B, S, I) -> (B, S, H)
         f = _dropout(f, self.dropout_prob, self.training)
@@ -321,13 +329,17 @@ class AlbertLayerGroup(nn.Module):
         all_attn: list | None = None,
         cache: dict | None = None,
         repeats: int = 1,
+        first_only_last: bool = False,
     ):
         """x (B, S, H) → (B, S, H): the K layers, ``repeats`` times over (the consecutive layer uses of a shared
         group run in one call, so a sharded group is gathered once per forward); appends each layer's output /
-        attention probs to the lists when given."""
-        for _ in range(repeats):
-            for layer in self.albert_layers:
-                x, probs = layer(x, mask, all_attn is not None, cache)
+        attention probs to the lists when given. ``first_only_last``: the last layer computes position 0 only
+        → (B, 1, H)."""
+        n = repeats * len(self.albert_layers)
+        for r in range(repeats):
+            for k, layer in enumerate(self.albert_layers):
+                last = first_only_last and r * len(self.albert_layers) + k == n - 1
+                x, probs = layer(x, mask, all_attn is not None, cache, last)
                 if all_hidden is not None:
                     all_hidden.append(x)
                 if all_attn is not None:
@@ -367,15 +379,18 @@ class AlbertTransformer(nn.Module):
                     for name in shared:
                         setattr(layer, name, getattr(src[k], name))
 
-    def forward(self, x, mask=None, output_hidden_states=False, output_attentions=False):
-        """x (B, S, E) factorized / (B, S, H) albert_zh → (last (B, S, H), hidden_states | None, attentions | None)."""
+    def forward(self, x, mask=None, output_hidden_states=False, output_attentions=False, pooled_only=False):
+        """x (B, S, E) factorized / (B, S, H) albert_zh → (last (B, S, H), hidden_states | None, attentions | None).
+
+        ``pooled_only`` (inference): the last layer computes position 0 only, so ``last`` is (B, 1, H)."""
         if hasattr(self, "embedding_hidden_mapping_in"):
             x = self.embedding_hidden_mapping_in(x)  # (B, S, E) -> (B, S, H)
         all_hidden = [x] if output_hidden_states else None
         all_attn = [] if output_attentions else None
         cache: dict = {}  # fused QKV weights, built once per forward for each distinct attention module
-        for g, repeats in self.group_runs:  # = for layer l: group physical_group[l]
-            x = self.albert_layer_groups[g](x, mask, all_hidden, all_attn, cache, repeats)
+        for i, (g, repeats) in enumerate(self.group_runs):  # = for layer l: group physical_group[l]
+            last_run = pooled_only and i == len(self.group_runs) - 1
+            x = self.albert_layer_groups[g](x, mask, all_hidden, all_attn, cache, repeats, last_run)
         return (
             x,
             tuple(all_hidden) if all_hidden is not None else None,
@@ -489,6 +504,7 @@ class AlbertPreTrainedModel(nn.Module):
         inputs_embeds,
         output_hidden_states,
         output_attentions,
+        pooled_only=False,
     ) -> AlbertModelOutput:
         return self.albert(
             input_ids=input_ids,
@@ -498,6 +514,7 @@ class AlbertPreTrainedModel(nn.Module):
             inputs_embeds=inputs_embeds,
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
+            pooled_only=pooled_only,
         )
 
 
@@ -547,9 +564,14 @@ class AlbertModel(AlbertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
         return_dict=True,
+        pooled_only=False,
     ):
         """input_ids (B, S) int64 (or inputs_embeds (B, S, E)); attention_mask (B, S) 1/0; token_type_ids (B, S);
         position_ids (B, S) (default 0..S−1) → :class:`AlbertModelOutput` (or its tuple if not return_dict).
+
+        ``pooled_only`` (inference for heads that read only ``pooler_output``, litebert.inference): the last layer
+        computes position 0 only (the one the pooler reads), about 1/L of the work less; ``last_hidden_state``
+        (and the last of ``hidden_states``) is then (B, 1, H). ``pooler_output`` is unchanged up to float rounding.
 
         Raises ValueError unless exactly one of input_ids / inputs_embeds is given, when inputs_embeds is not
         ``embedding_size`` (E) wide, or when S exceeds ``max_position_embeddings``.
@@ -558,7 +580,7 @@ class AlbertModel(AlbertPreTrainedModel):
             raise ValueError("give exactly one of input_ids or inputs_embeds")
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = self.additive_mask(attention_mask, x.dtype)
-        h, hidden, attn = self.encoder(x, mask, output_hidden_states, output_attentions)
+        h, hidden, attn = self.encoder(x, mask, output_hidden_states, output_attentions, pooled_only)
         pooled = self.pooler_activation(self.pooler(h[:, 0])) if self.pooler is not None else None  # (B, H)
         out = AlbertModelOutput(last_hidden_state=h, pooler_output=pooled, hidden_states=hidden, attentions=attn)
         return out if return_dict else out.to_tuple()
@@ -751,8 +773,10 @@ class AlbertForSequenceClassification(AlbertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
         return_dict=True,
+        pooled_only=False,
     ):
-        """→ :class:`SequenceClassifierOutput` with ``logits`` (B, num_labels)."""
+        """→ :class:`SequenceClassifierOutput` with ``logits`` (B, num_labels); ``pooled_only``: see
+        :meth:`AlbertModel.forward` (the logits do not change)."""
         out = self._run_albert(
             input_ids,
             attention_mask,
@@ -761,6 +785,7 @@ class AlbertForSequenceClassification(AlbertPreTrainedModel):
             inputs_embeds,
             output_hidden_states,
             output_attentions,
+            pooled_only,
         )
         logits = self.classifier(_dropout(out.pooler_output, self.dropout_prob, self.training))
         loss = None
@@ -896,8 +921,10 @@ class AlbertForMultipleChoice(AlbertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
         return_dict=True,
+        pooled_only=False,
     ):
-        """input_ids etc. (B, C, S) → :class:`MultipleChoiceModelOutput` with ``logits`` (B, C); labels (B,)."""
+        """input_ids etc. (B, C, S) → :class:`MultipleChoiceModelOutput` with ``logits`` (B, C); labels (B,);
+        ``pooled_only``: see :meth:`AlbertModel.forward` (the logits do not change)."""
         C = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
 
         def flat(t):  # (B, C, S[, E]) -> (B·C, S[, E])
@@ -911,6 +938,7 @@ class AlbertForMultipleChoice(AlbertPreTrainedModel):
             flat(inputs_embeds),
             output_hidden_states,
             output_attentions,
+            pooled_only,
         )
         logits = self.classifier(_dropout(out.pooler_output, self.dropout_prob, self.training)).view(-1, C)
         loss = None if labels is None else F.cross_entropy(logits, labels)

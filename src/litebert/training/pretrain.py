@@ -208,6 +208,7 @@ def make_pretraining_eval(batches, device: torch.device, max_batches: int | None
     evaluated once, none dropped.
     """
 
+    @torch.no_grad()  # an evaluation builds no graph, whoever calls it
     def eval_fn(model: nn.Module) -> dict[str, float]:
         # the plain module: a DDP forward may broadcast buffers (a collective), and ranks may hold different
         # numbers of eval batches. FSDP needs its wrapper and the same number of forwards on every rank.
