@@ -107,13 +107,16 @@ def test_torch_int8_and_bf16_give_labels(kind):
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
-def test_fp32_runner_packs_linear_on_onednn_with_equal_outputs():
+def test_fp32_runner_packs_linear_on_onednn_with_equal_outputs(monkeypatch):
     """predict's fp32 runner (fuse=True) moves every Linear onto oneDNN's prepacked GEMM, with a GELU fused into the
     FFN's GEMM, and runs the classifier's last layer for [CLS] only; the logits equal the plain model's to float
     rounding (GELU, exact GELU, ReLU), a shared layer's Linear is packed once, and the tied MLM decoder still
-    works."""
+    works. (Calls below ``OneDnnLinear.min_macs`` take nn.Linear's path: set to 0 so that every call here runs
+    oneDNN's kernel; the default's fallback is checked at the end.)"""
     from litebert.inference import OneDnnLinear, pack_linear_onednn
     from litebert.modeling import AlbertForMaskedLM, AlbertLayer
+
+    monkeypatch.setattr(OneDnnLinear, "min_macs", 0)
 
     enc = _encoded(30, seed=5)
     ref = _logits(_classifier(seed=2), enc, 8)
@@ -151,6 +154,17 @@ def test_fp32_runner_packs_linear_on_onednn_with_equal_outputs():
         got = mlm(input_ids=ids).logits
     assert n == distinct == len({id(m) for m in mlm.modules() if isinstance(m, OneDnnLinear)})
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+    # the default threshold: a (1, 32) x (32, 48) call is nn.Linear's addmm; one of 2^22 multiply-adds is oneDNN's
+    monkeypatch.undo()
+    ffn = next(m for m in mlm.modules() if isinstance(m, AlbertLayer)).ffn
+    for rows, op in ((1, "aten::addmm"), (OneDnnLinear.min_macs // (32 * 48) + 1, "mkldnn::_linear_pointwise")):
+        x = torch.randn(rows, 32)
+        with torch.inference_mode(), torch.profiler.profile() as prof:
+            y = ffn(x)
+        assert op in {e.key for e in prof.key_averages()}
+        want = torch.nn.functional.gelu(torch.nn.functional.linear(x, ffn.weight, ffn.bias), approximate="tanh")
+        torch.testing.assert_close(y, want, atol=1e-5, rtol=0)
 
 
 @pytest.fixture(scope="module")

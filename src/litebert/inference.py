@@ -108,8 +108,14 @@ class OneDnnLinear(torch.nn.Module):
         packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().contiguous(), rows_hint)
         self.register_buffer("packed_weight", packed, persistent=False)
 
+    #: below this many multiply-adds per call (a small model at batch 1) the oneDNN call's fixed cost (~30 µs against
+    #: ~5 µs) outweighs its faster kernel: such calls take ``nn.Linear``'s path (measured with 2 threads on the CPU of
+    #: docs/deploy.md; the two paths cross between 2 and 4 M multiply-adds)
+    min_macs = 1 << 22
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):  # bf16 autocast (predict's auto): as nn.Linear
+        small = x.numel() * self.out_features < self.min_macs  # rows × in_features × out_features
+        if small or x.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):  # bf16 autocast: as nn.Linear
             y = torch.nn.functional.linear(x, self.weight, self.bias)
             return y if self.gelu is None else torch.nn.functional.gelu(y, approximate=self.gelu)
         if self.gelu is None:
