@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from litebert.errors import LitebertError
-from litebert.inference import ONNX_NAME, ONNX_OUTPUTS, require_onnx
+from litebert.inference import ONNX_NAME, ONNX_OUTPUTS, POOLED_HEADS, require_onnx
 
 log = logging.getLogger("litebert.export")
 
@@ -214,15 +214,19 @@ def _copy_tokenizer(model_dir: Path, out: Path) -> None:
 
 
 class _OnnxWrapper(torch.nn.Module):
-    """Positional inputs → the head's outputs as a tuple, in :data:`ONNX_OUTPUTS` order."""
+    """Positional inputs → the head's outputs as a tuple, in :data:`ONNX_OUTPUTS` order (a :data:`POOLED_HEADS`
+    head with ``pooled_only``: its last layer traced for [CLS] only)."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
         self.names = ONNX_OUTPUTS[type(model).__name__]
+        self.kwargs = {"pooled_only": True} if type(model).__name__ in POOLED_HEADS else {}
 
     def forward(self, input_ids, attention_mask, token_type_ids):
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, **self.kwargs
+        )
         return tuple(out[n] for n in self.names)
 
 

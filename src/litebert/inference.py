@@ -53,6 +53,9 @@ ONNX_OUTPUTS = {
     "AlbertForMultipleChoice": ("logits",),
 }
 ONNX_INSTALL_HINT = "pip install 'litebert[onnx]'"
+#: Heads whose output reads only the pooled [CLS] vector: at inference their last layer runs for position 0 only
+#: (``pooled_only``, :meth:`litebert.modeling.AlbertModel.forward`), in the torch runners and in the ONNX export.
+POOLED_HEADS = ("AlbertForSequenceClassification", "AlbertForMultipleChoice")
 
 
 def require_onnx() -> None:
@@ -249,9 +252,7 @@ class TorchRunner(_Runner):
             raise LitebertError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
         self.device = torch.device(device)
         self.names = _output_names(model)
-        # heads that read only the pooled [CLS] vector: the last layer computes position 0 only (modeling.py)
-        pooled = type(model).__name__ in ("AlbertForSequenceClassification", "AlbertForMultipleChoice")
-        self.forward_kwargs = {"pooled_only": True} if pooled else {}
+        self.forward_kwargs = {"pooled_only": True} if type(model).__name__ in POOLED_HEADS else {}
         self.precision, self.quantize = precision, quantize
         if quantize and self.device.type != "cpu":
             raise LitebertError("--quantize int8 (dynamic int8) runs on the CPU only; drop --device cuda")
@@ -381,6 +382,7 @@ def load_runner(
 
 __all__ = [
     "BACKENDS",
+    "POOLED_HEADS",
     "PRECISIONS",
     "QUANTIZE",
     "InferenceOutput",
