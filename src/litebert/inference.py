@@ -19,7 +19,8 @@ Where the speed comes from (docs/deploy.md has the measurements):
   calls (MKL in stock torch CPU builds, 1.3-1.6x slower on the AMD EPYC of docs/deploy.md:
   ``benchmarks/bench_gemm.py``), the FFN's GELU fused into its GEMM as a post-op;
 - heads that read only the pooled [CLS] vector (sequence classification, multiple choice): the last layer runs for
-  position 0 only (``pooled_only``, :meth:`litebert.modeling.AlbertModel.forward`), 1/L of the work less;
+  position 0 only (``pooled_only``, :meth:`litebert.modeling.AlbertModel.forward`), all of that layer's
+  matmuls but the QKV projection saved;
 - onnxruntime: a graph optimised for inference (fused LayerNorm / GELU / attention kernels, no Python per op).
 """
 
@@ -103,6 +104,11 @@ class OneDnnLinear(torch.nn.Module):
     takes on CPU), so no kernel is ours.
     """
 
+    #: below this many multiply-adds per call (a small model at batch 1) the oneDNN call's fixed cost (~30 µs against
+    #: ~5 µs) outweighs its faster kernel: such calls take ``nn.Linear``'s path (measured with 2 threads on the CPU of
+    #: docs/deploy.md; the two paths cross between 2 and 4 M multiply-adds)
+    min_macs = 1 << 22
+
     def __init__(self, linear: torch.nn.Linear, rows_hint: int = 1024, gelu: str | None = None):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
@@ -110,11 +116,6 @@ class OneDnnLinear(torch.nn.Module):
         self.gelu = gelu
         packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().contiguous(), rows_hint)
         self.register_buffer("packed_weight", packed, persistent=False)
-
-    #: below this many multiply-adds per call (a small model at batch 1) the oneDNN call's fixed cost (~30 µs against
-    #: ~5 µs) outweighs its faster kernel: such calls take ``nn.Linear``'s path (measured with 2 threads on the CPU of
-    #: docs/deploy.md; the two paths cross between 2 and 4 M multiply-adds)
-    min_macs = 1 << 22
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         small = x.numel() * self.out_features < self.min_macs  # rows × in_features × out_features

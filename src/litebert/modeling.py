@@ -253,7 +253,8 @@ class AlbertAttention(nn.Module):
         """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None).
 
         ``first_only`` (inference): only position 0 ([CLS]) queries, attending to every key → ((B, 1, H),
-        probs (B, nh, 1, S) or None): the pooler's input at a twelfth of the last layer's cost."""
+        probs (B, nh, 1, S) or None): the pooler's input, the output projection (and the layer's FFN) run for one
+        position; the QKV projection still runs for all S (keys and values)."""
         B, S, H = x.shape
         h = self.LayerNorm(x) if self.pre_ln else x
         if self.qkv is not None:
@@ -570,7 +571,8 @@ class AlbertModel(AlbertPreTrainedModel):
         position_ids (B, S) (default 0..S−1) → :class:`AlbertModelOutput` (or its tuple if not return_dict).
 
         ``pooled_only`` (inference for heads that read only ``pooler_output``, litebert.inference): the last layer
-        computes position 0 only (the one the pooler reads), about 1/L of the work less; ``last_hidden_state``
+        computes position 0 only (the one the pooler reads): about three quarters of one layer's matmuls less, all
+        but the QKV projection; ``last_hidden_state``
         (and the last of ``hidden_states``) is then (B, 1, H). ``pooler_output`` is unchanged up to float rounding.
 
         Raises ValueError unless exactly one of input_ids / inputs_embeds is given, when inputs_embeds is not
