@@ -95,6 +95,19 @@ def test_grid_contents_and_the_default_base_matches_the_quickstart_model():
     assert sizes == [16, 32, 64, 128] * 2
     assert [c.system for c in build_grid("system", base)] == ["litebert", "transformers"]
     assert [c.paper_key for c in build_grid("inter-sentence", base)] == ["none", "nsp", "sop", None]
+    # the paper's row at the same shape relative to the base (H 128 here, H 768 / 1024 there), not the same number
+    assert [c.paper_key for c in build_grid("embedding-size", base)] == [
+        "E64-not-shared",
+        "E128-not-shared",
+        "E256-not-shared",
+        "E768-not-shared",
+        "E64-all-shared",
+        "E128-all-shared",
+        "E256-all-shared",
+        "E768-all-shared",
+    ]
+    assert [c.paper_key for c in build_grid("depth", base)] == ["L1", "L3", "L6", "L12"]
+    assert [c.paper_key for c in width] == [None, "H1024", "H2048"]
 
 
 def test_unknown_study_or_cell_is_a_clear_error(tmp_path, capsys):

@@ -182,7 +182,6 @@ def build_grid(study: str, base) -> list[Cell]:
             Cell(study, "litebert", {}),
             Cell(study, "transformers", {}, inter_sentence_task="none", system="transformers"),
         ]
-    paper = PAPER.get(study, {})
     return [
         Cell(
             c.study,
@@ -191,10 +190,36 @@ def build_grid(study: str, base) -> list[Cell]:
             c.inter_sentence_task,
             c.data_fraction,
             c.system,
-            c.name if c.name in paper else None,
+            _paper_key(study, c, cells, base),
         )
         for c in cells
     ]
+
+
+def _paper_key(study: str, cell: Cell, cells: list[Cell], base) -> str | None:
+    """The :data:`PAPER` row that stands beside ``cell``: the same shape relative to the base, not the same number.
+
+    embedding-size: the same rank of E within its sharing regime (ours H/8, H/4, H/2, H ↔ the paper's 64, 128, 256,
+    768 of H 768); depth: the same rank (1, 2, 4, 8 ↔ 1, 3, 6, 12); width: the same multiple of the base width
+    (H ↔ the paper's 1024, 2H ↔ 2048; H/2 has no row); the other studies: the row of the same name.
+    """
+    paper = PAPER.get(study, {})
+    if study == "embedding-size":
+        regime = cell.name.split("-", 1)[1]
+        ours = sorted(c.model["embedding_size"] for c in cells if c.name.endswith(regime))
+        theirs = sorted((v["E"], k) for k, v in paper.items() if k.endswith(regime))
+        rank = ours.index(cell.model["embedding_size"])
+        return theirs[rank][1] if rank < len(theirs) else None
+    if study == "depth":
+        ours = sorted(c.model["num_hidden_layers"] for c in cells)
+        theirs = sorted(paper, key=lambda k: int(k[1:]))
+        rank = ours.index(cell.model["num_hidden_layers"])
+        return theirs[rank] if rank < len(theirs) else None
+    if study == "width":
+        h = cell.model["hidden_size"]
+        key = f"H{1024 * h // base.hidden_size}" if (1024 * h) % base.hidden_size == 0 else None
+        return key if key in paper else None
+    return cell.name if cell.name in paper else None
 
 
 def select_cells(cells: list[Cell], names: list[str] | None) -> list[Cell]:

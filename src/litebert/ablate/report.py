@@ -50,11 +50,13 @@ def _group(records: list[dict]) -> dict[str, list[dict]]:
     return cells
 
 
-def table_markdown(study: str, records: list[dict]) -> str:
+def table_markdown(study: str, records: list[dict], paper_keys: dict[str, str | None] | None = None) -> str:
     """The study's table: one row per cell (seeds averaged, ± their standard deviation; a single seed shows the 95 %
-    Wilson interval of the accuracy), with the paper's row for the same cell beside it."""
+    Wilson interval of the accuracy), with the paper's row for the same cell beside it: ``paper_keys`` (cell name →
+    :data:`PAPER` row, :attr:`litebert.ablate.grid.Cell.paper_key`), else the row of the same name."""
     title, source = TITLES[study]
     paper = PAPER.get(study, {})
+    paper_keys = paper_keys if paper_keys is not None else {name: name for name in paper}
     cells = _group(records)
     not_metrics = {
         "finetune_task",
@@ -89,7 +91,7 @@ def table_markdown(study: str, records: list[dict]) -> str:
         head += ["SOP acc in-order / swapped", "NSP acc same-doc / other-doc"]
         head += ["paper MLM", "paper NSP", "paper SOP", "paper avg"]
     elif study != "system":
-        head += ["paper params", "paper avg"]
+        head += ["paper row", "paper params", "paper avg"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, rs in cells.items():
         one = len(rs) == 1
@@ -105,7 +107,8 @@ def table_markdown(study: str, records: list[dict]) -> str:
             _pct([r["nsp_accuracy"] for r in rs], rs[0].get("nsp_ci95") if one else None),
         ]
         row += [f"{_mean([r.get(f) for r in rs])[0]:.4f}" for f in ft]
-        p = paper.get(name, {})
+        key = paper_keys.get(name)
+        p = paper.get(key, {}) if key else {}
         if study == "inter-sentence":
             for t in ("sop", "nsp"):
                 a0 = _mean([r.get(f"{t}_accuracy_label0") for r in rs])[0]
@@ -113,7 +116,7 @@ def table_markdown(study: str, records: list[dict]) -> str:
                 row.append(f"{100 * a0:.1f} / {100 * a1:.1f}")
             row += [str(p.get(k, "–")) for k in ("mlm", "nsp", "sop", "avg")]
         elif study != "system":
-            row += [f"{p['params_m']}M" if "params_m" in p else "–", str(p.get("avg", "–"))]
+            row += [key or "–", f"{p['params_m']}M" if "params_m" in p else "–", str(p.get("avg", "–"))]
         lines.append("| " + " | ".join(row) + " |")
     lines += [
         "",
@@ -134,9 +137,12 @@ def table_markdown(study: str, records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(root: Path, study: str, records: list[dict]) -> tuple[Path, Path | None]:
-    """Write ``root/<study>.md`` and ``root/<study>.png`` (None when matplotlib is missing); returns both paths."""
-    md = atomic_write_text(root / f"{study}.md", table_markdown(study, records))
+def write_report(
+    root: Path, study: str, records: list[dict], paper_keys: dict[str, str | None] | None = None
+) -> tuple[Path, Path | None]:
+    """Write ``root/<study>.md`` and ``root/<study>.png`` (None when matplotlib is missing); returns both paths.
+    ``paper_keys``: as :func:`table_markdown`."""
+    md = atomic_write_text(root / f"{study}.md", table_markdown(study, records, paper_keys))
     try:
         import matplotlib
     except ImportError:

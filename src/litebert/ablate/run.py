@@ -596,10 +596,11 @@ def ablate(cfg: AblateConfig, log=print) -> AblateResult:
                 f"mlm_accuracy {rec['mlm_accuracy']:.4f}, sop_accuracy {rec['sop_accuracy']:.4f}, "
                 f"nsp_accuracy {rec['nsp_accuracy']:.4f}"
             )
-    order = {c.name: i for i, c in enumerate(build_grid(cfg.study, base))}
+    grid = build_grid(cfg.study, base)
+    order = {c.name: i for i, c in enumerate(grid)}
     mine = sorted(
         (r for r in collect_records(root) if r["study"] == cfg.study),
         key=lambda r: (order.get(r["cell"], len(order)), r["seed"]),
     )
-    table, plot = write_report(root, cfg.study, mine)
+    table, plot = write_report(root, cfg.study, mine, {c.name: c.paper_key for c in grid})
     return AblateResult(output=root, records=records, trained=trained, table=table, plot=plot)
