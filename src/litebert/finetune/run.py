@@ -984,9 +984,9 @@ def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalRes
     if name == "evaluate":
         log.info("evaluate: %s on %d rows of %s", json.dumps(metrics), len(preds), read.path)
     if dist.distributed:
-        from litebert.training.distributed import destroy_distributed
+        from litebert.training.run import teardown
 
-        destroy_distributed(sync=True)
+        teardown(sync=True)
     return res
 
 
