@@ -162,3 +162,37 @@ def test_head_override_and_hf_format_from_model_dir(tmp_path):
 
     a, b = load_file(str(src / "model.safetensors")), load_file(str(hf.output_dir / "model.safetensors"))
     assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _fine_tuned(directory, **extra):
+    torch.manual_seed(0)
+    model = AlbertForSequenceClassification(_config(1, num_hidden_layers=2))
+    model.config.id2label, model.config.label2id = {0: "0", 1: "1"}, {"0": 0, "1": 1}
+    model.config.extra = {**model.config.extra, **extra}
+    return _save_model(directory, model)
+
+
+def test_fine_tuned_model_exports_only_with_its_own_head_or_as_encoder(tmp_path, capsys):
+    """A fine-tuned SST-2 classifier exported with --head question-answering would be a random QA head under
+    sst2's metadata: refused, one line, nothing written. Its own head and the bare encoder (task keys dropped)
+    export; so does a transformers classifier (architectures only) with its head."""
+    src = _fine_tuned(tmp_path / "ft", finetuning_task="sst2", litebert_task_type="classification")
+    for head, fmt in (("question-answering", "onnx"), ("masked-lm", "onnx"), ("token-classification", "hf")):
+        argv = ["export", str(src), "--output", str(tmp_path / "out"), "--format", fmt, "--head", head]
+        assert main(argv) == 2, head
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:"), err
+        assert f"{src} is a fine-tuned model (AlbertForSequenceClassification, task sst2)" in err, err
+        assert _no_leftovers(tmp_path, "out")
+    own = export_model(src, tmp_path / "own", format="onnx", head="sequence-classification")
+    saved = json.loads((own.output_dir / "config.json").read_text())
+    assert saved["architectures"] == ["AlbertForSequenceClassification"] and saved["finetuning_task"] == "sst2"
+    for fmt in ("onnx", "hf"):
+        base = export_model(src, tmp_path / f"base-{fmt}", format=fmt, head="base")
+        saved = json.loads((base.output_dir / "config.json").read_text())
+        assert saved["architectures"] == ["AlbertModel"], fmt
+        assert "finetuning_task" not in saved and "litebert_task_type" not in saved, fmt
+    hf_style = _fine_tuned(tmp_path / "hf_ft")  # fine-tuned elsewhere: the head class alone says so
+    with pytest.raises(LitebertError, match=r"is a fine-tuned model \(AlbertForSequenceClassification\)"):
+        export_model(hf_style, tmp_path / "out", format="onnx", head="AlbertForQuestionAnswering")
+    assert export_model(hf_style, tmp_path / "hf_own", format="onnx").head == "AlbertForSequenceClassification"

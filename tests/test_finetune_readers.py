@@ -143,3 +143,54 @@ def test_real_glue_and_clue_files(shared_data, task, split, rows, pair):
     test = read_examples(base / "test.tsv", spec.layout_for(base / "test.tsv"))
     assert test.examples and all(e.text for e in test.examples)
     assert test.has_labels == (task == "chnsenticorp")
+
+
+def test_jsonl_list_labels_are_multi_label(tmp_path):
+    """docs/finetune.md: "a list value is a multi-label field" — without --problem-type the list column makes the
+    problem multi-label; list items are labels as they are (never split on the separator)."""
+    from litebert.finetune import DataOptions
+    from litebert.finetune.data import LabelSpace
+    from litebert.finetune.kinds import make_kind
+
+    path = write(
+        tmp_path,
+        "d.jsonl",
+        '{"text": "x", "labels": ["a"]}\n{"text": "y", "labels": ["a", "b"]}\n{"text": "z", "labels": ["c, d"]}\n',
+    )
+    data = DataOptions(text_column="text", label_column="labels")
+    kind = make_kind(data)
+    train = kind.read(path, require_labels=True)
+    assert [ex.labels for ex in train.examples] == [("a",), ("a", "b"), ("c, d",)]
+    kind.fit(train)
+    assert kind.space.problem_type == "multi_label" and kind.labels == ["a", "b", "c, d"]
+    over = kind.config_overrides()
+    assert over["problem_type"] == "multi_label_classification" and over["id2label"] == {0: "a", 1: "b", 2: "c, d"}
+    assert [kind.space.encode(ex, path) for ex in train.examples] == [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    assert kind.space.decode([1, 1, 0]) == "a,b"
+    explicit = make_kind(data, problem_type="multi_label")
+    explicit.fit(train)
+    assert explicit.labels == kind.labels
+    with pytest.raises(
+        LitebertError,
+        match=r"d\.jsonl:1: the label field 'labels' is a JSON list \(a multi-label field\) but --problem-type "
+        r"single_label",
+    ):
+        make_kind(data, problem_type="single_label").fit(train)
+    with pytest.raises(LitebertError, match=r"d\.jsonl:1: the label is a JSON list .* is single_label"):
+        LabelSpace("single_label", ("a", "b")).encode(train.examples[0], path, "model's")
+
+
+def test_multi_label_without_any_label_names_file_and_field(tmp_path):
+    from litebert.finetune import DataOptions
+    from litebert.finetune.kinds import make_kind
+
+    path = write(tmp_path, "e.jsonl", '{"text": "x", "labels": []}\n{"text": "y", "labels": []}\n')
+    kind = make_kind(DataOptions(text_column="text", label_column="labels"))
+    with pytest.raises(
+        LitebertError, match=r"e\.jsonl: no label found: the label field 'labels' is empty in all 2 rows"
+    ):
+        kind.fit(kind.read(path, require_labels=True))
+    tsv = write(tmp_path, "e.tsv", "text\ttags\nx\t\ny\t \n")  # --problem-type multi_label, empty fields
+    kind = make_kind(DataOptions(text_column="text", label_column="tags"), problem_type="multi_label")
+    with pytest.raises(LitebertError, match=r"e\.tsv: no label found: the label field 'tags' is empty in all 2 rows"):
+        kind.fit(kind.read(tsv, require_labels=True))

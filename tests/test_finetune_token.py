@@ -341,3 +341,125 @@ def test_cli_token_task_type_with_columns(conll_run, tmp_path, capsys):
         "holds an AlbertForTokenClassification but the data options ask for a classification task"
         in capsys.readouterr().err
     )
+
+
+# ------------------------------------------------------------------------------- tag scheme and label sets
+def test_tags_must_fit_the_scheme(shared_data, tmp_path):
+    from litebert.finetune.token import is_tag
+
+    assert all(is_tag(t) for t in ("O", "B-PER", "I-PER.NAM", "E-LOC", "S-MISC", "B-X-Y"))
+    assert not any(is_tag(t) for t in ("0", "1", "label", "B", "B-", "b-per", "o", "L-PER", "PER", "OUT"))
+    # SST-2 dev is two tab-separated columns: its header's "label" would be the first tag
+    with pytest.raises(LitebertError, match=r"SST-2/dev\.tsv:1: tag 'label' \(column 1\) is not an entity tag"):
+        read_token_file(shared_data / "glue/SST-2/dev.tsv")
+    nohdr = tmp_path / "nohdr.tsv"  # a labelled sentence per line, no header: "1" is not a tag
+    nohdr.write_text("EU\tB-ORG\na charming and often affecting journey\t1\n")
+    with pytest.raises(LitebertError, match=r"nohdr\.tsv:2: tag '1' \(column 1\)"):
+        read_token_file(nohdr)
+    with pytest.raises(LitebertError, match=r"nohdr\.tsv:2: tag '1'"):  # unlabelled reads check a tag column too
+        read_token_file(nohdr, require_labels=False)
+    jl = tmp_path / "t.jsonl"
+    jl.write_text('{"tokens": ["a"], "tags": ["O"]}\n{"tokens": ["John", "x"], "tags": ["B-PER", "person"]}\n')
+    with pytest.raises(LitebertError, match=r"t\.jsonl:2: tag 'person' \('tags'\)"):
+        read_token_file(jl)
+    ok = tmp_path / "bioes.txt"  # IOB1 (an I- opening an entity) and BIOES read as they are
+    ok.write_text("John I-PER\nSmith I-PER\n\nin O\nNew B-LOC\nYork E-LOC\nParis S-LOC\n")
+    assert [ex.tags for ex in read_token_file(ok).examples] == [["I-PER", "I-PER"], ["O", "B-LOC", "E-LOC", "S-LOC"]]
+
+
+def test_entity_metrics_leak_no_seqeval_warning(caplog):
+    import warnings
+
+    from litebert.config import AlbertConfig
+    from litebert.finetune.token import TokenKind
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        m = entity_metrics([["B-PER", "I-PER", "O"]], [["LABEL_1", "LABEL_2", "O"]])  # a model's odd id2label
+    assert not seen, [str(w.message) for w in seen]
+    assert m["f1"] == 0.0 and m["recall"] == 0.0 and m["accuracy"] == pytest.approx(1 / 3)
+    kind = TokenKind(DataOptions(task_type="token"))
+    with caplog.at_level(logging.WARNING, logger="litebert"):
+        kind.from_config(AlbertConfig.from_preset("albert-debug").replace(num_labels=3))
+    assert kind.labels == ["LABEL_0", "LABEL_1", "LABEL_2"]
+    assert "3 name(s) that are not entity tags" in caplog.text and caplog.text.count("\n") == 1
+
+
+def test_conll2003_preset_uses_its_nine_tags(conll_run, shared_data, tmp_path, caplog):
+    """The first 400 lines of CoNLL-2003 train have no I-LOC; the preset's head still has CoNLL's 9 IOB2 tags, in
+    the order of the Hugging Face conll2003 data set, and dev's I-LOC is no unknown tag."""
+    from litebert.finetune.kinds import make_kind
+    from litebert.tokenization import load_tokenizer
+
+    head = tmp_path / "head400.txt"
+    head.write_text("\n".join((shared_data / "conll2003/train.txt").read_text().splitlines()[:400]) + "\n")
+    kind = make_kind(DataOptions(task="conll2003"))
+    train = kind.read(head, require_labels=True)
+    seen = {t for ex in train.examples for t in ex.tags}
+    assert "I-LOC" not in seen and len(seen) == 8
+    kind.fit(train)
+    assert kind.labels == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    assert kind.config_overrides()["num_labels"] == 9
+    dev = tmp_path / "dev.txt"
+    dev.write_text("\n".join((shared_data / "conll2003/dev.txt").read_text().splitlines()[:300]) + "\n")
+    dev_read = kind.read(dev, require_labels=True)
+    assert "I-LOC" in {t for ex in dev_read.examples for t in ex.tags}
+    with caplog.at_level(logging.WARNING, logger="litebert"):
+        feats = kind.featurize(dev_read, load_tokenizer(conll_run[2]), 24, "dev")
+    assert feats.extra["unknown_tags"] == {} and "tags the model does not know" not in caplog.text
+    bad = tmp_path / "bad.txt"  # a tag outside the preset's set: the line that has it
+    bad.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nMonday NNP I-NP B-DATE\n")
+    with pytest.raises(LitebertError, match=r"bad\.txt:4: tag 'B-DATE' is not one of the conll2003 tags"):
+        kind.fit(kind.read(bad, require_labels=True))
+
+
+def test_weibo_and_msra_presets_equal_the_data_sets_tags(shared_data):
+    from litebert.finetune.tasks import get_task
+
+    weibo = read_token_file(shared_data / "weibo_ner/weiboNER_2nd_conll.train", strip_segment_digits=True)
+    assert set(get_task("weibo_ner").labels) == {t for ex in weibo.examples for t in ex.tags}
+    assert len(get_task("weibo_ner").labels) == 17 and get_task("weibo_ner").labels[0] == "O"
+    msra = read_token_file(shared_data / "msra_ner_sighan2006/msra_test_bio.txt")
+    assert get_task("msra_ner").labels == ("O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG")
+    assert set(get_task("msra_ner").labels) == {t for ex in msra.examples for t in ex.tags}
+
+
+def test_custom_tags_are_closed_under_their_scheme(tmp_path):
+    from litebert.finetune.token import label_list
+
+    bio = tmp_path / "bio.txt"  # LOC only as one-word entities: I-LOC never written
+    bio.write_text("Paris B-LOC\nis O\n\nJohn B-PER\nSmith I-PER\n")
+    assert label_list(read_token_file(bio)) == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+    bioes = tmp_path / "bioes.txt"
+    bioes.write_text("Paris S-LOC\nJohn B-PER\nSmith E-PER\n")
+    assert label_list(read_token_file(bioes)) == (
+        "O",
+        *("B-LOC", "I-LOC", "E-LOC", "S-LOC"),
+        *("B-PER", "I-PER", "E-PER", "S-PER"),
+    )
+    only_o = tmp_path / "o.txt"
+    only_o.write_text("a O\nb O\n")
+    with pytest.raises(LitebertError, match=r"o\.txt: no entity tags in the training file \(only \['O'\]\)"):
+        label_list(read_token_file(only_o))
+
+
+def test_cli_ner_refuses_a_classification_file(conll_run, shared_data, tmp_path, capsys):
+    """`finetune --task conll2003 --train SST-2/train.tsv` and `evaluate` of a NER model on SST-2 dev: one error
+    line naming the file, the line and the tag; no seqeval warning."""
+    import warnings
+
+    from litebert.cli import main
+
+    _, out, model, _ = conll_run
+    sst = shared_data / "glue/SST-2/dev.tsv"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        argv = ["finetune", "--model", str(model), "--task", "conll2003", "--train", str(sst)]
+        assert main([*argv, "--dev", str(shared_data / "conll2003/dev.txt"), "--output", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{sst}:1: tag 'label' (column 1) is not an entity tag" in err, err
+        assert not (tmp_path / "r").exists()
+        assert main(["evaluate", "--model", str(out / "best"), "--data", str(sst), "--max-seq-length", "24"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{sst}:1: tag 'label'" in err, err
+    assert not [w for w in seen if "NE tag" in str(w.message)]

@@ -89,3 +89,46 @@ def test_info_on_damaged_model_dir_is_a_clear_error(tmp_path, capsys):
     info = inspect_path(sharded)
     assert info.parameter_count == model.albert.num_parameters()
     assert info.details["weights"] == "model.safetensors.index.json"
+
+
+def test_info_on_onnx_dir(tmp_path, capsys, monkeypatch):
+    """An ONNX export directory: the file, its opset, inputs/outputs (onnxruntime's own view is the oracle),
+    whether it is int8, parameters from its initializers; without the onnx package, what config.json records."""
+    import sys
+
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    import torch
+
+    from litebert.export import export_model
+    from litebert.modeling import AlbertForSequenceClassification
+
+    cfg = AlbertConfig.from_preset("albert-debug").replace(num_labels=3)
+    torch.manual_seed(0)
+    model = AlbertForSequenceClassification(cfg)
+    model.save_pretrained(tmp_path / "m")
+    export_model(tmp_path / "m", tmp_path / "fp32", format="onnx")
+    export_model(tmp_path / "m", tmp_path / "int8", format="onnx", quantize="int8")
+    for name, quantized in (("fp32", False), ("int8", True)):
+        d = tmp_path / name
+        info = inspect_path(d)
+        assert info.kind == "onnx_dir" and info.details["weights"] == "none (ONNX only)"
+        (f,) = info.onnx_files
+        assert f["file"] == "model.onnx" and f["bytes"] == (d / "model.onnx").stat().st_size and f["opset"] == 17
+        sess = ort.InferenceSession(str(d / "model.onnx"), providers=["CPUExecutionProvider"])
+        assert [s.split(" ")[0] for s in f["inputs"]] == [i.name for i in sess.get_inputs()]
+        assert f["outputs"] == ["logits float32 [batch, 3]"] and sess.get_outputs()[0].shape == ["batch", 3]
+        assert bool(f["quantized"]) is quantized and (f["int8_initializers"] > 0) is quantized
+        n = model.num_parameters()
+        assert 0.9 * n <= info.parameter_count <= 1.1 * n, (info.parameter_count, n)
+        assert info.config["architectures"] == ["AlbertForSequenceClassification"]
+    assert cli_main(["info", str(tmp_path / "int8")]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^kind: +onnx_dir$", text, re.M) and re.search(r"^onnx: +model\.onnx, [\d,]+ bytes$", text, re.M)
+    assert re.search(r"^onnx quantized: +int8 \(.*MatMulInteger", text, re.M)
+    assert re.search(r"^onnx opset: +17$", text, re.M) and "input_ids int64 [batch, sequence]" in text
+    assert not re.search(r"^parameters: +0$", text, re.M)
+    monkeypatch.setitem(sys.modules, "onnx", None)  # degrade: size and config.json's record of the export
+    info = inspect_path(tmp_path / "int8")
+    assert info.kind == "onnx_dir" and "not installed" in info.details["onnx"]
+    assert info.details["onnx (config.json)"] == "opset 17, quantize int8, outputs logits"

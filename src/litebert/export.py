@@ -17,10 +17,18 @@ activations quantized per batch at run time) and dedupes again.
 
 Everything is written to a temporary directory beside ``--output`` and renamed at the end, so a failure leaves nothing
 half-written.
+
+Heads (``--head``): a model exports with its own head (``architectures``), or with one whose weights it holds. A
+pretraining model or checkpoint exports as ``AlbertForPreTraining``, ``AlbertForMaskedLM`` or the bare
+``AlbertModel``; a fine-tuned model (a task head in ``architectures``, or ``finetuning_task`` /
+``litebert_task_type`` in its config) exports with its own head or as ``AlbertModel`` (its encoder, with the task
+keys dropped from ``config.json``), and any other head is refused (:func:`check_head`): that head's weights would be a
+fresh random init under the fine-tuned task's metadata.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -51,6 +59,24 @@ HEAD_ALIASES = {
     "multiple-choice": "AlbertForMultipleChoice",
 }
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+#: Heads that fine-tuning writes (``litebert finetune``'s ``best/``): their weights exist only in a fine-tuned model.
+TASK_HEADS = (
+    "AlbertForSequenceClassification",
+    "AlbertForTokenClassification",
+    "AlbertForQuestionAnswering",
+    "AlbertForMultipleChoice",
+)
+#: ``config.json`` keys that describe a fine-tuned task (read back by ``evaluate``/``predict``); dropped when a
+#: fine-tuned model is exported as its bare encoder.
+TASK_CONFIG_KEYS = (
+    "finetuning_task",
+    "litebert_task_type",
+    "litebert_data_options",
+    "litebert_label_separator",
+    "litebert_qa_metric",
+    "litebert_max_seq_length",
+    "litebert_null_score_diff_threshold",
+)
 
 
 @dataclass
@@ -82,6 +108,49 @@ def resolve_head(name: str | None, config) -> str:
     return cls
 
 
+def source_head(config) -> str:
+    """The head a model directory holds: its ``architectures[0]`` (``AlbertForPreTraining`` when it names none)."""
+    return (config.architectures or ["AlbertForPreTraining"])[0]
+
+
+def fine_tuned_task(config) -> str | None:
+    """A description of the fine-tuned task ``config`` carries (``"AlbertForSequenceClassification, task sst2"``),
+    or ``None`` for a pretraining / base / masked-LM model."""
+    extra = config.extra or {}
+    head = source_head(config)
+    task = extra.get("finetuning_task") or extra.get("litebert_task_type")
+    if head not in TASK_HEADS and not task:
+        return None
+    return head + (f", task {task}" if task else "")
+
+
+def check_head(config, cls_name: str, where: Path) -> None:
+    """Refuse to export a fine-tuned model with another task head (see the module docstring).
+
+    Raises:
+        LitebertError: ``config`` is fine-tuned (:func:`fine_tuned_task`) and ``cls_name`` is neither its own head
+            nor ``AlbertModel``.
+    """
+    task = fine_tuned_task(config)
+    if task is None or cls_name in (source_head(config), "AlbertModel"):
+        return
+    raise LitebertError(
+        f"{where} is a fine-tuned model ({task}): exporting it with --head {cls_name} would write that head as a "
+        f"fresh random init under the fine-tuned task's config; drop --head (or --head base for the encoder alone)"
+    )
+
+
+def config_for_head(config, cls_name: str):
+    """``config`` as the exported directory states it: ``architectures`` = ``[cls_name]``; exported as the bare
+    ``AlbertModel``, a fine-tuned model's task keys (:data:`TASK_CONFIG_KEYS`) are dropped, so that ``evaluate``
+    / ``predict`` see an encoder, not the task."""
+    extra = dict(config.extra or {})
+    if cls_name == "AlbertModel":
+        for key in TASK_CONFIG_KEYS:
+            extra.pop(key, None)
+    return dataclasses.replace(config, architectures=[cls_name], extra=extra)
+
+
 def _is_checkpoint(path: Path) -> bool:
     from litebert.training.state import COMPLETE_MARKER
 
@@ -104,7 +173,8 @@ def export_model(
 
     Raises:
         LitebertError: ``output`` exists; ``source`` is neither a model directory (``config.json`` + weights) nor a
-            training checkpoint; an unknown head; ``quantize`` with ``format="hf"``; onnx/onnxruntime missing.
+            training checkpoint; an unknown head; a fine-tuned model with another task head (:func:`check_head`);
+            ``quantize`` with ``format="hf"``; onnx/onnxruntime missing.
     """
     from litebert.checkpoint import CONFIG_NAME, SAFETENSORS_NAME, load_config
 
@@ -136,6 +206,8 @@ def export_model(
             model_dir = export_checkpoint(src, tmp_root / "hf")
         config = load_config(model_dir)
         cls_name = resolve_head(head, config)
+        check_head(config, cls_name, src)
+        config = config_for_head(config, cls_name)
         weights = model_dir / SAFETENSORS_NAME
         weights_bytes = weights.stat().st_size if weights.is_file() else None
         if format == "hf":
@@ -143,19 +215,18 @@ def export_model(
                 staged = model_dir
             else:
                 staged = tmp_root / "out"
-                _load_head(model_dir, cls_name).save_pretrained(staged)
+                _load_head(model_dir, cls_name, config).save_pretrained(staged)
                 _copy_tokenizer(model_dir, staged)
             result = ExportResult(out, "hf", cls_name, weights_bytes=weights_bytes)
         else:
             staged = tmp_root / "out"
             staged.mkdir()
-            model = _load_head(model_dir, cls_name)
+            model = _load_head(model_dir, cls_name, config)
             onnx_path = staged / ONNX_NAME
             export_onnx(model, onnx_path, opset=opset)
             if quantize == "int8":
                 quantize_onnx(onnx_path)
             config = model.config
-            config.architectures = [cls_name]
             config.extra = {
                 **(config.extra or {}),
                 "litebert_onnx": {"opset": opset, "quantize": quantize, "outputs": list(ONNX_OUTPUTS[cls_name])},
@@ -171,11 +242,12 @@ def export_model(
     return result
 
 
-def _load_head(model_dir: Path, cls_name: str):
-    from litebert.checkpoint import load_config, load_state_dict_file, load_weights
+def _load_head(model_dir: Path, cls_name: str, config):
+    """``cls_name`` built from ``config`` with the weights of ``model_dir`` (a missing head tensor keeps its fresh
+    init, with a warning; a missing encoder tensor is an error)."""
+    from litebert.checkpoint import load_state_dict_file, load_weights
     from litebert.modeling import MODEL_CLASSES
 
-    config = load_config(model_dir)
     model = MODEL_CLASSES[cls_name](config)
     state, source = load_state_dict_file(model_dir)
     report = load_weights(model, state, source)
@@ -406,7 +478,10 @@ __all__ = [
     "ONNX_NAME",
     "ONNX_OUTPUTS",
     "OPSET",
+    "TASK_HEADS",
     "ExportResult",
+    "check_head",
+    "config_for_head",
     "dedupe_initializers",
     "export_model",
     "export_onnx",

@@ -1,7 +1,10 @@
 """``litebert info PATH``: describe a model directory (litebert or transformers) or a TensorFlow checkpoint.
 
 For a model directory: its ``config.json``, ``model_type``, the element count of its stored weights (read from the
-safetensors headers, without loading the tensors) and its tokenizer. For a TensorFlow checkpoint (read by
+safetensors headers, without loading the tensors) and its tokenizer. For an ONNX directory (``litebert export --format
+onnx``: ``model.onnx`` + ``config.json`` + tokenizer): each ``*.onnx`` file's size and, with the ``onnx`` package, its
+opset, inputs and outputs (name, type, axes), whether it is int8-quantized and its initializer element count
+(without ``onnx``: the size and what ``config.json``'s ``litebert_onnx`` records). For a TensorFlow checkpoint (read by
 :mod:`litebert.tf.bundle`, no TensorFlow needed): the detected layout, the ``albert_config.json`` beside it, the
 model-weight element count (optimizer slots excluded), ``global_step`` and the tokenizer files beside it.
 """
@@ -41,7 +44,7 @@ class PathInfo:
 
     path: str
     kind: str
-    """"model_dir" (config.json + weights) or "tf_checkpoint"."""
+    """"model_dir" (config.json + weights), "onnx_dir" (``*.onnx`` files, config.json) or "tf_checkpoint"."""
     layout: str | None
     """"official"/"factorized", "albert_zh", or None when undetectable."""
     config: dict[str, Any]
@@ -52,7 +55,10 @@ class PathInfo:
     tokenizer: dict[str, Any]
     """tokenizer description (``kind``, ``vocab_size``, files) or ``{"files": []}`` when there is none."""
     details: dict[str, Any] = field(default_factory=dict)
-    """kind-specific extras: weights file, model_type; TF: global_step, slot and unknown variable counts."""
+    """kind-specific extras: weights file, model_type; ONNX: file, opset, quantization, inputs, outputs; TF:
+    global_step, slot and unknown variable counts."""
+    onnx_files: list[dict[str, Any]] = field(default_factory=list)
+    """ONNX directories: per ``*.onnx`` file, :func:`describe_onnx`'s dict."""
 
     def to_text(self) -> str:
         """The human-readable report that ``litebert info`` prints."""
@@ -92,6 +98,91 @@ def _describe_tokenizer(directory: Path) -> dict[str, Any]:
     return info
 
 
+_QUANT_OPS = (
+    "DynamicQuantizeLinear",
+    "MatMulInteger",
+    "QLinearMatMul",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "ConvInteger",
+    "QLinearConv",
+    "DynamicQuantizeMatMul",
+    "QAttention",
+)
+"""Operators that only quantized graphs hold (onnxruntime's ``quantize_dynamic`` / ``quantize_static``)."""
+
+
+def describe_onnx(path: Path) -> dict[str, Any]:
+    """One ONNX file: ``file``, ``bytes``; with the ``onnx`` package also ``opset`` (default domain), ``inputs`` and
+    ``outputs`` (``name dtype [axes]`` strings, symbolic axes by name), ``quantized`` (the quantization operators
+    found, ``[]`` for a float graph), ``int8_initializers`` and ``elements`` (initializer elements: the stored
+    weights, each deduplicated tensor once, plus quantization scales and graph constants). Without ``onnx``:
+    ``missing`` = the install hint instead of the graph keys.
+
+    Raises:
+        LitebertError: the file is not a readable ONNX model.
+    """
+    info: dict[str, Any] = {"file": path.name, "bytes": path.stat().st_size}
+    try:
+        import onnx
+    except ImportError:
+        from litebert.inference import ONNX_INSTALL_HINT
+
+        info["missing"] = f"the onnx package is not installed ({ONNX_INSTALL_HINT})"
+        return info
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError and onnx's own errors: no common base class
+        reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LitebertError(f"{path}: not a readable ONNX file ({reason})") from None
+    graph = proto.graph
+
+    def value(v) -> str:
+        t = v.type.tensor_type
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name if t.elem_type else "?"
+        dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in t.shape.dim]
+        return f"{v.name} {dtype} [{', '.join(dims)}]"
+
+    initializer_names = {i.name for i in graph.initializer}
+    ops = {n.op_type for n in graph.node}
+    int8 = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+    info.update(
+        opset=next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None),
+        inputs=[value(v) for v in graph.input if v.name not in initializer_names],
+        outputs=[value(v) for v in graph.output],
+        quantized=sorted(ops.intersection(_QUANT_OPS)),
+        int8_initializers=sum(i.data_type in int8 for i in graph.initializer),
+        elements=sum(int(np.prod(i.dims, dtype=np.int64)) for i in graph.initializer),
+    )
+    return info
+
+
+def _onnx_rows(files: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    """The report rows of an ONNX directory's files (keys prefixed by the file name when there are several)."""
+    meta = config.get("litebert_onnx") or {}
+    rows: dict[str, Any] = {}
+    for f in files:
+        key = "onnx" if len(files) == 1 else f"onnx {f['file']}"
+        rows[key] = f"{f['file']}, {f['bytes']:,} bytes"
+        if "missing" in f:  # no graph details: what the export recorded in config.json
+            rows[key] += f"; {f['missing']}"
+            if meta:
+                rows[f"{key} (config.json)"] = (
+                    f"opset {meta.get('opset', '?')}, quantize {meta.get('quantize') or 'none'}, "
+                    f"outputs {', '.join(meta.get('outputs') or []) or '?'}"
+                )
+            continue
+        rows[f"{key} opset"] = f["opset"] if f["opset"] is not None else "?"
+        rows[f"{key} quantized"] = (
+            f"int8 ({', '.join(f['quantized'])}; {f['int8_initializers']} int8 initializers)"
+            if f["quantized"] or f["int8_initializers"]
+            else "no (float weights)"
+        )
+        rows[f"{key} inputs"] = "; ".join(f["inputs"]) or "none"
+        rows[f"{key} outputs"] = "; ".join(f["outputs"]) or "none"
+    return rows
+
+
 def _count_weights_file(directory: Path) -> tuple[int, str | None]:
     """Elements of a model directory's stored weights (each stored tensor once) and the file they came from,
     as :func:`litebert.checkpoint.load_state_dict_file` would pick it; safetensors are counted from the headers.
@@ -114,8 +205,11 @@ def _count_weights_file(directory: Path) -> tuple[int, str | None]:
 def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     """Describe a litebert/HF model directory or a TF checkpoint (prefix, index/data file, or directory).
 
-    A directory with ``config.json`` is a model directory: its config, ``model_type``, the element count of
-    ``model.safetensors`` (or ``pytorch_model.bin``) and its tokenizer. Anything else is opened as a TF V2
+    A directory with ``*.onnx`` files is an ONNX directory: the files (:func:`describe_onnx`), its ``config.json``
+    when present, and its tokenizer; ``parameter_count`` is the torch weights' when the directory has them, else the
+    ONNX initializers' elements (0 without the ``onnx`` package). A directory with ``config.json`` is a model
+    directory: its config, ``model_type``, the element count of ``model.safetensors`` (or ``pytorch_model.bin``)
+    and its tokenizer. Anything else is opened as a TF V2
     checkpoint: detected layout, the ``albert_config.json`` beside it (when present), model-weight element count
     (slots excluded), ``global_step``, slot and unknown variable counts, and tokenizer files beside it.
     Raises :class:`LitebertError` when the path is neither.
@@ -125,6 +219,9 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
         raise LitebertError(
             f"{p}: no such file or directory (expected a model directory or a TensorFlow checkpoint prefix)"
         )
+    onnx_files = sorted(p.glob("*.onnx"), key=lambda f: (f.name != "model.onnx", f.name)) if p.is_dir() else []
+    if onnx_files and not list(p.glob("*.index")):
+        return _inspect_onnx_dir(p, onnx_files)
     if p.is_dir() and (p / "config.json").is_file() and not list(p.glob("*.index")):
         config = read_json(p / "config.json", what="config file", expect=dict)
         count, weights = _count_weights_file(p)
@@ -184,4 +281,37 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     )
 
 
-__all__ = ["PathInfo", "inspect_path"]
+def _inspect_onnx_dir(p: Path, onnx_files: list[Path]) -> PathInfo:
+    config_file = p / "config.json"
+    config = read_json(config_file, what="config file", expect=dict) if config_file.is_file() else {}
+    files = [describe_onnx(f) for f in onnx_files]
+    count, weights = _count_weights_file(p)
+    details: dict[str, Any] = {
+        "model_type": config.get("model_type", "?"),
+        "architectures": ", ".join(config.get("architectures") or []) or "?",
+        "weights": weights or "none (ONNX only)",
+    }
+    if weights is None:
+        first = files[0]
+        count = first.get("elements", 0)
+        details["parameters from"] = (
+            f"{first['file']} initializer elements (constant folding folds, merges and adds tensors: close to the "
+            "torch count, not equal to it)"
+            if "elements" in first
+            else "unknown without the onnx package"
+        )
+    details.update(_onnx_rows(files, config))
+    return PathInfo(
+        str(p),
+        "onnx_dir",
+        config.get("embedding_layout", "factorized") if config else None,
+        config,
+        str(config_file) if config else None,
+        count,
+        _describe_tokenizer(p),
+        details,
+        files,
+    )
+
+
+__all__ = ["PathInfo", "describe_onnx", "inspect_path"]

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import (
     Encoded,
@@ -51,7 +52,27 @@ class ClassificationKind(TaskKind):
         return self.data.read(path, require_label=require_labels)
 
     def fit(self, train) -> None:
+        """The label space of the training file. A JSON-lines label column holding lists is a multi-label field
+        (docs/finetune.md): the problem type becomes ``multi_label`` unless one was asked for.
+
+        Raises:
+            LitebertError: list labels with ``--problem-type`` single_label/regression or a task preset of that
+                type (``file:line``); :func:`build_label_space`'s errors.
+        """
         task = self.task
+        lists = train.list_labels
+        if lists and self.problem_type != "multi_label":
+            if self.user_problem_type or task:
+                asked = (
+                    f"--problem-type {self.user_problem_type}"
+                    if self.user_problem_type
+                    else f"--task {task.name} is {self.problem_type}"
+                )
+                raise LitebertError(
+                    f"{train.path}:{lists[0].line}: the label field {train.label_column!r} is a JSON list "
+                    f"(a multi-label field) but {asked}; use --problem-type multi_label or drop --problem-type"
+                )
+            self.problem_type = "multi_label"
         self.space = build_label_space(
             train,
             self.problem_type,

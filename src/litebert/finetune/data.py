@@ -51,8 +51,8 @@ class LabelSpace:
         """The target of one example: ``int`` class id, ``float`` value, or a 0/1 ``list[float]`` (multi-label).
 
         Raises:
-            LitebertError: a label the label space does not have (``file:line``, and the known labels), or a
-                regression value that is not a number.
+            LitebertError: a label the label space does not have (``file:line``, and the known labels), a
+                regression value that is not a number, a JSON-list (multi-label) field for a single-label model.
         """
         if self.problem_type == "regression":
             try:
@@ -62,8 +62,13 @@ class LabelSpace:
             if not math.isfinite(value):
                 raise LitebertError(f"{path}:{ex.line}: regression label {ex.label!r} is not finite")
             return value
+        if ex.labels is not None and self.problem_type != "multi_label":
+            raise LitebertError(
+                f"{path}:{ex.line}: the label is a JSON list (a multi-label field) but the {split_name} label space "
+                f"is {self.problem_type}"
+            )
         ids = self.label2id
-        names = _split_multi(ex.label, self.separator) if self.problem_type == "multi_label" else [ex.label]
+        names = label_names(ex, self.problem_type, self.separator)
         for name in names:
             if name not in ids:
                 raise LitebertError(
@@ -91,6 +96,14 @@ def _split_multi(label: str, sep: str) -> list[str]:
     return [p.strip() for p in label.split(sep) if p.strip()]
 
 
+def label_names(ex: Example, problem_type: str, separator: str) -> list[str]:
+    """The label names of one example: a JSON list's items (empty ones dropped), a multi-label field split on
+    ``separator``, or the single label."""
+    if ex.labels is not None:
+        return [name for name in ex.labels if name]
+    return _split_multi(ex.label, separator) if problem_type == "multi_label" else [ex.label]
+
+
 def _label_sort_key(name: str):
     try:
         return (0, float(name), name)
@@ -105,15 +118,20 @@ def build_label_space(
     of ``train`` sorted numerically when they are all numbers, else alphabetically.
 
     Raises:
-        LitebertError: a training label outside a preset's label set; fewer than two classes.
+        LitebertError: a training label outside a preset's label set; fewer than two classes; a multi-label field
+            empty in every row (no label at all).
     """
     if problem_type == "regression":
         return LabelSpace("regression")
     seen: dict[str, Example] = {}
     for ex in train.examples:
-        names = _split_multi(ex.label, separator) if problem_type == "multi_label" else [ex.label]
-        for name in names:
+        for name in label_names(ex, problem_type, separator):
             seen.setdefault(name, ex)
+    if not seen:
+        raise LitebertError(
+            f"{train.path}: no label found: the label field {train.label_column!r} is empty in all "
+            f"{len(train.examples)} rows; a multi-label field needs at least one label in the training file"
+        )
     if preset_labels is not None:
         space = LabelSpace(problem_type, tuple(preset_labels), separator)
         for name, ex in seen.items():

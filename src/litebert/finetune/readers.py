@@ -41,8 +41,10 @@ class Example:
         text: the first text field.
         text_pair: the second text field of sentence-pair tasks, else ``None``.
         label: the raw label string as written in the file (``None`` when the file has no label column);
-            for ``multi_label`` it is the whole field, split later.
+            for ``multi_label`` it is the whole field, split later; a JSON list is shown joined with ``,``.
         line: 1-based line number in the file (for error messages).
+        labels: the items of a JSON-lines label that is a list (a multi-label field, docs/finetune.md), else
+            ``None``; they are used as they are, never split on the label separator.
     """
 
     index: int
@@ -50,6 +52,7 @@ class Example:
     text_pair: str | None
     label: str | None
     line: int
+    labels: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -63,6 +66,7 @@ class ReadResult:
         has_labels: whether a label column was found (``False`` for unlabelled test files).
         format: ``"tsv"``, ``"csv"`` or ``"jsonl"``.
         skipped: rows dropped by a layout's row filter (e.g. XNLI rows of other languages).
+        label_column: the label column as the spec named it (for messages), ``None`` without labels.
     """
 
     path: Path
@@ -71,6 +75,12 @@ class ReadResult:
     has_labels: bool
     format: str
     skipped: int = 0
+    label_column: Column | None = None
+
+    @property
+    def list_labels(self) -> list[Example]:
+        """The examples whose label field is a JSON list (multi-label by its type)."""
+        return [ex for ex in self.examples if ex.labels is not None]
 
 
 @dataclass(frozen=True)
@@ -322,8 +332,15 @@ def read_examples(
             f"{path}: no data rows"
             + (f" ({skipped} rows filtered out by {spec.filter_column}={spec.filter_value!r})" if skipped else "")
         )
+    has_labels = index["label"] is not None
     return ReadResult(
-        path=path, examples=examples, header=header, has_labels=index["label"] is not None, format=fmt, skipped=skipped
+        path=path,
+        examples=examples,
+        header=header,
+        has_labels=has_labels,
+        format=fmt,
+        skipped=skipped,
+        label_column=spec.label if has_labels else None,
     )
 
 
@@ -387,15 +404,29 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
         pair = None
         if spec.text_pair is not None:
             pair = _as_text(_json_field(obj, spec.text_pair, path, lineno, "text pair"))
-        label = None
+        label, labels = None, None
         if has_labels:
             raw = _json_field(obj, spec.label, path, lineno, "label")
-            label = _as_text(raw)
-            label = label_map.get(label, label)
+            if isinstance(raw, list):  # a multi-label field: its items, mapped one by one
+                labels = tuple(label_map.get(v, v) for v in (_as_text(item) for item in raw))
+                label = ",".join(labels)
+            else:
+                label = _as_text(raw)
+                label = label_map.get(label, label)
             if label in spec.skip_labels:
                 skipped += 1
                 continue
-        examples.append(Example(index=len(examples), text=text, text_pair=pair, label=label, line=lineno))
+        examples.append(
+            Example(index=len(examples), text=text, text_pair=pair, label=label, line=lineno, labels=labels)
+        )
     if not examples:
         raise LitebertError(f"{path}: no data rows")
-    return ReadResult(path=path, examples=examples, header=None, has_labels=has_labels, format="jsonl", skipped=skipped)
+    return ReadResult(
+        path=path,
+        examples=examples,
+        header=None,
+        has_labels=has_labels,
+        format="jsonl",
+        skipped=skipped,
+        label_column=spec.label if has_labels else None,
+    )

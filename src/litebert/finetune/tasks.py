@@ -51,8 +51,8 @@ class TaskSpec:
     Attributes:
         name: the ``--task`` name.
         layouts: file layouts, tried in order (see the module docstring).
-        labels: the label strings in id order (``label2id``), or ``None`` to take them from the training file
-            (regression has none).
+        labels: the label strings in id order (``label2id``; NER: the tags), or ``None`` to take them from the
+            training file (regression has none).
         metrics: metric names; the first selects the best checkpoint.
         problem_type: one of :data:`PROBLEM_TYPES`.
         description: one line for ``--help``.
@@ -117,6 +117,13 @@ def _hdr(text, pair=None, label=None, **kw) -> Layout:
 _NLI3 = ("contradiction", "entailment", "neutral")
 _BIN = ("0", "1")
 _NER = ("f1", "precision", "recall", "accuracy")
+# NER tag sets that the data sets define (their SOURCE.md in the shared data): O first, then B-/I- per type.
+# CoNLL-2003: IOB2, 4 types, in the order of the Hugging Face `conll2003` data set's ner_tags (models fine-tuned on
+# it elsewhere use these ids). Weibo NER (2nd): BIO, 4 types x named/nominal, in the order of its SOURCE.md table.
+# MSRA (SIGHAN 2006): BIO, PER/LOC/ORG.
+_CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+_WEIBO_TAGS = ("O", *(f"{p}-{t}.{m}" for t in ("PER", "LOC", "GPE", "ORG") for m in ("NAM", "NOM") for p in "BI"))
+_MSRA_TAGS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG")
 _TNEWS = ("100", "101", "102", "103", "104", "106", "107", "108", "109", "110", "112", "113", "114", "115", "116")
 
 TASKS: dict[str, TaskSpec] = {
@@ -255,7 +262,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             "conll2003",
             (),
-            None,
+            _CONLL2003_TAGS,
             _NER,
             kind="token",
             description="CoNLL-2003 English NER: 'word POS chunk tag' columns, IOB2, -DOCSTART- lines",
@@ -263,7 +270,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             "weibo_ner",
             (),
-            None,
+            _WEIBO_TAGS,
             _NER,
             kind="token",
             options=(("strip_segment_digits", True),),
@@ -272,7 +279,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             "msra_ner",
             (),
-            None,
+            _MSRA_TAGS,
             _NER,
             kind="token",
             description="MSRA NER (SIGHAN 2006): '<char>\\t<tag>', BIO, PER/LOC/ORG",

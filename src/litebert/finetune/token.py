@@ -10,6 +10,14 @@ Files:
   number (the shortest non-empty prefix before the final digits is the character).
 * JSON lines with ``tokens`` (list of words) and ``tags`` (list of tag strings, same length).
 
+Tags: every tag read must fit the schemes seqeval scores (BIO, IOB1, IOB2, BIOES): ``O``, or ``B-``/``I-``/``E-``/
+``S-`` plus an entity type (``B-PER``, ``I-PER.NAM``); anything else — a two-column TSV's header or its ``0``/``1``
+labels — is an error naming the file, line and tag (:func:`check_tag`). Label set: a preset that the data set defines
+(``conll2003``, ``weibo_ner``, ``msra_ner``: :data:`litebert.finetune.tasks.TASKS`) has its fixed tags in a fixed
+order; a file of one's own gets the training tags closed under their scheme (:func:`label_list`: every entity type
+seen gets ``B-`` and ``I-``, plus ``E-``/``S-`` when the file is BIOES), so a tag that a short training file happens
+to lack (``I-LOC`` in the first sentences of CoNLL-2003) is still a class.
+
 Features: each word is tokenized on its own; its first sub-token carries the word's label id and the other
 sub-tokens ``-100`` (ignored by the loss), as in transformers' ``run_ner.py`` (``label_all_tokens=False``). A word
 that tokenizes to nothing (U+FFFD, control characters) gets the ``[UNK]`` id so that every word has a position.
@@ -54,6 +62,9 @@ TOKEN_METRICS = ("f1", "precision", "recall", "accuracy")
 """Metric names of the token kind: entity-level micro F1 / precision / recall, token accuracy."""
 
 _SEGMENT_DIGITS = re.compile(r"^(.+?)(\d+)$", re.S)
+_TAG = re.compile(r"^(?:O|[BIES]-.+)$", re.S)
+SCHEME_PREFIXES = ("B", "I", "E", "S")
+"""Entity tag prefixes, in the order :func:`label_list` gives them (BIO / IOB1 / IOB2 use B and I; BIOES all four)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,24 @@ class TokenExample:
         return self.tags
 
 
+def is_tag(tag: str) -> bool:
+    """Whether ``tag`` fits the BIO / IOB1 / IOB2 / BIOES schemes: ``O``, or ``B-``/``I-``/``E-``/``S-`` and a
+    non-empty entity type (the tags seqeval chunks without its "seems not to be NE tag" warning, minus bare
+    ``B``/``I``/``E``/``S``, which carry no type)."""
+    return bool(_TAG.match(tag))
+
+
+def check_tag(tag: str, path: Path, lineno: int, where: str) -> str:
+    """Return ``tag`` when :func:`is_tag`; else raise LitebertError naming ``path:lineno``, the tag and ``where``
+    it was read (``"column 3"``, ``"'tags'"``)."""
+    if not _TAG.match(tag):
+        raise LitebertError(
+            f"{path}:{lineno}: tag {tag!r} ({where}) is not an entity tag: expected O or B-/I-/E-/S- plus a type, "
+            "e.g. B-PER (BIO, IOB1, IOB2, BIOES); is this a token-classification file (--tag-column)?"
+        )
+    return tag
+
+
 def read_token_file(
     path: str | Path,
     *,
@@ -91,7 +120,8 @@ def read_token_file(
 
     Raises:
         LitebertError: a missing file, a line with too few columns (``file:line``), a JSON line without
-            ``tokens``/``tags`` or with lists of different lengths, no sentences, tags required but absent.
+            ``tokens``/``tags`` or with lists of different lengths, a tag that is not ``O`` or ``B-``/``I-``/``E-``/
+            ``S-`` plus a type (:func:`check_tag`; ``file:line``), no sentences, tags required but absent.
     """
     path = Path(path)
     text = _read_text(path)
@@ -143,7 +173,8 @@ def read_token_file(
             start = lineno
         words.append(word)
         if has_labels:
-            tags.append(fields[-1 if tag_column is None else tag_column].strip())
+            tag_i = len(fields) - 1 if tag_column is None else tag_column
+            tags.append(check_tag(fields[tag_i].strip(), path, lineno, f"column {tag_i}"))
     flush()
     if not examples:
         raise LitebertError(f"{path}: no sentences")
@@ -176,7 +207,7 @@ def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult
                     f"{path}:{lineno}: 'tags' must be a list as long as 'tokens' "
                     f"({len(obj['tokens'])}), got {tags!r:.80}"
                 )
-            tags = [str(t) for t in tags]
+            tags = [check_tag(str(t), path, lineno, "'tags'") for t in tags]
         if obj["tokens"]:
             examples.append(TokenExample(len(examples), [str(w) for w in obj["tokens"]], tags, lineno))
     if not examples:
@@ -185,12 +216,43 @@ def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult
 
 
 def label_list(train: ReadResult) -> tuple[str, ...]:
-    """Tag names in id order: ``O`` first (when present), then the others sorted by entity type and prefix."""
+    """Tag names in id order for a task of one's own: the training tags closed under their scheme.
+
+    Every entity type T seen (in any tag) gets ``B-T`` and ``I-T``, and also ``E-T`` and ``S-T`` when the file uses
+    BIOES (any ``E-``/``S-`` tag); ``O`` comes first, then the types sorted, prefixes in :data:`SCHEME_PREFIXES`
+    order. So a tag the training file happens to lack (an entity type seen only as single words: no ``I-``) is
+    still a class, and dev/test files using it are scored without the unknown-tag warning.
+
+    Raises:
+        LitebertError: the training file has no entity tag (only ``O``).
+    """
     seen = {t for ex in train.examples for t in ex.tags}
-    if len(seen) < 2:
-        raise LitebertError(f"{train.path}: only {len(seen)} distinct tag(s) {sorted(seen)} in the training file")
-    others = sorted(seen - {"O"}, key=lambda t: (t[2:] if t[1:2] == "-" else t, t))
-    return (("O",) if "O" in seen else ()) + tuple(others)
+    types = sorted({t[2:] for t in seen if t != "O"})
+    if not types:
+        raise LitebertError(
+            f"{train.path}: no entity tags in the training file (only {sorted(seen)}): nothing to learn"
+        )
+    bioes = any(t[:2] in ("E-", "S-") for t in seen)
+    prefixes = SCHEME_PREFIXES if bioes else SCHEME_PREFIXES[:2]
+    return ("O", *(f"{p}-{t}" for t in types for p in prefixes))
+
+
+def preset_tags(train: ReadResult, task) -> tuple[str, ...]:
+    """The fixed tags of a task preset (``task.labels``), checked against the training file.
+
+    Raises:
+        LitebertError: a training tag outside the preset's set (``file:line``, the tag, the set).
+    """
+    known = set(task.labels)
+    for ex in train.examples:
+        for i, tag in enumerate(ex.tags):
+            if tag not in known:
+                line = ex.line if train.format == "jsonl" else ex.line + i  # column files: one word per line
+                raise LitebertError(
+                    f"{train.path}:{line}: tag {tag!r} is not one of the {task.name} tags {list(task.labels)}; "
+                    "give --task-type token instead of --task for a tag set of one's own"
+                )
+    return tuple(task.labels)
 
 
 def word_windows(lengths: list[int], body: int) -> list[tuple[int, int]]:
@@ -251,11 +313,19 @@ class TokenKind(TaskKind):
         )
 
     def fit(self, train: ReadResult) -> None:
-        self.tag_names = self.task.labels if self.task and self.task.labels else label_list(train)
+        self.tag_names = preset_tags(train, self.task) if self.task and self.task.labels else label_list(train)
         self._choose_metrics()
 
     def from_config(self, config) -> None:
         self.tag_names = tuple(config.id2label[i] for i in range(config.num_labels))
+        odd = [t for t in self.tag_names if not is_tag(t)]
+        if odd:  # e.g. transformers' default LABEL_0 ...: predictions of these tags form no entity
+            log.warning(
+                "the model's id2label has %d name(s) that are not entity tags (O or B-/I-/E-/S- plus a type): %s; "
+                "entity metrics count no entity for them",
+                len(odd),
+                odd[:5],
+            )
         self._choose_metrics()
 
     def _choose_metrics(self) -> None:
@@ -474,20 +544,28 @@ def entity_metrics(gold: list[list[str]], pred: list[list[str]], names=TOKEN_MET
     (conlleval-compatible) chunking; ``names`` first (their order), then per entity type ``f1_T``,
     ``precision_T``, ``recall_T`` and ``support_T`` (gold entities of type T).
 
+    Tags that are not ``O`` or ``B-``/``I-``/``E-``/``S-`` plus a type (only a model's own odd ``id2label`` names can
+    reach here: the readers refuse them, :func:`check_tag`) form no entity; seqeval's per-tag "seems not to be NE
+    tag" warning is silenced, :meth:`TokenKind.from_config` logs one line instead.
+
     Source: seqeval (``seqeval.metrics``; Nakayama 2018), which reproduces the CoNLL-2000 ``conlleval`` script.
     """
+    import warnings
+
     from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
 
-    overall = {
-        "f1": f1_score(gold, pred, zero_division=0),
-        "precision": precision_score(gold, pred, zero_division=0),
-        "recall": recall_score(gold, pred, zero_division=0),
-        "accuracy": accuracy_score(gold, pred),
-    }
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*seems not to be NE tag", category=UserWarning)
+        overall = {
+            "f1": f1_score(gold, pred, zero_division=0),
+            "precision": precision_score(gold, pred, zero_division=0),
+            "recall": recall_score(gold, pred, zero_division=0),
+            "accuracy": accuracy_score(gold, pred),
+        }
+        report = classification_report(gold, pred, output_dict=True, zero_division=0)
     out = {name: float(overall[name]) for name in names}
     for name in TOKEN_METRICS:
         out.setdefault(name, float(overall[name]))
-    report = classification_report(gold, pred, output_dict=True, zero_division=0)
     for type_, row in report.items():
         if type_.endswith(" avg"):
             continue
