@@ -169,8 +169,8 @@ def corpus(tmp_path_factory, shared_data):
     return train, held, base, root / "tok"
 
 
-def _cfg(corpus, out, **kw):
-    train, held, base, tok = corpus
+def _cfg(fixture, out, **kw):
+    train, held, base, tok = fixture
     return AblateConfig(
         **{
             "study": "depth",
@@ -312,3 +312,244 @@ def test_budget_minutes_stops_by_time_and_alone_estimates_the_schedule(corpus, t
     plan_cfg = _cfg(corpus, tmp_path / "alone", steps=None, budget_minutes=1e-6, cells=["L2"])
     rec = ablate(plan_cfg, log=lambda *a: None).records[0]
     assert rec["max_steps"] >= 10 and rec["steps"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- reruns
+@pytest.fixture(scope="module")
+def finished(corpus, tmp_path_factory):
+    """A depth study with L1 and L4 finished (6 steps, checkpoints at 3 and 6); tests work on copies of it."""
+    out = tmp_path_factory.mktemp("finished") / "study"
+    ablate(_cfg(corpus, out, cells=["L1", "L4"]), log=lambda *a: None)
+    return out
+
+
+def _copy(src, dest):
+    import shutil
+
+    shutil.copytree(src, dest)
+    return dest
+
+
+def _tree(root) -> dict:
+    """Every file under ``root`` with its size and mtime: what a refused command must leave as it was."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def _ablate_cli(corpus, out, *extra):
+    train, held, base, tok = corpus
+    argv = ["ablate", "--study", "depth", "--corpus", str(train), "--eval-corpus", str(held), "--output", str(out)]
+    argv += ["--tokenizer", str(tok), "--base-config", str(base), "--batch-size", "8", "--max-seq-length", "32"]
+    argv += ["--max-predictions-per-seq", "8", "--save-steps", "3", *extra]
+    return main(argv)
+
+
+def test_a_rerun_with_other_training_settings_is_refused_naming_cell_setting_and_remedy(
+    corpus, finished, tmp_path, capsys
+):
+    out = _copy(finished, tmp_path / "study")
+    before = _tree(out)
+    assert json.loads((out / "depth.settings.json").read_text())["steps"] == 6
+    for extra, diff in (
+        (["--steps", "8"], "--steps 6 -> 8"),
+        (["--steps", "6", "--batch-size", "16"], "--batch-size 8 -> 16"),
+        (["--steps", "6", "--learning-rate", "0.001"], "--learning-rate 0.002 -> 0.001"),
+        (["--steps", "6", "--warmup-ratio", "0.5"], "warmup steps (--warmup-ratio x steps) 0 -> 3"),
+        (["--steps", "6", "--data-seed", "7"], "--data-seed 12345 -> 7"),
+        (["--steps", "6", "--masked-lm-prob", "0.15"], "--masked-lm-prob 0.3 -> 0.15"),
+    ):
+        rc = _ablate_cli(corpus, out, *extra, "--cells", "L1")
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, err
+        assert err[0].startswith("error: depth/L1 was planned with other settings than this command: "), err[0]
+        assert diff in err[0] and f"delete {out / 'depth' / 'L1'} to train it again" in err[0]
+        assert "give a new --output" in err[0]
+    # a cell that is not selected is checked too (the study's report holds it), and so is a half-finished one
+    (out / "depth" / "L4" / "ablate_result.json").rename(tmp_path / "L4-result.json")
+    import shutil
+
+    shutil.move(out / "depth" / "L4" / "final", tmp_path / "L4-final")
+    with pytest.raises(
+        LitebertError, match=r"depth/L1 was planned .*--steps 6 -> 9 \(1 more cell\(s\) differ: depth/L4\)"
+    ):
+        ablate(_cfg(corpus, out, steps=9, cells=["L2"]), log=lambda *a: None)
+    # the effective model config is compared: another base config changes every cell
+    other = tmp_path / "base.json"
+    other.write_text(json.dumps({**TINY, "hidden_size": 48, "num_attention_heads": 3}))
+    with pytest.raises(LitebertError, match=r"depth/L1 .*model hidden_size 32 -> 48; model num_attention_heads 2 -> 3"):
+        ablate(_cfg(corpus, out, base_config=str(other), cells=["L1"]), log=lambda *a: None)
+    (tmp_path / "L4-result.json").rename(out / "depth" / "L4" / "ablate_result.json")
+    shutil.move(tmp_path / "L4-final", out / "depth" / "L4" / "final")
+    assert _tree(out) == before  # nothing was written: not the settings file, not a result, not a report
+    assert json.loads((out / "depth.settings.json").read_text())["steps"] == 6
+
+    # settings that do not change training are not compared: the finished cells are reported as they are
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    res = ablate(
+        _cfg(corpus, out, threads=1, save_steps=2, workers=2, progress_bar=True, cells=["L4", "L1"]),
+        log=lambda *a: None,
+    )
+    assert res.trained == [] and [r["cell"] for r in res.records] == ["L1", "L4"]
+    assert [(r["mlm_accuracy"], r["seconds"]) for r in res.records] == [
+        (r["mlm_accuracy"], r["seconds"]) for r in records
+    ]
+    saved = json.loads((out / "depth.settings.json").read_text())
+    assert (saved["steps"], saved["save_steps"], saved["cells"]) == (6, 2, ["L4", "L1"])
+    # what is compared: the settings the cell's plan recorded (corpus as the resolved file, with its size)
+    recorded = json.loads((out / "depth" / "L1" / "ablate_plan.json").read_text())["settings"]
+    assert recorded["corpus"] == [str(corpus[0].resolve())] and recorded["steps"] == 6
+    assert recorded["corpus_bytes"] == [corpus[0].stat().st_size] and recorded["warmup_steps"] == 0
+
+
+def test_a_cell_planned_before_the_settings_record_or_copied_from_another_study_is_described_by_its_files(
+    corpus, finished, tmp_path
+):
+    """Cells made before ablate_plan.json held "settings", some copied from an identical cell of another study (a
+    note, a patched study/cell name, the source's override dict): compared through cell_model_config.json,
+    run_settings.json (its settings, data manifest and `litebert ablate` command line) and the plan."""
+    train, held, _, tok = corpus
+    out = tmp_path / "study"
+    _copy(finished / "data", out / "data")
+    copied = _copy(finished / "depth" / "L4", out / "sharing" / "all-shared")  # L4 = the all-shared base model
+    plan = json.loads((copied / "ablate_plan.json").read_text())
+    plan.pop("settings", None)
+    plan.update(study="sharing", cell="all-shared", note="copied from depth/L4: the identical run")
+    plan["cell_definition"].update(study="sharing", name="all-shared")
+    assert plan["cell_definition"]["model"] != {}  # the grid's all-shared overrides nothing but sharing
+    (copied / "ablate_plan.json").write_text(json.dumps(plan))
+    settings = json.loads((copied / "run_settings.json").read_text())
+    rel = os.path.relpath(train, os.getcwd())  # the command line named the corpus relative to its directory
+    assert not os.path.isabs(rel)
+    settings["argv"] = ["litebert", "ablate", "--study", "depth", "--corpus", rel, "--eval-corpus", str(held)]
+    settings["argv"] += [f"--tokenizer={tok}", "--steps", "6", "--cells", "L4"]
+    (copied / "run_settings.json").write_text(json.dumps(settings))
+    record = json.loads((copied / "ablate_result.json").read_text())
+    record.update(study="sharing", cell="all-shared")
+    (copied / "ablate_result.json").write_text(json.dumps(record))
+
+    res = ablate(_cfg(corpus, out, study="sharing", cells=["all-shared"]), log=lambda *a: None)
+    assert res.trained == [] and res.records[0]["mlm_accuracy"] == record["mlm_accuracy"]
+    for kw, diff in (
+        ({"steps": 7}, "--steps 6 -> 7"),
+        ({"learning_rate": 1e-3}, "--learning-rate 0.002 -> 0.001"),
+        ({"batch_size": 4}, "--batch-size 8 -> 4"),
+        ({"corpus": [str(held)]}, f"--corpus {train.resolve()} -> {held.resolve()}"),
+        ({"tokenizer": None}, "--tokenizer vocabulary sha256 "),
+        ({"eval_corpus": None}, "held-out text (--eval-corpus / --eval-fraction) --eval-corpus -> the last 0.05"),
+    ):
+        with pytest.raises(LitebertError, match="sharing/all-shared was planned with other settings") as exc:
+            ablate(_cfg(corpus, out, study="sharing", cells=["not-shared"], **kw), log=lambda *a: None)
+        assert diff in str(exc.value)
+    assert not (out / "sharing" / "not-shared").exists()
+
+
+def _reseal(checkpoint, edit) -> None:
+    """Apply ``edit`` to a checkpoint's trainer_state.json and rewrite its COMPLETE marker to match."""
+    from litebert.fileio import sha256_file
+
+    path = checkpoint / "trainer_state.json"
+    state = json.loads(path.read_text())
+    edit(state)
+    path.write_text(json.dumps(state))
+    marker = json.loads((checkpoint / "COMPLETE").read_text())
+    marker["files"]["trainer_state.json"] = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    (checkpoint / "COMPLETE").write_text(json.dumps(marker))
+
+
+def test_a_resumed_cell_reports_the_time_of_every_segment(corpus, finished, tmp_path):
+    import shutil
+    import time
+
+    out = _copy(finished, tmp_path / "study")
+    l1 = out / "depth" / "L1"
+    ckpt = l1 / "checkpoints" / "step-3"
+    state = json.loads((ckpt / "trainer_state.json").read_text())["loop"]
+    # the clocks travel in the checkpoint
+    assert state.get("train_cpu_seconds", 0) > 0 and 0 < state.get("train_seconds", 0) < 60
+
+    def interrupt_after_step_3():
+        for p in ("final", "checkpoints/step-6"):
+            shutil.rmtree(l1 / p)
+        for p in ("ablate_result.json", "pretrain_result.json"):
+            (l1 / p).unlink()
+
+    # the first segment ran 1000 s (CPU 900 s) before its step-3 checkpoint: the resumed cell adds its own time
+    interrupt_after_step_3()
+    _reseal(ckpt, lambda s: s["loop"].update(train_seconds=1000.0, train_cpu_seconds=900.0))
+    wall, cpu = time.perf_counter(), time.process_time()
+    res = ablate(_cfg(corpus, out, cells=["L1"]), log=lambda *a: None)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    rec = res.records[0]
+    assert res.trained == ["L1/42"] and rec["steps"] == 6
+    assert 1000.0 < rec["seconds"] <= 1000.0 + wall + 0.1
+    assert 900.0 < rec["cpu_seconds"] <= 900.0 + cpu + 0.1
+    assert json.loads((out / "results.jsonl").read_text().splitlines()[0])["seconds"] == rec["seconds"]
+    row = next(line for line in (out / "depth.md").read_text().splitlines() if line.startswith("| L1 |"))
+    assert row.split(" | ")[3] == str(round(rec["seconds"]))
+    final = json.loads((l1 / "checkpoints" / "step-6" / "trainer_state.json").read_text())["loop"]
+    assert final["train_seconds"] > 1000.0 and final["train_cpu_seconds"] > 900.0
+
+    # a checkpoint written before the clocks existed still resumes; the time then starts at that resume
+    interrupt_after_step_3()
+    _reseal(ckpt, lambda s: [s["loop"].pop(k) for k in ("train_seconds", "train_cpu_seconds")])
+    rec = ablate(_cfg(corpus, out, cells=["L1"]), log=lambda *a: None).records[0]
+    assert rec["steps"] == 6 and 0 < rec["seconds"] < 1000.0 and 0 < rec["cpu_seconds"] < 900.0
+
+
+def test_bad_inputs_are_refused_before_anything_is_written(corpus, tmp_path, capsys):
+    train = corpus[0]
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("\n \n")
+    not_tok = tmp_path / "notmodel"
+    not_tok.mkdir()
+    (not_tok / "readme.txt").write_text("no tokenizer here")
+    out = tmp_path / "abl"
+
+    def run(*argv):
+        rc = main(["ablate", "--study", "depth", "--steps", "2", "--cells", "L1", *argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, err
+        return err[0]
+
+    assert run("--corpus", str(tmp_path / "nonexist.txt"), "--output", str(out)) == (
+        f"error: --corpus: corpus file not found: {tmp_path / 'nonexist.txt'}"
+    )
+    assert run("--corpus", str(empty), "--output", str(out)) == f"error: --corpus: corpus file is empty: {empty}"
+    msg = run("--corpus", str(train), "--eval-corpus", str(tmp_path / "nope.txt"), "--output", str(out))
+    assert msg == f"error: --eval-corpus: corpus file not found: {tmp_path / 'nope.txt'}"
+    msg = run("--corpus", str(train), "--tokenizer", str(not_tok), "--output", str(out))
+    assert msg.startswith(f"error: --tokenizer {not_tok}: not a tokenizer directory (")
+    assert run("--corpus", str(train), "--tokenizer", str(tmp_path / "nodir"), "--output", str(out)) == (
+        f"error: --tokenizer {tmp_path / 'nodir'}: no such directory"
+    )
+    msg = run("--corpus", str(train), "--output", str(empty))
+    assert msg.startswith(f"error: --output {empty}: not a directory; give a new directory or the study directory")
+    msg = run("--corpus", str(train), "--output", str(empty / "sub"))
+    assert msg.startswith(f"error: --output {empty / 'sub'}: not a directory ({empty} is a file)")
+    assert not out.exists() and empty.read_text() == "\n \n"
+
+
+def test_too_little_data_fails_before_the_cell_and_removes_only_what_the_call_made(corpus, finished, tmp_path, capsys):
+    _, held, base, tok = corpus
+    tiny = tmp_path / "two-lines.txt"
+    tiny.write_text("The first sentence of a tiny corpus . It has two .\n\nAnother document with a line .\n")
+    out = tmp_path / "new" / "abl"
+    rc = _ablate_cli(
+        (tiny, held, base, tok), out, "--steps", "2", "--cells", "L1", "--batch-size", "16", "--threads", "1"
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert (
+        err[0] == "error: depth/L1: its training data holds 2 pair(s), less than one batch of --batch-size 16: give "
+        "more text (--corpus) or a smaller --batch-size"
+    )
+    assert not (tmp_path / "new").exists()  # no abl/, no data/, no depth/L1, no depth.settings.json
+
+    # into a study directory of earlier runs: only this call's study, cell, settings file and data go again
+    out = _copy(finished, tmp_path / "study")
+    before = _tree(out)
+    with pytest.raises(
+        LitebertError,
+        match=r"dropout/dropout-0: its training data holds 2 pair\(s\), less than one batch of --batch-size 8",
+    ):
+        ablate(_cfg(corpus, out, study="dropout", cells=["dropout-0"], corpus=[str(tiny)]), log=lambda *a: None)
+    assert _tree(out) == before

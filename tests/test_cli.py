@@ -49,3 +49,23 @@ def test_both_spellings_of_no_progress(argv, field):
     assert getattr(config_from_args(parser.parse_args(argv)), field) is True
     for flag in ("--no-progress", "--no-progress-bar"):
         assert getattr(config_from_args(parser.parse_args([*argv, flag])), field) is False
+
+
+@pytest.mark.parametrize(
+    "command, files",
+    [
+        (
+            "finetune",
+            ["predictions.tsv", "predictions.txt", "predictions.jsonl", "predictions.json", "nbest_predictions.json"],
+        ),
+        ("evaluate", ["eval_results.json", "run_settings.json"]),
+        ("predict", ["run_settings.json"]),
+    ],
+)
+def test_finetune_help_names_the_files_each_kind_writes(command, files):
+    """Defect: `finetune --help` said OUTPUT/predictions.tsv for every task; NER writes predictions.txt (.jsonl) and
+    QA predictions.json + nbest_predictions.json."""
+    sub = build_parser()._subparsers._group_actions[0].choices[command]
+    text = " ".join(sub.format_help().split())
+    assert all(name in text for name in files), [name for name in files if name not in text]
+    assert "--save-steps" in text if command == "finetune" else "fine-tuned with" in text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -588,3 +589,272 @@ def test_torchrun_two_processes_equal_one_process(en_model, shared_data, tmp_pat
     assert v1["num_examples"] == v2["num_examples"] == 101 and v1["accuracy"] == v2["accuracy"]
     assert abs(v1["eval_loss"] - v2["eval_loss"]) < 1e-5
     assert (tmp_path / "ev1" / "predictions.tsv").read_text() == (tmp_path / "ev2" / "predictions.tsv").read_text()
+
+
+# ------------------------------------------------------------------------ output directories, resume, lengths
+def _files(directory):
+    """Every file under ``directory`` with its bytes (to show that a refused command wrote nothing)."""
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _sst2_argv(model, out, *extra, shared_data):
+    glue = shared_data / "glue/SST-2"
+    return [
+        "finetune",
+        "--model",
+        str(model),
+        "--task",
+        "sst2",
+        "--train",
+        str(glue / "train.tsv"),
+        "--dev",
+        str(glue / "dev.tsv"),
+        "--output",
+        str(out),
+        "--max-train-examples",
+        "96",
+        "--max-eval-examples",
+        "48",
+        "--batch-size",
+        "16",
+        "--max-seq-length",
+        "32",
+        "--learning-rate",
+        "1e-3",
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+        "--no-progress",
+        *map(str, extra),
+    ]
+
+
+def test_finetune_and_pretrain_write_only_into_a_new_or_empty_directory_or_their_own_run(
+    en_model, shared_data, tmp_path, capsys
+):
+    """Defect: `finetune --output pt/final` wrote best/, checkpoints/ ... into the source model, `pretrain` replaced
+    a model directory's config.json, a rerun of `--no-checkpoints` replaced best/. Now each is one error line and
+    nothing is written."""
+    import shutil
+
+    def run(out, *extra):
+        return main(_sst2_argv(en_model, out, "--max-steps", 2, *extra, shared_data=shared_data))
+
+    def error():
+        err = capsys.readouterr().err.strip().splitlines()
+        return err[-1] if err else ""
+
+    model_files = _files(en_model)
+    assert run(en_model) == 2
+    assert (
+        error()
+        == f"error: --output {en_model} is the --model directory, which the run reads: choose a new --output (nothing was written)"
+    )
+    copy = tmp_path / "copy"  # any directory that holds a model
+    shutil.copytree(en_model, copy)
+    assert run(copy) == 2
+    assert "holds a model (config.json, model.safetensors): a run never writes into a model directory" in error()
+    pretrain = ["pretrain", "--data", str(tmp_path / "data"), "--model-config", "albert-debug", "--output", str(copy)]
+    assert main(pretrain) == 2 and "holds a model (config.json, model.safetensors)" in error()
+    assert _files(en_model) == model_files and _files(copy) == model_files
+
+    # a finished run without checkpoints is written over neither by a rerun nor by --resume
+    out = tmp_path / "ft_nc"
+    assert run(out, "--no-checkpoints") == 0
+    capsys.readouterr()
+    before = _files(out)
+    assert run(out, "--no-checkpoints") == 2
+    assert error() == (
+        f"error: --output {out} is not empty (holds a finished `litebert finetune` run (eval_results.json)): "
+        "choose a new or empty --output (nothing was written)"
+    )
+    assert run(out, "--resume", "auto") == 2 and "without checkpoints, nothing to resume" in error()
+    assert main([*pretrain[:-1], str(out)]) == 2 and "holds a `litebert finetune` run (run_settings.json)" in error()
+    assert _files(out) == before
+
+    other = tmp_path / "other"  # files of one's own
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    assert run(other) == 2 and f"--output {other} is not empty (holds notes.txt)" in error()
+    assert run(other, "--resume", "auto") == 2 and "holds no `litebert finetune` run to resume" in error()
+    assert _files(other) == {Path("notes.txt"): b"keep me"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(empty) == 0 and (empty / "best" / "model.safetensors").is_file()
+
+
+def test_evaluate_and_predict_never_write_over_a_runs_files(sst2_run, shared_data, tmp_path, capsys):
+    """Defect: `predict --output RUN` replaced the run's dev predictions.tsv and run_settings.json ("command":
+    "predict"), after which `finetune --config RUN/run_settings.json` no longer repeated the run."""
+    from litebert.cli import build_parser
+    from litebert.cli.options import config_from_args
+
+    _, out = sst2_run
+    glue = shared_data / "glue/SST-2"
+    before = _files(out)
+    for command, data in (("predict", "test.tsv"), ("evaluate", "dev.tsv")):
+        argv = [command, "--model", str(out / "best"), "--data", str(glue / data), "--max-examples", "8"]
+        assert main([*argv, "--output", str(out)]) == 2
+        assert capsys.readouterr().err == (
+            f"error: --output {out} already holds predictions.tsv (of a `litebert finetune` run), which {command} "
+            "would overwrite: choose another --output (nothing was written)\n"
+        )
+    assert _files(out) == before
+    again = config_from_args(build_parser().parse_args(["finetune", "--config", str(out / "run_settings.json")]))
+    assert again.data.task == "sst2" and again.max_steps == 12
+    # a new directory is fine, once: the second run would overwrite the first one's files
+    argv = ["evaluate", "--model", str(out / "best"), "--data", str(glue / "dev.tsv"), "--max-examples", "8"]
+    assert main([*argv, "--output", str(tmp_path / "ev")]) == 0
+    first = _files(tmp_path / "ev")
+    assert set(first) == {Path("predictions.tsv"), Path("eval_results.json"), Path("run_settings.json")}
+    capsys.readouterr()
+    assert main([*argv, "--output", str(tmp_path / "ev")]) == 2
+    assert "already holds predictions.tsv (of a `litebert evaluate` run)" in capsys.readouterr().err
+    assert _files(tmp_path / "ev") == first
+
+
+def _records(run_dir):
+    """metrics.jsonl without the timing fields (the only ones two identical runs differ in)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k != "tokens_per_second"} for r in rows]
+
+
+def test_interrupted_finetune_resumes_to_the_uninterrupted_result(en_model, shared_data, tmp_path, capsys):
+    """Defect: finetune checkpointed only at the end, so `--resume auto` after a kill silently started from step 1.
+    Now a checkpoint is written at every evaluation (--save-steps); a run SIGKILLed while writing the step-8
+    checkpoint resumes from step 4 to the same weights, dev results and metrics.jsonl as an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    # log windows that end at the checkpoints: the loop does not checkpoint a half-filled window
+    common = ["--max-steps", 12, "--eval-steps", 4, "--logging-steps", 4]
+    assert main(_sst2_argv(en_model, tmp_path / "ref", *common, shared_data=shared_data)) == 0
+    ref = tmp_path / "ref"
+    assert [p.name for p in (ref / "checkpoints").iterdir()] == ["step-12"]  # one kept (the newest)
+
+    out = tmp_path / "killed"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "LITEBERT_TEST_KILL_DURING_SAVE": "8"}
+    killed = subprocess.run(
+        [sys.executable, "-m", "litebert", *_sst2_argv(en_model, out, *common, shared_data=shared_data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir() if not p.name.startswith(".")) == ["step-4"]
+    capsys.readouterr()
+    assert main(_sst2_argv(en_model, out, *common, shared_data=shared_data)) == 2  # a fresh run is refused
+    assert "already holds checkpoints (newest step-4); pass --resume auto" in capsys.readouterr().err
+    assert main(_sst2_argv(en_model, out, *common, "--resume", "auto", shared_data=shared_data)) == 0
+    assert f"resumed from {out / 'checkpoints' / 'step-4'} at step 4" in capsys.readouterr().out
+
+    from safetensors.torch import load_file
+
+    want, got = load_file(str(ref / "best/model.safetensors")), load_file(str(out / "best/model.safetensors"))
+    assert sorted(want) == sorted(got) and all(torch.equal(want[k], got[k]) for k in want)
+    last = [torch.load(d / "checkpoints/step-12/model.pt", weights_only=True) for d in (ref, out)]
+    assert all(torch.equal(last[0][k], last[1][k]) for k in last[0])  # the weights at the end, bit for bit
+    assert json.loads((out / "eval_results.json").read_text()) == json.loads((ref / "eval_results.json").read_text())
+    assert (out / "predictions.tsv").read_text() == (ref / "predictions.tsv").read_text()
+    assert _records(out) == _records(ref)  # no duplicate rows from the killed run
+    assert [(r["split"], r["step"]) for r in _records(out) if r["split"] == "eval"] == [("eval", s) for s in (4, 8, 12)]
+
+
+def test_resume_auto_without_a_checkpoint_starts_over_and_says_so(en_model, shared_data, tmp_path, caplog):
+    """A run interrupted before its first checkpoint: `--resume auto` logs that it starts from step 0 and ends where
+    an uninterrupted run does (the interrupted run's metrics.jsonl rows are not kept)."""
+    import logging
+    import shutil
+
+    glue = shared_data / "glue/SST-2"
+
+    def cfg(out, **kw):
+        return _config(
+            en_model,
+            glue / "train.tsv",
+            glue / "dev.tsv",
+            out,
+            "sst2",
+            max_steps=4,
+            eval_steps=4,
+            precision="fp32",
+            **kw,
+        )
+
+    ref = finetune(cfg(tmp_path / "ref"))
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("run_settings.json", "finetune_config.json", "metrics.jsonl", "train.log"):  # what it had written
+        shutil.copy(tmp_path / "ref" / name, out / name)
+    with caplog.at_level(logging.INFO, logger="litebert.finetune"):
+        again = finetune(cfg(out, resume="auto"))
+    assert f"--resume auto: no checkpoint in {out}, starting from step 0" in caplog.text
+    assert again.eval_results == ref.eval_results and again.steps == 4
+    assert _records(out) == _records(tmp_path / "ref")
+
+
+def test_evaluate_uses_the_length_the_model_was_fine_tuned_with(en_model, shared_data, tmp_path, caplog):
+    """Defect: evaluate/predict cut rows at 128 tokens whatever the model was fine-tuned with (finetune's dev
+    evaluation: 7 rows truncated; evaluate: 0 and another loss). Now they default to the fine-tuned length
+    (``litebert_max_seq_length`` in config.json), for every kind; an explicit --max-seq-length wins, with a warning."""
+    import logging
+
+    glue = shared_data / "glue/SST-2"
+    dev = tmp_path / "dev.tsv"  # the whole file is dev (no subsample), so evaluate sees what finetune's evaluation saw
+    dev.write_text("".join((glue / "dev.tsv").read_text(encoding="utf-8").splitlines(keepends=True)[:61]))
+    run = tmp_path / "sst2"
+    finetune(
+        _config(
+            en_model, glue / "train.tsv", dev, run, "sst2", max_eval_examples=None, max_seq_length=16, precision="fp32"
+        )
+    )
+    saved = json.loads((run / "eval_results.json").read_text())
+    assert saved["num_examples"] == 60 and saved["truncated"] > 0
+    assert json.loads((run / "best/config.json").read_text())["litebert_max_seq_length"] == 16
+    with caplog.at_level(logging.WARNING, logger="litebert.finetune"):
+        ev = evaluate(EvaluateConfig(model=str(run / "best"), data_file=str(dev), precision="fp32"))
+    assert "fine-tuned with" not in caplog.text
+    assert ev.truncated == saved["truncated"] and ev.num_examples == 60
+    assert ev.metrics["eval_loss"] == pytest.approx(saved["eval_loss"], rel=1e-5)
+    assert ev.metrics["accuracy"] == saved["accuracy"]
+    with caplog.at_level(logging.WARNING, logger="litebert.finetune"):
+        longer = evaluate(
+            EvaluateConfig(model=str(run / "best"), data_file=str(dev), max_seq_length=64, precision="fp32")
+        )
+    assert f"{run / 'best'} was fine-tuned with --max-seq-length 16; this run cuts rows at 64 tokens" in caplog.text
+    assert longer.truncated < saved["truncated"]
+    pr = predict(EvaluateConfig(model=str(run / "best"), data_file=str(dev), precision="fp32"))
+    assert pr.truncated == saved["truncated"]
+
+    # NER: sentences longer than the fine-tuned length are split into windows, so the loss depends on it too
+    conll = shared_data / "conll2003"
+    ner_dev = tmp_path / "ner_dev.txt"
+    ner_dev.write_text("\n\n".join(conll.joinpath("dev.txt").read_text().split("\n\n")[1:21]) + "\n")
+    ner = tmp_path / "ner"
+    finetune(
+        _config(
+            en_model,
+            conll / "train.txt",
+            ner_dev,
+            ner,
+            "conll2003",
+            max_train_examples=64,
+            max_eval_examples=None,
+            max_steps=2,
+            eval_steps=2,
+            max_seq_length=12,
+            precision="fp32",
+        )
+    )
+    saved = json.loads((ner / "eval_results.json").read_text())
+    ev = evaluate(EvaluateConfig(model=str(ner / "best"), data_file=str(ner_dev), precision="fp32"))
+    assert ev.metrics["eval_loss"] == pytest.approx(saved["eval_loss"], rel=1e-5)
+    assert ev.metrics["accuracy"] == saved["accuracy"] and ev.num_examples == saved["num_examples"] >= 15
+    longer = evaluate(
+        EvaluateConfig(model=str(ner / "best"), data_file=str(ner_dev), max_seq_length=64, precision="fp32")
+    )
+    assert longer.metrics["eval_loss"] != pytest.approx(saved["eval_loss"], rel=1e-5)

@@ -237,6 +237,39 @@ def test_config_file_errors_name_the_key_and_the_closest_valid_one(tmp_path, cap
     assert "no such file" in capsys.readouterr().err
 
 
+def test_a_scalar_where_a_table_of_settings_goes_is_one_error_line(tmp_path, capsys):
+    """Defect: `data = "sst2"` in a finetune config file ended in AttributeError: 'str' object has no attribute
+    'task_spec' (exit 1); a top-level `task` was answered with "did you mean 'data'?"."""
+    required = 'model = "m"\ntrain_file = "t.tsv"\ndev_file = "d.tsv"\n'
+    toml = tmp_path / "c6.toml"
+    toml.write_text(required + 'max_steps = 2\ndata = "sst2"\n')
+    assert main(["finetune", "--config", str(toml), "--output", str(tmp_path / "o1")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --config {toml}: 'data' must be a table of data settings, not str 'sst2': e.g. [data] task = "
+        '"sst2" in TOML, "data": {"task": "sst2"} in JSON\n'
+    )
+    toml.write_text(required + 'output_dir = "o"\ntask = "sst2"\n')
+    assert main(["finetune", "--config", str(toml)]) == 2
+    assert "unknown setting 'task' (did you mean [data] task? it belongs in the data table)" in capsys.readouterr().err
+    for command, values in (
+        ("evaluate", {"model": "m", "data_file": "d.tsv", "data": ["sst2"]}),
+        ("finetune", {"model": "m", "train_file": "t", "dev_file": "d", "output_dir": "o", "data": None}),
+    ):
+        file = tmp_path / "s.json"
+        file.write_text(json.dumps(values))
+        assert main([command, "--config", str(file)]) == 2
+        err = capsys.readouterr().err
+        assert f"--config {file}: 'data' must be a table of data settings, not " in err and "Traceback" not in err
+    file.write_text(json.dumps({"model": "m", "data_file": "d.tsv", "data": None}))  # evaluate's data is optional
+    assert _parse(["evaluate", "--config", str(file)]).data is None
+    # and the library: the nested config or a dict of its settings, nothing else
+    with pytest.raises(
+        LitebertError, match=r"^setting 'data': expected DataOptions \(or a dict of its settings\), got"
+    ):
+        FinetuneConfig(model="m", train_file="t", dev_file="d", output_dir="o", data="sst2")
+    assert FinetuneConfig(model="m", train_file="t", dev_file="d", output_dir="o", data={"task": "sst2"}).data.task
+
+
 def test_toml_config_and_run_settings_section(tmp_path):
     toml = tmp_path / "run.toml"
     toml.write_text('data = "d"\noutput = "o"\nmodel_config = "albert-debug"\nmax_steps = 7\nlearning_rate = 1e-3\n')

@@ -176,22 +176,28 @@ def check(obj: Any) -> None:
 
     Converts ints to floats for float fields, paths to strings for string fields, lists to the declared
     container. Raises :class:`LitebertError` ``"--option value: why"`` for a value of the wrong type, outside its
-    bounds or not among its choices. Called first in each config's ``__post_init__``; the config adds its
+    bounds or not among its choices, and ``"setting 'data': expected DataOptions ..."`` for a nested config field
+    that holds something else than that config (a dict is converted by the config before). Called first in each config's ``__post_init__``; the config adds its
     cross-field checks with :func:`fail`.
     """
     ftypes = field_types(type(obj))
     for f in dataclasses.fields(obj):
         m = meta(f)
-        if m is None:
-            continue
         ft = ftypes[f.name]
         value = getattr(obj, f.name)
+        if ft.nested:  # the nested dataclass validates itself; anything else (data="sst2") fails later, unnamed
+            if not (isinstance(value, ft.scalar) or (value is None and ft.optional)):
+                raise LitebertError(
+                    f"setting {f.name!r}: expected {ft.scalar.__name__} (or a dict of its settings), "
+                    f"got {type(value).__name__} {value!r}"
+                )
+            continue
+        if m is None:
+            continue
         if value is None:
             if not ft.optional:
                 fail(obj, f.name, "must be set")
             continue
-        if ft.nested:
-            continue  # the nested dataclass validates itself
         if ft.container is not None:
             if isinstance(value, (str, os.PathLike)):
                 value = [value]
@@ -248,18 +254,44 @@ def _closest(key: str, names: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _not_a_table(name: str, value: Any, cls: type) -> str:
+    """The message for a scalar (or list) where the settings of a nested config go (``data = "sst2"``)."""
+    first = dataclasses.fields(cls)[0].name
+    example = json.dumps(value) if isinstance(value, str) else "..."
+    return (
+        f"{name!r} must be a table of {name} settings, not {type(value).__name__} {value!r}: e.g. "
+        f'[{name}] {first} = {example} in TOML, "{name}": {{"{first}": {example}}} in JSON'
+    )
+
+
+def _nested_home(key: str, ftypes: dict[str, FieldType]) -> str | None:
+    """The nested config (``data``) that has a field ``key``, or None."""
+    for name, ft in ftypes.items():
+        if ft.nested and key in field_types(ft.scalar):
+            return name
+    return None
+
+
 def check_keys(values: dict[str, Any], cls: type, source: str) -> dict[str, Any]:
-    """Refuse keys that are not fields of ``cls`` (or of its nested configs), naming the closest valid one."""
+    """Refuse keys that are not fields of ``cls`` (or of its nested configs), naming the closest valid one.
+
+    A key of a nested config given at the top level (``task = "sst2"`` for ``[data] task``) is named with its
+    table. Raises :class:`LitebertError` for an unknown key, and for a value that is not a table (a JSON object)
+    where a nested config's settings go (``data = "sst2"``).
+    """
     ftypes = field_types(cls)
     names = list(ftypes)
     for key, value in values.items():
         if key not in ftypes:
-            raise LitebertError(
-                f"{source}: unknown setting {key!r}{_closest(key, names)}; valid settings: {', '.join(names)}"
-            )
+            home = _nested_home(key, ftypes)
+            hint = f" (did you mean [{home}] {key}? it belongs in the {home} table)" if home else _closest(key, names)
+            raise LitebertError(f"{source}: unknown setting {key!r}{hint}; valid settings: {', '.join(names)}")
         ft = ftypes[key]
-        if ft.nested and isinstance(value, dict):
-            check_keys(value, ft.scalar, f"{source}: {key}")
+        if ft.nested:
+            if isinstance(value, dict):
+                check_keys(value, ft.scalar, f"{source}: {key}")
+            elif not (value is None and ft.optional):
+                raise LitebertError(f"{source}: {_not_a_table(key, value, ft.scalar)}")
     return values
 
 

@@ -64,6 +64,7 @@ def short_finetune(
                 max_train_examples=32 * steps,  # one pass at most: no need to tokenize the rest
                 progress_bar=False,
                 keep_checkpoints=False,
+                resume="auto",  # an interrupted run continues (finetune refuses a fresh run into its directory)
                 device="cpu",
             )
         )

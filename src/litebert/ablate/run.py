@@ -9,11 +9,16 @@ Pipeline of :func:`ablate` (each stage cached on disk, so an interrupted study r
 2. cells: each is an ordinary :func:`litebert.training.pretrain.pretrain` run in ``DIR/<study>/<cell>/`` (seed k ≥ 1
    in ``DIR/<study>/<cell>/seed-k/``). A cell whose ``ablate_result.json`` exists is not rerun; one whose
    ``final/`` exists is only evaluated; otherwise it runs with ``resume="auto"`` (continues from its newest
-   checkpoint). The ``system`` study's "transformers" cell is trained by :mod:`litebert.ablate.system`.
+   checkpoint). The ``system`` study's "transformers" cell is trained by :mod:`litebert.ablate.system`. Every cell
+   records its training-defining settings in ``ablate_plan.json``; a command whose settings differ from a planned
+   cell's is refused before anything is written (:mod:`litebert.ablate.provenance`).
 3. evaluation (:func:`evaluate_model`): MLM loss/accuracy on the held-out SOP set's masked tokens, and the sentence
    head's accuracy on the held-out SOP set and on the held-out NSP set, with 95 % Wilson intervals.
 4. outputs: ``DIR/results.jsonl`` (one record per evaluated cell, every study), ``DIR/<study>.md`` (the table beside
    the paper's numbers) and ``DIR/<study>.png`` (:mod:`litebert.ablate.report`).
+
+Before anything is written the inputs are checked (:func:`check_inputs`); a call that fails leaving no cell with
+something to resume removes the directories and files it created, never what was there before.
 
 Sentence labels (``litebert.data.instances``): 0 = A then B, consecutive text of one document; 1 = "not that": B
 before A (SOP) or B from another document (NSP). One binary head (``sop_classifier`` on the pooled [CLS], as
@@ -28,6 +33,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +41,7 @@ from pathlib import Path
 import torch
 
 from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, select_cells
+from litebert.ablate.provenance import PLAN_FILE, StudyInputs, check_study, current_settings, planned_runs
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text
 from litebert.settings import check, fail, setting
@@ -174,12 +181,15 @@ def _file_identity(files: list[str]) -> list:
     return out
 
 
-def _cached_dir(root: Path, name: str, build) -> Path:
-    """``root/name``, built by ``build(tmp_dir)`` in a temporary directory and installed: complete or absent."""
+def _cached_dir(root: Path, name: str, build, built: list[Path] | None = None) -> Path:
+    """``root/name``, built by ``build(tmp_dir)`` in a temporary directory and installed: complete or absent.
+    When it is built now, it is appended to ``built``."""
     final = root / name
     if not final.is_dir():
         with atomic_directory(final) as tmp:
             build(tmp)
+        if built is not None:
+            built.append(final)
     return final
 
 
@@ -197,14 +207,84 @@ def _cut_lines(files: list[str], out_dir: Path, keep) -> list[str]:
     return paths
 
 
+# ---------------------------------------------------------------------------------------------- inputs
+def _input_files(option: str, paths: list[str]) -> list[Path]:
+    """The files ``paths`` name (directories expanded), resolved; LitebertError naming ``option`` when one is missing,
+    unreadable or empty."""
+    from litebert.corpus import resolve_corpus_files
+
+    try:
+        return [f.resolve() for f in resolve_corpus_files(paths)]
+    except LitebertError as exc:
+        raise LitebertError(f"{option}: {exc}") from None
+    except OSError as exc:
+        raise LitebertError(f"{option} {exc.filename or ' '.join(paths)}: cannot read it ({exc.strerror})") from None
+
+
+def _tokenizer_fingerprint(path: str) -> str:
+    """The vocabulary fingerprint of the tokenizer directory ``path``; LitebertError when it is not one."""
+    from litebert.tokenization import load_tokenizer
+
+    if not Path(path).is_dir():
+        raise LitebertError(f"--tokenizer {path}: no such directory")
+    try:
+        return load_tokenizer(path).vocab_fingerprint()
+    except LitebertError as exc:
+        raise LitebertError(f"--tokenizer {path}: not a tokenizer directory ({exc})") from None
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise LitebertError(f"--tokenizer {path}: cannot read it as a tokenizer ({exc})") from None
+
+
+def _check_output(root: Path) -> None:
+    """LitebertError when ``root`` (``--output``) is not, and cannot become, a writable directory."""
+    there = root if root.exists() else next((p for p in root.parents if p.exists()), Path("."))
+    if not there.is_dir():
+        where = "" if there == root else f" ({there} is a file)"
+        raise LitebertError(
+            f"--output {root}: not a directory{where}; give a new directory or the study directory of an earlier "
+            "`litebert ablate`"
+        )
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise LitebertError(f"--output {root}: {there} is not writable")
+
+
+def check_inputs(cfg: AblateConfig) -> StudyInputs:
+    """Check what ``cfg`` reads and writes before anything is written, and identify it.
+
+    The corpus and held-out corpus files must exist, be readable and hold text; ``--tokenizer`` must be a tokenizer
+    directory; ``--output`` must be (or be creatable as) a writable directory. Returns their identities
+    (:class:`~litebert.ablate.provenance.StudyInputs`: resolved paths, sizes in bytes, vocabulary fingerprint).
+    Raises :class:`LitebertError` naming the option and the file.
+    """
+    corpus = _input_files("--corpus", cfg.corpus)
+    eval_corpus = _input_files("--eval-corpus", cfg.eval_corpus) if cfg.eval_corpus else None
+    tokenizer = _tokenizer_fingerprint(cfg.tokenizer) if cfg.tokenizer else None
+    _check_output(Path(cfg.output))
+    return StudyInputs(
+        corpus=tuple(str(f) for f in corpus),
+        corpus_bytes=tuple(f.stat().st_size for f in corpus),
+        eval_corpus=tuple(str(f) for f in eval_corpus) if eval_corpus is not None else None,
+        tokenizer=tokenizer,
+    )
+
+
 # ---------------------------------------------------------------------------------------------- data stage
 class StudyData:
-    """The cached data of a study directory: tokenizer, held-out split, training and evaluation shards."""
+    """The cached data of a study directory: tokenizer, held-out split, training and evaluation shards.
 
-    def __init__(self, cfg: AblateConfig, root: Path, base_config, log=print) -> None:
+    ``inputs``: :func:`check_inputs` of ``cfg`` (checked here when not given).
+    """
+
+    def __init__(
+        self, cfg: AblateConfig, root: Path, base_config, log=print, inputs: StudyInputs | None = None
+    ) -> None:
+        self.inputs = inputs if inputs is not None else check_inputs(cfg)
         self.cfg, self.root, self.log = cfg, root / "data", log
         self.root.mkdir(parents=True, exist_ok=True)
         self.base = base_config
+        self._eval_sets: dict[str, str] | None = None
+        #: the data directories built by this object (the others were cached by an earlier call)
+        self.built: list[Path] = []
         ident = _file_identity(cfg.corpus)
         if cfg.eval_corpus:
             self.train_files, self.eval_files = list(cfg.corpus), list(cfg.eval_corpus)
@@ -217,7 +297,7 @@ class StudyData:
                 _cut_lines(cfg.corpus, tmp / "train", lambda ls: ls[: len(ls) - max(1, int(len(ls) * frac))])
                 _cut_lines(cfg.corpus, tmp / "eval", lambda ls: ls[len(ls) - max(1, int(len(ls) * frac)) :])
 
-            d = _cached_dir(self.root, f"split-{key}", split)
+            d = _cached_dir(self.root, f"split-{key}", split, self.built)
             self.train_files = sorted(str(p) for p in (d / "train").iterdir())
             self.eval_files = sorted(str(p) for p in (d / "eval").iterdir())
         self.tokenizer = self._tokenizer()
@@ -234,7 +314,7 @@ class StudyData:
             self.log(f"ablate: training a SentencePiece tokenizer ({vocab} ids) on {len(self.train_files)} file(s)")
             train_tokenizer(self.train_files, "sentencepiece", vocab, tmp)
 
-        return str(_cached_dir(self.root, f"tokenizer-{key}", build))
+        return str(_cached_dir(self.root, f"tokenizer-{key}", build, self.built))
 
     def _prepared(self, kind: str, files: list[str], task: str) -> str:
         from litebert.data import PrepareConfig, prepare
@@ -265,7 +345,7 @@ class StudyData:
             )
             self.log(res.summary)
 
-        return str(_cached_dir(self.root, f"{kind}-{task}-{key}", build))
+        return str(_cached_dir(self.root, f"{kind}-{task}-{key}", build, self.built))
 
     def train(self, task: str, fraction: float = 1.0) -> str:
         """Training shards for sentence task ``task`` from the first ``fraction`` of every training file's lines."""
@@ -276,13 +356,16 @@ class StudyData:
                 self.root,
                 f"fraction-{key}",
                 lambda tmp: _cut_lines(files, tmp, lambda ls: ls[: max(1, int(len(ls) * fraction))]),
+                self.built,
             )
             files = sorted(str(p) for p in d.iterdir())
         return self._prepared(f"train{'' if fraction >= 1 else f'-{fraction:g}'}", files, task)
 
     def eval_sets(self) -> dict[str, str]:
-        """{"sop": shards, "nsp": shards} of the held-out text."""
-        return {task: self._prepared("eval", self.eval_files, task) for task in ("sop", "nsp")}
+        """{"sop": shards, "nsp": shards} of the held-out text (prepared on the first call)."""
+        if self._eval_sets is None:
+            self._eval_sets = {task: self._prepared("eval", self.eval_files, task) for task in ("sop", "nsp")}
+        return self._eval_sets
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
@@ -402,29 +485,72 @@ def _finetune_metric(model_dir: Path, out: Path, cfg: AblateConfig, seed: int) -
     )
 
 
-def run_cell(
-    cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, eval_sets: dict[str, str], base, log=print
-) -> tuple[dict, bool]:
-    """Train (or resume) and evaluate one cell; returns (its results record, whether it trained now)."""
-    from litebert.modeling import AlbertForPreTraining
-    from litebert.training.pretrain import PretrainConfig, _read_data, model_config_for_data, pretrain
+def _resumable(out: Path) -> bool:
+    """Whether the cell run directory ``out`` holds something a rerun continues from: a result, a final model or a
+    complete checkpoint."""
+    from litebert.training.state import list_checkpoints
 
-    root = Path(cfg.output)
-    out = run_dir(root, cell, seed_index)
+    return (out / RESULT_FILE).is_file() or (out / "final").is_dir() or bool(list_checkpoints(out, warn=False))
+
+
+def run_cell(
+    cfg: AblateConfig,
+    cell: Cell,
+    seed_index: int,
+    data: StudyData,
+    eval_sets: dict[str, str] | None,
+    base,
+    log=print,
+) -> tuple[dict, bool]:
+    """Train (or resume) and evaluate one cell; returns (its results record, whether it trained now).
+
+    ``eval_sets``: the held-out shards, or None for ``data.eval_sets()`` (prepared when a cell first needs them).
+    Raises :class:`LitebertError` when the cell's training data holds less than one batch (before its directory is
+    made), or any error of ``pretrain``/evaluation; then a cell directory this call made is removed again unless it
+    holds something to resume (a complete checkpoint).
+    """
+    from litebert.training.pretrain import _read_data
+
+    out = run_dir(Path(cfg.output), cell, seed_index)
     result_path = out / RESULT_FILE
     if result_path.is_file():
         return json.loads(result_path.read_text(encoding="utf-8")), False
-    seed = 42 + seed_index
-    out.mkdir(parents=True, exist_ok=True)
+    eval_sets = eval_sets if eval_sets is not None else data.eval_sets()
     train_dir = data.train(cell.inter_sentence_task, cell.data_fraction)
     manifest, dataset = _read_data(train_dir, "--data")
+    if len(dataset) < cfg.batch_size:
+        raise LitebertError(
+            f"{cell.study}/{cell.name}: its training data holds {len(dataset)} pair(s), less than one batch of "
+            f"--batch-size {cfg.batch_size}: give more text (--corpus) or a smaller --batch-size"
+        )
+    cell_dir = Path(cfg.output) / cell.study / cell.name
+    made = [d for d in dict.fromkeys((cell_dir, out)) if not d.exists()]  # what mkdir creates, outermost first
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _train_and_evaluate(cfg, cell, seed_index, data, eval_sets, base, train_dir, manifest, dataset, log)
+    except Exception:
+        if made and not _resumable(out):
+            shutil.rmtree(made[0], ignore_errors=True)
+        raise
+
+
+def _train_and_evaluate(
+    cfg: AblateConfig, cell: Cell, seed_index: int, data: StudyData, eval_sets, base, train_dir, manifest, dataset, log
+) -> tuple[dict, bool]:
+    """:func:`run_cell` once its directory exists: plan, train (or resume), evaluate, write ``ablate_result.json``."""
+    from litebert.modeling import AlbertForPreTraining
+    from litebert.training.pretrain import PretrainConfig, model_config_for_data, pretrain
+
+    out = run_dir(Path(cfg.output), cell, seed_index)
+    result_path = out / RESULT_FILE
+    seed = 42 + seed_index
     cell_config = cell.config(base)
     cell_config_path = out / "cell_model_config.json"
-    if not cell_config_path.is_file():
+    plan_path = out / PLAN_FILE
+    if not plan_path.is_file() or not cell_config_path.is_file():  # a planned cell's config was checked: keep it
         _write_json(cell_config_path, cell_config.to_dict())
     model_config = model_config_for_data(str(cell_config_path), manifest, log=lambda *a: None)
 
-    plan_path = out / "ablate_plan.json"
     if plan_path.is_file():
         plan = json.loads(plan_path.read_text(encoding="utf-8"))
     else:
@@ -438,6 +564,8 @@ def run_cell(
             "train_data": train_dir,
             "eval_data": eval_sets,
             "cell_definition": dataclasses.asdict(cell),
+            # what check_study compares on every rerun (litebert.ablate.provenance)
+            "settings": current_settings(cfg, cell, seed, data.inputs, steps),
         }
         _write_json(plan_path, plan)
     trained = False
@@ -484,11 +612,18 @@ def run_cell(
                     resume="auto",
                     device="cpu",
                     progress_bar=cfg.progress_bar,
-                )
+                ),
+                caller_files=(plan_path.name, cell_config_path.name),  # ablate's own files in the cell directory
             )
+            # the whole run's training time: a resumed cell adds what its checkpoint recorded of earlier segments
             _write_json(
                 out / "pretrain_result.json",
-                {"step": res.step, "seconds": res.seconds, "cpu_seconds": time.process_time() - cpu0},
+                {
+                    "step": res.step,
+                    "seconds": res.train_seconds,
+                    "cpu_seconds": res.train_cpu_seconds,
+                    "seconds_this_call": res.seconds,
+                },
             )
             trained = True
         info = json.loads((out / "pretrain_result.json").read_text(encoding="utf-8"))
@@ -557,11 +692,67 @@ def write_results(root: Path) -> Path:
     return atomic_write_text(root / "results.jsonl", "".join(lines))
 
 
+@dataclass(frozen=True)
+class _NewPaths:
+    """What a call of :func:`ablate` may create that did not exist before it wrote anything: so that a call that
+    fails can remove its own leftovers, and nothing else."""
+
+    root: Path
+    study: str
+    #: the output directory and those of its ancestors that do not exist yet, outermost first
+    dirs: tuple[Path, ...]
+    data: bool
+    study_dir: bool
+    settings: bool
+
+    @classmethod
+    def before(cls, root: Path, study: str) -> _NewPaths:
+        missing = tuple(p for p in (*reversed(root.parents), root) if not p.exists())
+        return cls(
+            root,
+            study,
+            missing,
+            data=not (root / "data").exists(),
+            study_dir=not (root / study).exists(),
+            settings=not (root / f"{study}.settings.json").exists(),
+        )
+
+    def undo(self, built: list[Path]) -> None:
+        """After a failure that left no planned cell in the study (:func:`run_cell` removes a cell it made with
+        nothing to resume): remove the study settings file, the study directory and the data directory this call
+        created (in a data directory of earlier calls: the data directories it ``built``), then its output
+        directories when they are left empty."""
+        if planned_runs(self.root / self.study):
+            return
+        if self.settings:
+            (self.root / f"{self.study}.settings.json").unlink(missing_ok=True)
+        if self.study_dir:
+            shutil.rmtree(self.root / self.study, ignore_errors=True)
+        for d in [self.root / "data"] if self.data else built:
+            shutil.rmtree(d, ignore_errors=True)
+        for d in reversed(self.dirs):  # innermost first, and only when empty: never another run's files
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+
+
+def _make_output(root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LitebertError(f"--output {root}: cannot create the directory ({exc.strerror or exc})") from None
+
+
 def ablate(cfg: AblateConfig, log=print) -> AblateResult:
     """Run (or finish) ``cfg.study``'s grid; see the module docstring.
 
-    Raises :class:`LitebertError` for an unknown study or cell, a bad base config, missing corpus files, a base
-    config that transformers cannot represent (system study), or any error of ``prepare``/``pretrain``.
+    Nothing is written before the inputs are checked (:func:`check_inputs`) and every planned cell of the study
+    agrees with ``cfg`` on its training-defining settings (:func:`litebert.ablate.provenance.check_study`); a call
+    that fails leaving no cell with something to resume removes what it created.
+
+    Raises :class:`LitebertError` for an unknown study or cell, a bad base config, a missing, unreadable or empty
+    corpus file, a directory that is not a tokenizer, an ``--output`` that cannot be a directory, a planned cell with
+    other settings, a base config that transformers cannot represent (system study), training data of less than one
+    batch, or any error of ``prepare``/``pretrain``.
     """
     from litebert.ablate.report import write_report
 
@@ -578,24 +769,31 @@ def ablate(cfg: AblateConfig, log=print) -> AblateResult:
         from litebert.ablate.finetune_cell import task_files
 
         task_files(cfg.finetune_task, cfg.finetune_data)  # a missing task file fails before any training
-    root.mkdir(parents=True, exist_ok=True)
-    _write_json(root / f"{cfg.study}.settings.json", dataclasses.asdict(cfg))
-    data = StudyData(cfg, root, base, log)
-    eval_sets = data.eval_sets()
+    inputs = check_inputs(cfg)
+    check_study(cfg, base, root, inputs)  # the settings file below then describes every cell of the study
+    new = _NewPaths.before(root, cfg.study)
     records, trained = [], []
-    for cell in cells:
-        for k in range(cfg.seeds):
-            log(f"ablate: {cfg.study}/{cell.name} seed {42 + k}")
-            rec, did = run_cell(cfg, cell, k, data, eval_sets, base, log)
-            records.append(rec)
-            if did:
-                trained.append(f"{cell.name}/{rec['seed']}")
-            write_results(root)
-            log(
-                f"ablate: {cell.name} seed {rec['seed']}: {rec['parameters']:,} parameters, {rec['steps']} steps, "
-                f"mlm_accuracy {rec['mlm_accuracy']:.4f}, sop_accuracy {rec['sop_accuracy']:.4f}, "
-                f"nsp_accuracy {rec['nsp_accuracy']:.4f}"
-            )
+    data = None
+    try:
+        _make_output(root)
+        _write_json(root / f"{cfg.study}.settings.json", dataclasses.asdict(cfg))
+        data = StudyData(cfg, root, base, log, inputs)
+        for cell in cells:
+            for k in range(cfg.seeds):
+                log(f"ablate: {cfg.study}/{cell.name} seed {42 + k}")
+                rec, did = run_cell(cfg, cell, k, data, None, base, log)
+                records.append(rec)
+                if did:
+                    trained.append(f"{cell.name}/{rec['seed']}")
+                write_results(root)
+                log(
+                    f"ablate: {cell.name} seed {rec['seed']}: {rec['parameters']:,} parameters, {rec['steps']} "
+                    f"steps, mlm_accuracy {rec['mlm_accuracy']:.4f}, sop_accuracy {rec['sop_accuracy']:.4f}, "
+                    f"nsp_accuracy {rec['nsp_accuracy']:.4f}"
+                )
+    except Exception:
+        new.undo(data.built if data is not None else [])
+        raise
     grid = build_grid(cfg.study, base)
     order = {c.name: i for i, c in enumerate(grid)}
     mine = sorted(

@@ -18,7 +18,8 @@ def register(subparsers) -> None:
         "held-out SOP and NSP pairs (MLM loss/accuracy, SOP and NSP accuracy) and write "
         "DIR/results.jsonl, DIR/<study>.md (beside the paper's numbers) and DIR/<study>.png. Each cell "
         "is a `litebert pretrain` run in DIR/<study>/<cell>/; rerunning the command skips finished "
-        "cells and resumes an interrupted one. Give --steps N, --budget-minutes M, or both.",
+        "cells and resumes an interrupted one, and refuses a cell planned with other training settings. Give "
+        "--steps N, --budget-minutes M, or both.",
     )
     add_config_option(p)
     add_settings(p, AblateConfig, section="ablate_config")

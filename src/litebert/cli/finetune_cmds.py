@@ -93,9 +93,12 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "finetune",
         help="fine-tune a model directory on labelled files (classification, regression, NER, multiple choice, QA)",
-        description="Fine-tune ALBERT on TSV/CSV/JSONL files with the pretraining loop; keeps OUTPUT/best (HF dir + "
-        "tokenizer), OUTPUT/eval_results.json, OUTPUT/predictions.tsv, run_settings.json, "
-        "metrics.jsonl, tb/.",
+        description="Fine-tune ALBERT on TSV/CSV/JSONL files with the pretraining loop. Writes into a new or empty "
+        "OUTPUT: best/ (HF dir + tokenizer), eval_results.json, the dev predictions of best/ (classification and "
+        "multiple choice: predictions.tsv; NER: predictions.txt, or predictions.jsonl for JSON-lines input; QA: "
+        "predictions.json and nbest_predictions.json, + null_odds.json for squad_v2), test_predictions.* with "
+        "--test, finetune_config.json, run_settings.json, metrics.jsonl, tb/ and checkpoints/ (one at every "
+        "evaluation by default; --resume auto continues an interrupted run from the newest).",
     )
     add_config_option(p)
     add_settings(p, FinetuneConfig, section="finetune_config")
@@ -108,7 +111,10 @@ def register(subparsers) -> None:
         q = subparsers.add_parser(
             name,
             help=helptext,
-            description=helptext + ". Columns default to the task saved in the model's config.json (finetuning_task).",
+            description=helptext + ". Columns default to the task saved in the model's config.json (finetuning_task), "
+            "--max-seq-length to the length the model was fine-tuned with. --output DIR gets run_settings.json"
+            + (", eval_results.json" if name == "evaluate" else "")
+            + " and the predictions (file names as finetune's); a DIR that already holds one of them is refused.",
         )
         add_config_option(q)
         add_settings(q, EvaluateConfig, section=f"{name}_config")

@@ -19,7 +19,8 @@ def register(subparsers) -> None:
         description="Pretrain ALBERT (masked LM + sentence-order prediction) on shards written by `litebert prepare`. "
         "Under `torchrun --nproc_per_node=N -m litebert pretrain ...` it uses DDP (gloo on CPU, nccl on "
         "GPU); --batch-size is per process. Writes OUTPUT/config.json, run_settings.json, metrics.jsonl, "
-        "tb/, checkpoints/step-N/ and final/ (an HF model directory with the tokenizer).",
+        "tb/, checkpoints/step-N/ and final/ (an HF model directory with the tokenizer) into a new or empty OUTPUT "
+        "(with --resume: a pretrain run's own directory).",
     )
     from litebert.training.pretrain import PretrainConfig
 

@@ -10,16 +10,21 @@ kind's objective (summed loss) and a dev-set ``eval_fn``. Output directory::
     OUTPUT/eval_results.json   dev metrics of best/ (classification: {"accuracy": ..., "f1": ..., "mcc": ...} as
                                applicable; NER: entity precision/recall/f1, token accuracy), plus "eval_loss",
                                "num_examples", "best_step"
-    OUTPUT/predictions.tsv     dev predictions of best/ (classification, multiple choice: index, prediction, label;
-                               NER: predictions.txt / .jsonl in the input's layout)
+    OUTPUT/predictions.*       dev predictions of best/ (classification, multiple choice: predictions.tsv with
+                               index, prediction, label; NER: predictions.txt / .jsonl in the input's layout; QA:
+                               predictions.json + nbest_predictions.json (+ null_odds.json for SQuAD v2))
     OUTPUT/test_predictions.*  with --test: the same for the test file (labels when it has them)
     OUTPUT/test_results.json   with a labelled --test file: its metrics
     OUTPUT/finetune_config.json  the settings of the run, the label space, truncation counts
     OUTPUT/run_settings.json   the same with the settings under "finetune_config" (read back by ``--config``)
-    OUTPUT/metrics.jsonl, tb/, train.log, checkpoints/   written by the training loop
+    OUTPUT/metrics.jsonl, tb/, train.log, checkpoints/   written by the training loop (a checkpoint at every
+                               evaluation by default, --save-steps N: what --resume auto continues from)
 
-``evaluate(EvaluateConfig)`` and ``predict(EvaluateConfig)`` load a fine-tuned directory (litebert's or
-transformers' head model) and write ``eval_results.json`` / the predictions file.
+OUTPUT must be absent or empty, or (``--resume``) a ``finetune`` run of its own
+(:func:`litebert.training.run.check_output_dir`). ``evaluate(EvaluateConfig)`` and ``predict(EvaluateConfig)``
+load a fine-tuned directory (litebert's or transformers' head model) and write ``eval_results.json`` / the
+predictions file, never over files already there; without ``--max-seq-length`` they use the length the model
+was fine-tuned with (``litebert_max_seq_length`` in its ``config.json``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ from litebert.settings import check, fail, setting
 log = logging.getLogger("litebert.finetune")
 
 INITS = ("pretrained", "random")
+#: ``--max-seq-length`` of finetune, and of evaluate/predict for a model that does not record its fine-tuned length
+DEFAULT_MAX_SEQ_LENGTH = 128
 
 
 # ------------------------------------------------------------------------------------------------------- configs
@@ -195,8 +202,10 @@ class FinetuneConfig:
     """Settings of one fine-tuning run: the ``litebert finetune`` options, one field each (derived from here).
 
     ``model`` is an HF-format model directory (``config.json`` + weights, tokenizer files): a pretraining
-    ``final/``, a transformers ALBERT directory or an albert_zh conversion. ``resume``: None (fresh run; refused
-    if ``OUTPUT/checkpoints/`` holds checkpoints), ``"auto"`` or a ``step-N`` directory. ``data_seed`` is kept
+    ``final/``, a transformers ALBERT directory or an albert_zh conversion. ``resume``: None (fresh run into an
+    absent or empty ``output_dir``), ``"auto"`` (the newest complete checkpoint of the run in ``output_dir``, or
+    step 0 when it has none) or a ``step-N`` directory. ``save_steps`` None: a checkpoint at every evaluation (the
+    newest one kept). ``data_seed`` is kept
     apart from ``seed`` so that runs with different seeds see the same subsample. Raises LitebertError
     ``"--option value: why"`` on construction for a bad value.
     """
@@ -204,9 +213,14 @@ class FinetuneConfig:
     model: str = setting(metavar="DIR", help="model directory (HF format, e.g. pretraining final/)")
     train_file: str = setting(option="--train", metavar="FILE", help="training data (TSV, CSV, JSON lines)")
     dev_file: str = setting(option="--dev", metavar="FILE", help="dev data: selects best/")
-    output_dir: str = setting(option="--output", metavar="DIR", help="run directory")
+    output_dir: str = setting(
+        option="--output", metavar="DIR", help="run directory: new or empty (with --resume: the run's own)"
+    )
     test_file: str | None = setting(
-        None, option="--test", metavar="FILE", help="also predict this file (OUTPUT/test_predictions.tsv)"
+        None,
+        option="--test",
+        metavar="FILE",
+        help="also predict this file (OUTPUT/test_predictions.*, and test_results.json when it has labels)",
     )
     data: DataOptions = field(default_factory=DataOptions)
     metrics: tuple[str, ...] | None = setting(
@@ -231,10 +245,19 @@ class FinetuneConfig:
     weight_decay: float = setting(0.01, ge=0, help="decoupled weight decay (not on biases and LayerNorm)")
     max_grad_norm: float = setting(1.0, ge=0, help="global-norm clip; 0 = off")
     optimizer: str = setting("adamw", choices=OPTIMIZERS, help="AdamW or LAMB")
-    max_seq_length: int = setting(128, ge=4, group="data layout", help="tokens per example; longer rows are truncated")
+    max_seq_length: int = setting(
+        DEFAULT_MAX_SEQ_LENGTH, ge=4, group="data layout", help="tokens per example; longer rows are truncated"
+    )
     seed: int = setting(42, help="model init of the head (all weights with --init random), shuffling, dropout")
     data_seed: int = setting(0, help="seed of the --max-*-examples subsample")
     eval_steps: int = setting(0, ge=0, help="evaluate every N steps (0 = once per epoch)")
+    save_steps: int | None = setting(
+        None,
+        ge=0,
+        metavar="N",
+        help="checkpoint the training state every N steps, what --resume auto continues from (0 = only at the "
+        "end; default: at every evaluation); the newest checkpoint is kept",
+    )
     logging_steps: int = setting(50, gt=0, help="training log line every N steps")
     early_stopping_patience: int | None = setting(
         None, gt=0, metavar="N", help="stop after N evaluations without improvement"
@@ -263,7 +286,7 @@ class FinetuneConfig:
     resume: str | None = setting(
         None,
         metavar="auto|PATH",
-        help="continue from the newest complete checkpoint in OUTPUT/checkpoints (auto) or from PATH",
+        help="continue the run in OUTPUT from its newest complete checkpoint (auto; none: from step 0) or from PATH",
     )
     progress_bar: bool = setting(
         True, option="--no-progress", aliases=("--no-progress-bar",), negate=True, help="no progress bar"
@@ -289,7 +312,9 @@ class EvaluateConfig:
 
     ``data``: how to read the file; ``None`` uses what fine-tuning saved in ``config.json``: the task
     (``finetuning_task``) or the user's column options (``litebert_data_options``). ``output_dir`` None writes
-    nothing.
+    nothing; a directory that already holds a file the command would write is refused. ``max_seq_length`` None:
+    the length the model was fine-tuned with (``litebert_max_seq_length`` in ``config.json``; 128 for models that
+    do not record it).
     """
 
     model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best)")
@@ -298,14 +323,22 @@ class EvaluateConfig:
         None,
         option="--output",
         metavar="DIR",
-        help="write eval_results.json / predictions.tsv here (predict without it prints the predictions)",
+        help="write run_settings.json, eval_results.json (evaluate) and the predictions here (predictions.tsv; "
+        "NER predictions.txt/.jsonl; QA predictions.json, nbest_predictions.json); none of them may exist yet "
+        "(predict without --output prints the predictions)",
     )
     data: DataOptions | None = None
     metrics: tuple[str, ...] | None = setting(
         None, option="--metric", metavar="NAME", help="metrics (default: the task's, else by problem type)"
     )
     batch_size: int = setting(64, gt=0, help="examples per forward")
-    max_seq_length: int = setting(128, ge=4, group="data layout", help="tokens per example; longer rows are truncated")
+    max_seq_length: int | None = setting(
+        None,
+        ge=4,
+        group="data layout",
+        help="tokens per example; longer rows are truncated (default: the length the model was fine-tuned with, "
+        f"else {DEFAULT_MAX_SEQ_LENGTH})",
+    )
     tokenizer: str | None = setting(
         None, metavar="DIR", group="data layout", help="tokenizer directory (default: the model directory)"
     )
@@ -626,7 +659,8 @@ def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
         head_prefixes=kind.head_prefixes,
         classifier_dropout=cfg.classifier_dropout,
         hidden_dropout=cfg.hidden_dropout,
-        extra=kind.config_extra(),
+        # the length evaluate/predict then use by default (QA's kind records it too)
+        extra={**kind.config_extra(), "litebert_max_seq_length": cfg.max_seq_length},
     )
     _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
     positions_warning = (
@@ -780,20 +814,40 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     rank 0 alone writes ``OUTPUT/`` and every rank returns its :class:`FinetuneResult`. Logs a warning when
     ``max_seq_length`` exceeds the model's ``pretraining_max_seq_length`` (:func:`untrained_positions_warning`).
 
+    ``cfg.output_dir`` must be absent or empty, or, with ``cfg.resume``, a finetune run of its own
+    (:func:`litebert.training.run.check_output_dir`); the training state is checkpointed every ``cfg.save_steps``
+    steps (default: at every evaluation), and ``resume="auto"`` continues from the newest complete checkpoint to the
+    weights, metrics and ``metrics.jsonl`` of an uninterrupted run.
+
     Raises:
         LitebertError: bad files (the kind's readers), a dev label unseen in training, an unknown metric for the
-            problem type, a model directory without weights or tokenizer, an output directory that already holds a
-            run's checkpoints.
+            problem type, a model directory without weights or tokenizer, an output directory a run must not write
+            into (the model directory, another run, a finished run, anything else that is not empty).
     """
     from litebert.optim import build_optimizer, build_scheduler
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
     from litebert.training.distributed import unwrap_model, wrap_model
-    from litebert.training.run import resolve_resume, resolve_run_precision, start, teardown, write_run_settings
+    from litebert.training.run import (
+        check_output_dir,
+        resolve_resume,
+        resolve_run_precision,
+        start,
+        teardown,
+        write_run_settings,
+    )
     from litebert.training.run import run_settings as make_run_settings
 
     t0 = time.time()
     out = Path(cfg.output_dir)
+    # before start(): every rank checks before any rank writes
+    check_output_dir(
+        out,
+        "finetune",
+        cfg.resume,
+        finished="eval_results.json",
+        sources={"--model": cfg.model, "--tokenizer": cfg.tokenizer},
+    )
     kind = make_kind(cfg.data, problem_type=cfg.problem_type, metrics=cfg.metrics)
     data = _load_data(cfg, kind)
 
@@ -806,6 +860,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     steps_per_epoch = math.ceil(len(data.train.feats) / (cfg.batch_size * dist.world_size))
     max_steps = cfg.max_steps or max(1, math.ceil(steps_per_epoch * cfg.epochs))
     eval_steps = cfg.eval_steps or steps_per_epoch
+    save_steps = eval_steps if cfg.save_steps is None else cfg.save_steps
     optimizer = build_optimizer(unwrap_model(model), cfg.optimizer, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     scheduler = build_scheduler(optimizer, warmup_steps=round(cfg.warmup_ratio * max_steps), max_steps=max_steps)
     batches = make_batch_factory(
@@ -830,29 +885,31 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "max_steps": max_steps,
         "steps_per_epoch": steps_per_epoch,
         "eval_steps": eval_steps,
+        "save_steps": save_steps,
         "truncated": data.truncated,
         "untrained_positions_warning": positions_warning,
     }
     if hasattr(kind, "columns"):
         run_settings["columns"] = {"train": kind.columns(cfg.train_file)}
-    resume_from = resolve_resume(out, cfg.resume, dist, verify=True)  # before anything is written
+    resume_from = resolve_resume(out, cfg.resume, dist, verify=True, log=log.info)  # before anything is written
     precision = resolve_run_precision(cfg.precision, dist.device, resume_from)
     log.info("finetune: %s", precision)
     run_settings["precision"] = precision.to_dict()
     if dist.is_main:
-        _write_json(out / "finetune_config.json", run_settings)
+        # run_settings.json first: it marks the directory as a finetune run (check_output_dir) from the start
         write_run_settings(
             out,
             make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items() if k != "finetune_config"}),
             resume_from,
         )
+        _write_json(out / "finetune_config.json", run_settings)
     args = TrainingArgs(
         output_dir=out,
         max_steps=max_steps,
         max_grad_norm=cfg.max_grad_norm or None,
         logging_steps=min(cfg.logging_steps, max_steps),
         eval_steps=eval_steps,
-        save_steps=0,
+        save_steps=save_steps,
         save_total_limit=1,
         precision=precision.precision,
         metric_for_best=kind.metrics[0],
@@ -883,9 +940,54 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
 
 
 # ------------------------------------------------------------------------------------------ evaluate / predict
-def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
+def _output_files(kind: TaskKind, command: str) -> list[str]:
+    """What ``evaluate``/``predict`` write into ``--output``: the kind's predictions file with the names its
+    ``write_predictions`` may use beside it (NER's ``.jsonl`` variant, QA's ``nbest_predictions`` and
+    ``null_odds``), ``eval_results.json`` (evaluate) and ``run_settings.json``."""
+    name = kind.predictions_name
+    names = [
+        name,
+        f"{Path(name).stem}.jsonl",
+        *(name.replace("predictions", x) for x in ("nbest_predictions", "null_odds")),
+    ]
+    names += [*(["eval_results.json"] if command == "evaluate" else []), "run_settings.json"]
+    return list(dict.fromkeys(names))
+
+
+def _eval_seq_length(cfg: EvaluateConfig, config, kind: TaskKind, directory: Path) -> int:
+    """``--max-seq-length`` of evaluate/predict: the one given, else the one the model was fine-tuned with
+    (``litebert_max_seq_length`` in ``config.json``), else :data:`DEFAULT_MAX_SEQ_LENGTH`. A given length other
+    than the fine-tuned one is warned about (QA's kind says so itself, per window)."""
+    saved = (config.extra or {}).get("litebert_max_seq_length")
+    saved = int(saved) if isinstance(saved, int) and not isinstance(saved, bool) else None
+    if cfg.max_seq_length is None:
+        if saved is None:
+            log.info(
+                "%s/config.json does not record the length it was fine-tuned with: --max-seq-length %d",
+                directory,
+                DEFAULT_MAX_SEQ_LENGTH,
+            )
+        return DEFAULT_MAX_SEQ_LENGTH if saved is None else saved
+    if saved is not None and saved != cfg.max_seq_length and kind.name != "qa":
+        log.warning(
+            "%s was fine-tuned with --max-seq-length %d; this run cuts rows at %d tokens, so its truncation, loss "
+            "and metrics differ from fine-tuning's dev evaluation (drop --max-seq-length to use %d)",
+            directory,
+            saved,
+            cfg.max_seq_length,
+            saved,
+        )
+    return cfg.max_seq_length
+
+
+def _prepare_eval(cfg: EvaluateConfig, command: str):
+    """Everything ``evaluate``/``predict`` need before the forward passes; refuses an ``--output`` that holds a
+    file they would write before anything is loaded (:func:`litebert.training.run.check_no_overwrite`)."""
     from litebert.checkpoint import load_config
     from litebert.training import distributed as D
+    from litebert.training.run import check_no_overwrite
+
+    need_labels = command == "evaluate"
 
     directory = Path(cfg.model)
     config = load_config(directory)
@@ -902,6 +1004,8 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
             **(saved_columns or {}),
         )
     kind = make_kind(data, metrics=cfg.metrics)
+    if cfg.output_dir:
+        check_no_overwrite(cfg.output_dir, command, _output_files(kind, command))
     heads = {
         "AlbertForSequenceClassification",
         "AlbertForTokenClassification",
@@ -920,13 +1024,14 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
             f"({kind.architecture}); drop --task/--task-type to use the task saved with the model"
         )
     kind.from_config(config)
-    _check_seq_length(config, cfg.max_seq_length, directory)
+    seq = _eval_seq_length(cfg, config, kind, directory)
+    _check_seq_length(config, seq, directory)
     read = kind.read(cfg.data_file, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
     tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
-    feats = kind.featurize(read, tokenizer, cfg.max_seq_length, "data")
-    _report_truncation("data", read.path, feats, cfg.max_seq_length)
+    feats = kind.featurize(read, tokenizer, seq, "data")
+    _report_truncation("data", read.path, feats, seq)
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (
         D.init_distributed(cfg.device)
@@ -941,7 +1046,7 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
         precision = PrecisionChoice("fp32", "auto", f"--quantize {cfg.quantize} runs its own integer path")
     else:
         precision = resolve_precision(cfg.precision, dist.device)
-    log.info("%s: %s", "evaluate" if need_labels else "predict", precision)
+    log.info("%s: %s", command, precision)
     # with --quantize an explicit bf16 casts the runner's weights (litebert.inference); otherwise bf16/fp16 run as
     # autocast around the fp32 runner (_evaluate_file), the numerics of fine-tuning's own evaluation
     runner_bf16 = precision.precision == "bf16" and bool(cfg.quantize)
@@ -955,11 +1060,11 @@ def _prepare_eval(cfg: EvaluateConfig, need_labels: bool):
         device=dist.device,
     )
     autocast = precision.dtype is not None and not runner_bf16
-    return kind, _Split(read, feats), tokenizer, model, dist, precision, autocast
+    return kind, _Split(read, feats), tokenizer, model, dist, precision, autocast, seq
 
 
-def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalResult:
-    kind, split, tokenizer, model, dist, precision, autocast = _prepare_eval(cfg, need_labels=need_labels)
+def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
+    kind, split, tokenizer, model, dist, precision, autocast, seq = _prepare_eval(cfg, name)
     with precision.autocast(dist.device) if autocast else contextlib.nullcontext():
         preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
     read = split.read
@@ -975,7 +1080,7 @@ def _evaluate_file(cfg: EvaluateConfig, need_labels: bool, name: str) -> EvalRes
         out = Path(cfg.output_dir)
         from litebert.training.run import run_settings, write_run_settings
 
-        write_run_settings(out, run_settings(name, cfg))
+        write_run_settings(out, run_settings(name, cfg, {"max_seq_length": seq}))
         if name == "evaluate":
             res.results_file = _write_json(
                 out / "eval_results.json", {**metrics, "num_examples": len(preds), "truncated": split.feats.truncated}
@@ -995,18 +1100,21 @@ def evaluate(cfg: EvaluateConfig) -> EvalResult:
     predictions file (``predictions.tsv`` for classification) when ``cfg.output_dir`` is set. The task kind comes
     from the model's ``config.json`` (``litebert_task_type``, ``finetuning_task``). Under ``torchrun`` the
     features are shared out over the ranks (:func:`kinds.infer`), every rank returns the whole result, and rank 0
-    alone writes.
+    alone writes. Rows are cut at ``cfg.max_seq_length``, by default the length the model was fine-tuned with, so
+    the loss and truncation count on fine-tuning's dev file are those of fine-tuning's own dev evaluation.
 
     Raises:
-        LitebertError: the file has no label column, a label the model does not know (``file:line``), and the
-            reader's errors.
+        LitebertError: ``cfg.output_dir`` already holds a file this would write (``eval_results.json``, the
+            predictions, ``run_settings.json``), the file has no label column, a label the model does not know
+            (``file:line``), and the reader's errors.
     """
-    return _evaluate_file(cfg, True, "evaluate")
+    return _evaluate_file(cfg, "evaluate")
 
 
 def predict(cfg: EvaluateConfig) -> EvalResult:
     """Predictions of a fine-tuned model for every example of a file (labels optional); writes the kind's
     predictions file (``predictions.tsv``: ``index  prediction [label]`` for classification) when
-    ``cfg.output_dir`` is set. Metrics are computed when the file has labels. Under ``torchrun``: as
-    :func:`evaluate`."""
-    return _evaluate_file(cfg, False, "predict")
+    ``cfg.output_dir`` is set. Metrics are computed when the file has labels. Under ``torchrun``, the default
+    length and the errors: as :func:`evaluate` (an ``output_dir`` holding the predictions or a
+    ``run_settings.json`` is refused)."""
+    return _evaluate_file(cfg, "predict")

@@ -123,12 +123,18 @@ class TrainResult:
     last_train: dict
     last_eval: dict
     last_checkpoint: Path | None
+    #: wall-clock seconds of this call
     seconds: float
+    #: wall-clock and CPU seconds (this process) of training over the whole run: this call's, plus those the
+    #: checkpoint it resumed from recorded of the calls before it
+    train_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0
 
 
 @dataclass
 class _LoopState:
-    """Everything besides model/optimizer/scheduler/RNG that an exact resume needs (stored in trainer_state.json)."""
+    """Everything besides model/optimizer/scheduler/RNG that an exact resume needs (stored in trainer_state.json),
+    and the run's training clocks, so that a resumed run keeps counting (checkpoints without them start at 0)."""
 
     step: int = 0
     epoch: int = 0
@@ -138,6 +144,8 @@ class _LoopState:
     best_metric: float | None = None
     best_step: int | None = None
     evals_without_improvement: int = 0
+    train_seconds: float = 0.0  # wall-clock seconds of training so far, over every call of the run
+    train_cpu_seconds: float = 0.0  # CPU seconds of (rank 0's) process over the same calls
 
 
 def make_batch_factory(
@@ -359,6 +367,9 @@ class _Trainer:
         self.stopped_early = False
         self.logger: MetricsLogger | None = None
         self.data_iter: Iterator[Batch] | None = None
+        # this call's start, and the run's clocks before it (from the checkpoint it resumes from)
+        self.clock_start = (time.perf_counter(), time.process_time())
+        self.clock_before = (0.0, 0.0)
 
     # -- resume -------------------------------------------------------------------------------------------------
     def resume(self) -> None:
@@ -374,6 +385,7 @@ class _Trainer:
             saved = ts.get("loop", {})
             self.st = _LoopState(**{k: v for k, v in saved.items() if k in _LoopState.__dataclass_fields__})
             _rescale_position(self.st, ts, self.args, self.dist.world_size, self.extra_state, path)
+            self.clock_before = (float(self.st.train_seconds), float(self.st.train_cpu_seconds))
             S.set_rng_state(ckpt["rng"], self.dist.device)
             if self.scaler is not None and ckpt["scaler"] is not None:
                 self.scaler.load_state_dict(ckpt["scaler"])
@@ -560,7 +572,13 @@ class _Trainer:
             return
         self.last_ckpt = self.save()
 
+    def tick(self) -> None:
+        """Bring the run's clocks (``st.train_seconds``, ``st.train_cpu_seconds``) up to now."""
+        self.st.train_seconds = self.clock_before[0] + time.perf_counter() - self.clock_start[0]
+        self.st.train_cpu_seconds = self.clock_before[1] + time.process_time() - self.clock_start[1]
+
     def save(self) -> Path:
+        self.tick()
         trainer_state = {
             "loop": asdict(self.st),
             "extra": self.extra_state or {},
@@ -680,6 +698,7 @@ def train(
     )
     trainer.resume()
     trainer.run()
+    trainer.tick()
     st = trainer.st
     return TrainResult(
         step=st.step,
@@ -692,6 +711,8 @@ def train(
         last_eval=trainer.last_eval,
         last_checkpoint=trainer.last_ckpt,
         seconds=time.perf_counter() - t_start,
+        train_seconds=st.train_seconds,
+        train_cpu_seconds=st.train_cpu_seconds,
     )
 
 

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,9 +132,14 @@ class PretrainResult:
     #: final evaluation (mlm_accuracy, mlm_perplexity, sop_accuracy, losses) or {}
     eval_metrics: dict
     skipped_steps: int
+    #: wall-clock seconds of this call
     seconds: float
     last_checkpoint: Path | None = None
     notes: list[str] = field(default_factory=list)
+    #: wall-clock and CPU seconds of the training loop over the whole run: a resumed run adds what its checkpoint
+    #: recorded of the calls before it (:class:`litebert.training.loop.TrainResult`)
+    train_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0
 
 
 # ---------------------------------------------------------------------------------------------- the objective
@@ -391,13 +397,25 @@ def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict,
 
 
 # ---------------------------------------------------------------------------------------------- main entry
-def pretrain(cfg: PretrainConfig) -> PretrainResult:
+def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> PretrainResult:
     """Run pretraining as configured; see the module docstring. Call it on every rank under ``torchrun``.
 
-    Raises :class:`LitebertError` for a bad setting, a directory that is not litebert data, an unknown preset,
-    a data/model mismatch, an unusable checkpoint, or a run stopped by non-finite losses.
+    ``caller_files``: names the calling code put into ``cfg.output`` itself before the run (``litebert ablate``'s
+    plan and cell config); the output-directory check (:func:`litebert.training.run.check_output_dir`) lets them be.
+
+    Raises :class:`LitebertError` for a bad setting, an output directory a run must not write into (another run, a
+    model, the data), a directory that is not litebert data, an unknown preset, a data/model mismatch, an unusable
+    checkpoint, or a run stopped by non-finite losses.
     """
     t0 = time.perf_counter()
+    R.check_output_dir(  # before start(): every rank checks before any rank writes
+        cfg.output,
+        "pretrain",
+        cfg.resume,
+        finished="final",
+        sources={"--data": cfg.data, "--eval-data": cfg.eval_data, "--init-from": cfg.init_from},
+        caller_files=caller_files,
+    )
     dist = R.start(cfg.device)
     try:
         if cfg.fsdp and dist.world_size < 2:  # before anything is written
@@ -421,7 +439,7 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
                 manifest, tokenizer_vocabulary(cfg.init_from), f"--data {cfg.data}", f"--init-from {cfg.init_from}"
             )
         # check the checkpoint before anything is written, so a bad one harms nothing already saved
-        resume_from = R.resolve_resume(out, cfg.resume, dist, verify=True)
+        resume_from = R.resolve_resume(out, cfg.resume, dist, verify=True, log=log)
         precision = R.resolve_run_precision(cfg.precision, dist.device, resume_from)
         log(f"pretrain: {precision}")
 
@@ -442,9 +460,10 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
             settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
+            # run_settings.json first: it marks the directory as a pretrain run (check_output_dir) from the start
+            R.write_run_settings(out, settings, resume_from)  # a resumed run adds its own file beside the first
             if resume_from is None or not (out / "config.json").exists():
                 config.save(out)
-            R.write_run_settings(out, settings, resume_from)  # a resumed run adds its own file beside the first
             log(
                 f"pretrain: {cfg.model_config} ({n_params:,} parameters), {len(dataset):,} training sequences, "
                 f"{dist.world_size} process(es) x batch {cfg.batch_size} x {cfg.gradient_accumulation_steps} "
@@ -572,6 +591,8 @@ def pretrain(cfg: PretrainConfig) -> PretrainResult:
             skipped_steps=result.skipped_steps,
             seconds=seconds,
             last_checkpoint=result.last_checkpoint,
+            train_seconds=result.train_seconds,
+            train_cpu_seconds=result.train_cpu_seconds,
         )
     finally:
         R.teardown()

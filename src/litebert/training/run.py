@@ -3,10 +3,16 @@
 What every run does around the training loop, in one place:
 
 - :func:`start` / :func:`teardown`: the process group under ``torchrun`` (one process: nothing to do);
-- :func:`resolve_resume`: the output-directory policy and resume resolution. A fresh run (``resume=None``) into a
-  directory that holds checkpoints is refused (nothing is overwritten); ``"auto"`` picks the newest complete
-  checkpoint in ``OUTPUT/checkpoints`` (rank 0 decides, every rank gets the same path; none: a fresh start); a
-  path must be a checkpoint directory. The training loop calls it too, so both agree;
+- :func:`check_output_dir`: the output-directory policy, before anything is written. A run writes into an absent or
+  empty directory, or, with ``--resume``, into a run of its own command (``run_settings.json``) that is
+  unfinished or kept its checkpoints; never into the directory it reads (``--model``, ``--data`` ...), a model
+  directory (``config.json`` + weights), another command's run or anything else. The caller names the files it put
+  there itself (``litebert ablate``'s plan): those do not count;
+- :func:`check_no_overwrite`: ``evaluate``/``predict`` write into any directory, but never over a file there;
+- :func:`resolve_resume`: resume resolution. A fresh run (``resume=None``) into a directory that holds checkpoints
+  is refused (nothing is overwritten); ``"auto"`` picks the newest complete checkpoint in ``OUTPUT/checkpoints``
+  (rank 0 decides, every rank gets the same path; none: a fresh start, said in the log); a path must be a
+  checkpoint directory. The training loop calls it too, so both agree;
 - :func:`resolve_run_precision`: ``--precision`` resolved for this device (:mod:`litebert.precision`); a resumed
   run passes the precision its checkpoint records, so ``auto`` keeps it;
 - :func:`write_run_settings`: ``OUTPUT/run_settings.json``, the resolved settings of the run under
@@ -23,13 +29,16 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from litebert.checkpoint import CONFIG_NAME, PYTORCH_NAME, SAFETENSORS_INDEX_NAME, SAFETENSORS_NAME
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_json
+from litebert.fileio import atomic_write_json, read_json
+from litebert.inference import ONNX_NAME
 from litebert.precision import PrecisionChoice, resolve_precision
 from litebert.settings import to_dict
 from litebert.training import distributed as D
@@ -48,16 +57,140 @@ def teardown(sync: bool = False) -> None:
     D.destroy_distributed(sync)
 
 
+#: files beside ``config.json`` that make a directory a model directory (which no run writes into)
+_WEIGHT_NAMES = (SAFETENSORS_NAME, SAFETENSORS_INDEX_NAME, PYTORCH_NAME, ONNX_NAME)
+_NOTHING = "(nothing was written)"
+
+
+def run_command(output_dir: str | os.PathLike) -> str | None:
+    """The command whose run ``output_dir`` holds (``run_settings.json``'s ``"command"``), or None when it holds no
+    readable ``run_settings.json``."""
+    path = Path(output_dir) / "run_settings.json"
+    if not path.is_file():
+        return None
+    try:
+        command = read_json(path, what="run settings", expect=dict).get("command")
+    except LitebertError:
+        return None
+    return command if isinstance(command, str) else None
+
+
+def _listing(names: list[str]) -> str:
+    shown = ", ".join(names[:5])
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _holds_checkpoints(out: Path, existing: list[tuple[int, Path]]) -> LitebertError:
+    return LitebertError(
+        f"{out} already holds checkpoints (newest {existing[-1][1].name}); pass "
+        "--resume auto to continue, or choose another --output (nothing was overwritten)"
+    )
+
+
+def check_output_dir(
+    output_dir: str | os.PathLike,
+    command: str,
+    resume: str | os.PathLike | None,
+    *,
+    finished: str,
+    sources: Mapping[str, str | os.PathLike | None] | None = None,
+    caller_files: Collection[str] = (),
+) -> None:
+    """Refuse an output directory that a run of ``command`` must not write into (see the module docstring).
+
+    Reads only; call it before anything is written and, under ``torchrun``, before :func:`start` (a rendezvous of
+    every rank, so no rank has written yet when any rank checks). ``finished`` names what a finished run of
+    ``command`` leaves (``final`` for pretrain, ``eval_results.json`` for finetune); ``sources`` maps an option to
+    the directory it reads (``{"--model": ...}``); ``caller_files`` are names the calling code put into the
+    directory itself before the run (``litebert ablate``'s ``ablate_plan.json``), which do not make it non-empty.
+    Names starting with a dot (the temporary files of an interrupted atomic write) do not count either.
+
+    Raises:
+        LitebertError: the directory is one of ``sources``; is a file; holds a model (``config.json`` + weights);
+            holds a run of another command; a fresh run (``resume`` None) into a directory that holds anything;
+            a resumed run into a directory that holds no run of ``command``, or a finished one without checkpoints.
+    """
+    out = Path(output_dir)
+    for option, source in (sources or {}).items():
+        if source is not None and out.resolve() == Path(source).resolve():
+            raise LitebertError(
+                f"--output {out} is the {option} directory, which the run reads: choose a new --output {_NOTHING}"
+            )
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise LitebertError(f"--output {out} is a file, not a directory: choose a new --output {_NOTHING}")
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and p.name not in caller_files)
+    if not names:
+        return
+    weights = [w for w in _WEIGHT_NAMES if (out / w).is_file()]
+    if (out / CONFIG_NAME).is_file() and weights:
+        raise LitebertError(
+            f"--output {out} holds a model ({CONFIG_NAME}, {weights[0]}): a run never writes into a model "
+            f"directory; choose a new or empty --output {_NOTHING}"
+        )
+    owner = run_command(out)
+    if owner is not None and owner != command:
+        raise LitebertError(
+            f"--output {out} holds a `litebert {owner}` run (run_settings.json): choose a new or empty --output "
+            f"{_NOTHING}"
+        )
+    checkpoints = S.list_checkpoints(out, warn=False)
+    done = (out / finished).exists()
+    if resume is None:
+        if checkpoints:
+            raise _holds_checkpoints(out, checkpoints)
+        if owner == command and not done:
+            raise LitebertError(
+                f"--output {out} holds an interrupted `litebert {command}` run with no checkpoint: pass --resume "
+                f"auto to start it over there, or choose a new or empty --output {_NOTHING}"
+            )
+        what = f"a finished `litebert {command}` run ({finished})" if owner == command else _listing(names)
+        raise LitebertError(f"--output {out} is not empty (holds {what}): choose a new or empty --output {_NOTHING}")
+    if not checkpoints and owner is None:
+        raise LitebertError(
+            f"--output {out} holds no `litebert {command}` run to resume ({_listing(names)}): choose a new or empty "
+            f"--output {_NOTHING}"
+        )
+    if not checkpoints and done:
+        raise LitebertError(
+            f"--output {out} holds a finished `litebert {command}` run ({finished}) without checkpoints, nothing to "
+            f"resume: choose a new or empty --output {_NOTHING}"
+        )
+
+
+def check_no_overwrite(output_dir: str | os.PathLike, command: str, names: Collection[str]) -> None:
+    """Refuse an output directory that already holds one of ``names``, the files ``command`` would write there
+    (``evaluate``/``predict`` write into any directory, but never over a file, e.g. a finetune run's own
+    ``predictions.tsv`` or ``run_settings.json``). Reads only.
+
+    Raises:
+        LitebertError: naming the first such file (and the run that wrote the directory's ``run_settings.json``).
+    """
+    out = Path(output_dir)
+    taken = [name for name in names if (out / name).exists()]
+    if not taken:
+        return
+    owner = run_command(out)
+    whose = f" (of a `litebert {owner}` run)" if owner else ""
+    raise LitebertError(
+        f"--output {out} already holds {taken[0]}{whose}, which {command} would overwrite: choose another --output "
+        f"{_NOTHING}"
+    )
+
+
 def resolve_resume(
     output_dir: str | os.PathLike,
     resume: str | os.PathLike | None,
     dist: D.DistInfo | None = None,
     *,
     verify: bool = False,
+    log: Callable[[str], Any] | None = None,
 ) -> Path | None:
     """The checkpoint a run continues from, or None for a fresh start (see the module docstring).
 
-    ``verify`` also checks the checkpoint's sizes and checksums now, before the run writes anything.
+    ``verify`` also checks the checkpoint's sizes and checksums now, before the run writes anything. ``log``
+    (rank 0's) is told when ``"auto"`` finds no checkpoint, so a restart from step 0 is never silent.
 
     Raises:
         LitebertError: a fresh run into a directory with checkpoints; a ``resume`` path that is not a directory;
@@ -67,14 +200,13 @@ def resolve_resume(
     if resume is None:
         existing = S.list_checkpoints(out, warn=False)
         if existing:
-            raise LitebertError(
-                f"{out} already holds checkpoints (newest {existing[-1][1].name}); pass "
-                "--resume auto to continue, or choose another --output (nothing was overwritten)"
-            )
+            raise _holds_checkpoints(out, existing)
         return None
     if str(resume) == "auto":
         is_main = dist is None or dist.is_main
         path = D.broadcast_object(S.find_latest_checkpoint(out) if is_main else None)
+        if path is None and is_main and log is not None:
+            log(f"--resume auto: no checkpoint in {out}, starting from step 0")
     else:
         path = Path(resume)
         if not path.is_dir():
@@ -114,4 +246,14 @@ def write_run_settings(output_dir: str | os.PathLike, settings: dict, resumed_fr
     return atomic_write_json(out / name, settings, sort_keys=False, default=str)
 
 
-__all__ = ["resolve_resume", "resolve_run_precision", "run_settings", "start", "teardown", "write_run_settings"]
+__all__ = [
+    "check_no_overwrite",
+    "check_output_dir",
+    "resolve_resume",
+    "resolve_run_precision",
+    "run_command",
+    "run_settings",
+    "start",
+    "teardown",
+    "write_run_settings",
+]

@@ -7,7 +7,8 @@ Layout of ``OUTPUT/checkpoints/step-N/``::
     scheduler.pt          LR scheduler state dict
     scaler.pt             fp16 GradScaler state (only with --precision fp16)
     rng_state_rank{r}.pt  python / numpy / torch (CPU) / CUDA RNG states of rank r, one file per rank
-    trainer_state.json    step, epoch, data position, counters, best metric, world size, caller's extra state
+    trainer_state.json    step, epoch, data position, counters, best metric, training clocks (wall and CPU seconds
+                          so far), world size, caller's extra state
     COMPLETE              written last: JSON with each file's size and sha256
 
 Everything is written into ``checkpoints/.tmp-step-N/`` and renamed to ``step-N`` once sealed, so a kill at any
