@@ -368,7 +368,7 @@ def test_bad_input(tmp_path, tiny):
     bad.write_bytes(good.read_bytes() + b"\nbroken \xff line\nand more text here.\n")
     res = prepare(PrepareConfig(corpus=[bad], tokenizer=tok, output=tmp_path / "o", progress=False, format="bert"))
     assert res.skipped_lines == 1 and f"{bad}:7" in res.summary
-    with pytest.raises(LitebertError, match="exists"):
+    with pytest.raises(LitebertError, match=r"earlier `litebert prepare` output \(manifest\.json\): pass --overwrite"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False))
     prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o", progress=False, overwrite=True))
     with pytest.raises(LitebertError, match=r"manifest\.json"):
@@ -386,6 +386,77 @@ def test_bad_input(tmp_path, tiny):
     with pytest.raises(LitebertError, match=rf"gave no document; 4 line\(s\) were skipped .*{good}:1"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o2", progress=False, format="jsonl"))
     assert not (tmp_path / "o2").exists()
+
+
+def _tree(d: Path) -> dict:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_overwrite_never_deletes_inputs_or_foreign_directories(tmp_path, tiny):
+    """--overwrite replaces only an earlier prepare output; an --output that is, contains or is inside an input, or
+    any other non-empty directory, is refused with nothing deleted."""
+    tok = tmp_path / "tok"
+    _copy_tree(Path(tiny.tokenizer("wordpiece")), tok)
+    cdir = tmp_path / "corpus"
+    cdir.mkdir()
+    (cdir / "a.txt").write_text("One sentence here.\nAnother one here.\n\nDoc two is here.\nWith a second line.\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run_settings.json").write_text('{"command": "finetune"}')
+    (run / "eval_results.json").write_text("{}")
+    before = {d: _tree(d) for d in (cdir, tok, run)}
+
+    def attempt(output, corpus=cdir):
+        return prepare(
+            PrepareConfig(corpus=[corpus], tokenizer=tok, output=output, progress=False, overwrite=True, format="bert")
+        )
+
+    cases = [
+        (cdir, rf"--output {cdir} is the --corpus {cdir}"),
+        (tok, rf"--output {tok} is the --tokenizer {tok}"),
+        (cdir / "sub", rf"--output {cdir / 'sub'} is inside the --corpus {cdir}"),
+        (tok / "data", "is inside the --tokenizer"),
+        (
+            run,
+            r"is not empty \(holds eval_results\.json, run_settings\.json\) and is not an earlier `litebert prepare`",
+        ),
+    ]
+    for output, msg in cases:
+        with pytest.raises(LitebertError, match=msg):
+            attempt(output)
+    with pytest.raises(LitebertError, match=rf"--output {tmp_path} contains the --corpus {cdir / 'a.txt'}"):
+        attempt(tmp_path, corpus=cdir / "a.txt")
+    assert {d: _tree(d) for d in (cdir, tok, run)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "run", "tok"]
+    # an earlier prepare output is replaced with --overwrite
+    res = attempt(tmp_path / "data")
+    assert res.instances > 0
+    (tmp_path / "data" / "stale.txt").write_text("x")
+    res2 = attempt(tmp_path / "data")
+    assert res2.instances == res.instances and not (tmp_path / "data" / "stale.txt").exists()
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    dst.mkdir()
+    for p in src.iterdir():
+        (dst / p.name).write_bytes(p.read_bytes())
+
+
+def test_nsp_on_one_document_warns(tmp_path, tiny, capsys):
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("".join(f"Sentence number {i} is about word{i}.\n" for i in range(40)))
+    tok = tiny.tokenizer("wordpiece")
+    cfg = dict(corpus=[corpus], tokenizer=tok, progress=False, format="bert", inter_sentence_task="nsp")
+    res = prepare(PrepareConfig(output=tmp_path / "o", **cfg))
+    assert (PretrainingDataset(tmp_path / "o").meta[:, M["label"]] == 0).all() and res.instances > 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "warning: --inter-sentence-task nsp needs at least two documents for its negatives (random next segments); "
+        f"the corpus has 1, so all {res.instances} instances have label 0"
+    ]
+    corpus.write_text(corpus.read_text() + "\nA second document.\nWith two sentences.\n")
+    prepare(PrepareConfig(output=tmp_path / "o2", **cfg))
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_cli(tmp_path, tiny, capsys):

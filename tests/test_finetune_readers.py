@@ -180,6 +180,24 @@ def test_jsonl_list_labels_are_multi_label(tmp_path):
         LabelSpace("single_label", ("a", "b")).encode(train.examples[0], path, "model's")
 
 
+def test_list_labels_under_a_task_preset_name_the_task_not_a_problem_type_never_given(tmp_path):
+    from litebert.finetune import DataOptions
+    from litebert.finetune.kinds import make_kind
+
+    path = write(tmp_path, "s.jsonl", '{"sentence": "x", "label": ["0"]}\n{"sentence": "y", "label": ["0", "1"]}\n')
+    kind = make_kind(DataOptions(task="sst2"))
+    train = kind.read(path, require_labels=True)
+    with pytest.raises(LitebertError) as err:
+        kind.fit(train)
+    assert str(err.value) == (
+        f"{path}:1: the label field 'label' is a JSON list (a multi-label field) but --task sst2 is single_label; "
+        "add --problem-type multi_label to read it as multi-label, or drop --task sst2"
+    )
+    explicit = make_kind(DataOptions(task="sst2"), problem_type="multi_label")
+    explicit.fit(train)
+    assert explicit.space.problem_type == "multi_label" and explicit.labels == ["0", "1"]
+
+
 def test_multi_label_without_any_label_names_file_and_field(tmp_path):
     from litebert.finetune import DataOptions
     from litebert.finetune.kinds import make_kind

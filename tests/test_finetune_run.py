@@ -858,3 +858,28 @@ def test_evaluate_uses_the_length_the_model_was_fine_tuned_with(en_model, shared
         EvaluateConfig(model=str(ner / "best"), data_file=str(ner_dev), max_seq_length=64, precision="fp32")
     )
     assert longer.metrics["eval_loss"] != pytest.approx(saved["eval_loss"], rel=1e-5)
+
+
+def test_resume_refuses_changed_settings(en_model, shared_data, tmp_path, capsys):
+    """Defect: `finetune --resume auto` with another learning rate and batch size resumed and recorded the new ones,
+    and a finished run resumed with a smaller --max-steps rewrote its results. Now both are refused, naming each
+    change old → new, and nothing is written; a change of what does not alter the training (logging) is fine."""
+    out = tmp_path / "run"
+    common = ["--max-steps", 8, "--eval-steps", 4]
+    assert main(_sst2_argv(en_model, out, *common, shared_data=shared_data)) == 0
+    capsys.readouterr()
+    files = ("eval_results.json", "predictions.tsv", "finetune_config.json", "run_settings.json")
+    before = {name: (out / name).read_bytes() for name in files}
+    changed = [*common, "--learning-rate", "5e-2", "--batch-size", "4", "--resume", "auto"]
+    assert main(_sst2_argv(en_model, out, *changed, shared_data=shared_data)) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # one error line, after the data warnings
+    assert err.startswith("error: --resume: ") and "was trained with other settings" in err and "new --output" in err
+    assert "--learning-rate 0.001 → 0.05" in err and "--batch-size 16 → 4" in err
+    shorter = ["--max-steps", 4, "--eval-steps", 4, "--resume", "auto"]
+    assert main(_sst2_argv(en_model, out, *shorter, shared_data=shared_data)) == 2
+    assert "--max-steps 4 is below the checkpoint's step 8" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in files} == before
+    assert not list(out.glob("run_settings.resume-*"))
+    again = [*common, "--logging-steps", 2, "--resume", "auto"]
+    assert main(_sst2_argv(en_model, out, *again, shared_data=shared_data)) == 0
+    assert json.loads((out / "eval_results.json").read_text()) == json.loads(before["eval_results.json"])

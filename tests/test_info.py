@@ -132,3 +132,44 @@ def test_info_on_onnx_dir(tmp_path, capsys, monkeypatch):
     info = inspect_path(tmp_path / "int8")
     assert info.kind == "onnx_dir" and "not installed" in info.details["onnx"]
     assert info.details["onnx (config.json)"] == "opset 17, quantize int8, outputs logits"
+
+
+def test_info_on_a_run_directory_describes_the_run_not_a_model(tmp_path, capsys):
+    """A pretrain run holds config.json at its root but its weights in checkpoints/ and final/: `info` says it is a
+    run, how far it got and where its model is (not "model_dir, parameters: 0, weights: none found")."""
+    run = tmp_path / "pre"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "run_settings.json").write_text(
+        json.dumps({"command": "pretrain", "pretrain_config": {"max_steps": 10}, "num_parameters": 1234567})
+    )
+    AlbertConfig.from_preset("albert-debug").save(run)
+    for step, complete in ((4, True), (8, True), (12, False)):
+        (run / "checkpoints" / f"step-{step}").mkdir()
+        if complete:
+            (run / "checkpoints" / f"step-{step}" / "COMPLETE").write_text("")
+    info = inspect_path(run)
+    assert info.kind == "run_dir"
+    assert info.details == {
+        "command": "litebert pretrain",
+        "steps": "8 of 10 done (newest checkpoint checkpoints/step-8, 2 kept)",
+        "parameters": "1,234,567",
+        "state": "unfinished (continue it with --resume auto)",
+        "model": "none (final/ not written yet)",
+    }
+    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug")).save_pretrained(run / "final")
+    assert cli_main(["info", str(run)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^kind: +run directory$", text, re.M) and re.search(r"^state: +finished \(final\)$", text, re.M)
+    assert re.search(rf"^model: +{re.escape(str(run / 'final'))} \(describe it: litebert info ", text, re.M)
+    assert "model_dir" not in text and "weights" not in text and "parameters: 0" not in text
+    assert inspect_path(run / "final").kind == "model_dir"
+
+    ft = tmp_path / "ft"
+    ft.mkdir()
+    (ft / "run_settings.json").write_text(json.dumps({"command": "finetune", "max_steps": 120}))
+    info = inspect_path(ft)
+    assert info.details["steps"] == "no checkpoint kept (max_steps 120)"
+    assert info.details["state"] == "unfinished, no checkpoint to continue from"
+    assert info.details["model"] == "none (best/ not written yet)"
+    (ft / "eval_results.json").write_text("{}")
+    assert inspect_path(ft).details["state"] == "finished (eval_results.json)"

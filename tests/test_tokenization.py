@@ -186,8 +186,35 @@ def test_train_tokenizer_bad_input(tmp_path):
     text.write_text("".join(f"word{i} {chr(97 + i % 26)}{chr(65 + i % 20)} line.\n" for i in range(200)))
     with pytest.raises(LitebertError, match=r"SentencePiece training failed: .*vocab"):
         train_tokenizer([text], "sentencepiece", 10, tmp_path / "o")
-    with pytest.raises(LitebertError, match="is a file, not a directory"):
+    with pytest.raises(LitebertError, match=rf"--output {text} is the --corpus {text}"):
         train_tokenizer([text], "wordpiece", 100, text)
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(LitebertError, match="is a file, not a directory"):
+        train_tokenizer([text], "wordpiece", 100, tmp_path / "f")
+
+
+def test_train_tokenizer_refuses_a_non_empty_output(tmp_path):
+    """A second tokenizer trained into the same directory would leave spiece.model beside vocab.txt (and loaders
+    pick WordPiece): a non-empty --output is refused, nothing written."""
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"word{i} {chr(97 + i % 26)}{chr(65 + i % 20)} line.\n" for i in range(200)))
+    tok = tmp_path / "tok"
+    train_tokenizer([text], "sentencepiece", 60, tok)
+    before = {p.name: p.read_bytes() for p in tok.iterdir()}
+    assert "spiece.model" in before and "vocab.txt" not in before
+    with pytest.raises(LitebertError, match=rf"--output {tok} is not empty \(holds .*spiece\.model"):
+        train_tokenizer([text], "wordpiece", 100, tok)
+    assert {p.name: p.read_bytes() for p in tok.iterdir()} == before
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run_settings.json").write_text('{"command": "finetune"}')
+    with pytest.raises(LitebertError, match=r"is not empty \(holds run_settings\.json\)"):
+        train_tokenizer([text], "wordpiece", 100, run)
+    assert [p.name for p in run.iterdir()] == ["run_settings.json"]
+    with pytest.raises(LitebertError, match="is inside the --corpus"):
+        train_tokenizer([tmp_path], "wordpiece", 100, tmp_path / "new")
+    (tmp_path / "empty").mkdir()
+    assert train_tokenizer([text], "wordpiece", 100, tmp_path / "empty").vocab_size > 5
 
 
 def test_train_tokenizer_cli_reports_skipped_lines_and_small_vocab(tmp_path, capsys):

@@ -450,3 +450,28 @@ def test_two_nodes_on_localhost_train_to_the_weights_of_one_process(tiny_data, t
     assert any("2 process(es) x batch 4" in stdout for stdout, _ in outs)
     w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "two")
     assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-4
+
+
+def test_resume_refuses_changed_settings_but_extends_max_steps(tiny_data, tmp_path, capsys, monkeypatch):
+    """Defect: `--resume auto` took another batch size or learning rate without a word (the docs said the global
+    batch was checked). Now each change is refused, named old → new, before anything is written; other logging is
+    fine, so is the data given by a relative path, and a larger --max-steps extends the run; a smaller one than the
+    checkpoint's step is refused (a finished run's final/ is not rewritten)."""
+    out = tmp_path / "run"
+    common = ["--batch-size", 4, "--save-steps", 2, "--precision", "fp32"]
+    assert main(_args(tiny_data, out, "--max-steps", 4, *common)) == 0
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    changed = ["--max-steps", 4, "--batch-size", 8, "--learning-rate", "1e-2", "--save-steps", 2, "--resume", "auto"]
+    assert main(_args(tiny_data, out, *changed)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--resume: {out / 'checkpoints' / 'step-4'} was trained with other settings" in err
+    assert "--batch-size 4 → 8" in err and "--learning-rate 0.005 → 0.01" in err and "--output" in err
+    assert main(_args(tiny_data, out, "--max-steps", 3, *common, "--resume", "auto")) == 2
+    assert "--max-steps 3 is below the checkpoint's step 4" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing written
+    monkeypatch.chdir(tmp_path)
+    relative = os.path.relpath(tiny_data, tmp_path)
+    assert main(_args(relative, out, "--max-steps", 6, *common, "--logging-steps", 1, "--resume", "auto")) == 0
+    assert "resumed from" in capsys.readouterr().out
+    assert [r["step"] for r in read_metrics(out) if r["split"] == "train"][-2:] == [5, 6]

@@ -3,12 +3,19 @@ evaluate/predict may write over. Directories are laid out by hand here; the comm
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from litebert.errors import LitebertError
-from litebert.training.run import check_no_overwrite, check_output_dir, resolve_resume
+from litebert.training.run import (
+    check_no_overwrite,
+    check_output_dir,
+    check_resume_settings,
+    resolve_resume,
+    run_settings,
+)
 
 
 def _run_dir(path, command, *, checkpoint=False, finished=None):
@@ -119,3 +126,111 @@ def test_evaluate_and_predict_never_write_over_a_file(tmp_path):
         f"--output {run} already holds predictions.tsv (of a `litebert finetune` run), which predict would "
         "overwrite: choose another --output (nothing was written)"
     )
+
+
+# ------------------------------------------------------------------------------------------- resumed settings
+@dataclasses.dataclass
+class _Cfg:
+    data: str = "data"
+    learning_rate: float = 1e-3
+    batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    max_steps: int = 10
+    logging_steps: int = 5
+    precision: str = "auto"
+
+
+def _recorded_run(path, cfg, *, world_size=1, step=4, precision="fp32"):
+    """A run directory with the settings ``cfg`` recorded and a checkpoint of ``step`` written by ``world_size``."""
+    gbs = cfg.batch_size * cfg.gradient_accumulation_steps * world_size
+    settings = run_settings("pretrain", cfg, {"world_size": world_size, "global_batch_size": gbs})
+    path.mkdir(parents=True)
+    (path / "run_settings.json").write_text(json.dumps(settings))
+    ckpt = path / "checkpoints" / f"step-{step}"
+    ckpt.mkdir(parents=True)
+    extra = {"global_batch_size": gbs, "precision": precision}
+    (ckpt / "trainer_state.json").write_text(json.dumps({"step": step, "world_size": world_size, "extra": extra}))
+    return ckpt
+
+
+def _resume(ckpt, cfg, *, world_size=1, precision=("auto", "fp32"), **kw):
+    gbs = cfg.batch_size * cfg.gradient_accumulation_steps * world_size
+    record = {
+        "world_size": world_size,
+        "global_batch_size": gbs,
+        "precision": {"requested": precision[0], "precision": precision[1]},
+    }
+    kw.setdefault("may_change", ("logging_steps",))
+    check_resume_settings(ckpt, run_settings("pretrain", cfg, record), cfg, steps=cfg.max_steps, **kw)
+
+
+def test_a_resume_that_changes_the_trajectory_is_refused(tmp_path, monkeypatch):
+    """Defect: `--resume auto` took a changed learning rate or batch size without a word. Each change is named, old →
+    new; what may change (logging ...) may, and a relative path names the same data as the absolute one."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    ckpt = _recorded_run(tmp_path / "run", _Cfg())
+    _resume(ckpt, _Cfg(data=str(tmp_path / "data"), logging_steps=1))  # same data, other logging: fine
+    _resume(None, _Cfg(learning_rate=1.0))  # a fresh start: nothing to compare
+    (tmp_path / "data" / "manifest.json").write_text("{}")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "manifest.json").write_text("{}")
+    _resume(ckpt, _Cfg(data="copy"))  # a copy of the data (a copied run, e.g. an ablate study): the same data
+    (tmp_path / "copy" / "manifest.json").write_text('{"settings": {}}')
+    with pytest.raises(LitebertError, match="--data 'data' → 'copy'"):
+        _resume(ckpt, _Cfg(data="copy"))
+    with pytest.raises(LitebertError) as exc:
+        _resume(ckpt, _Cfg(learning_rate=5e-2, batch_size=4, data="other"))
+    msg = str(exc.value)
+    assert "--learning-rate 0.001 → 0.05" in msg and "--batch-size 8 → 4" in msg and "--data 'data' → 'other'" in msg
+    assert msg.startswith(f"--resume: {ckpt} was trained with other settings") and "new --output" in msg
+    assert "\n" not in msg
+    # --max-steps: never below the checkpoint's step; larger only where the command extends runs (pretrain)
+    with pytest.raises(LitebertError, match="--max-steps 3 is below the checkpoint's step 4"):
+        _resume(ckpt, _Cfg(max_steps=3), may_extend=True)
+    _resume(ckpt, _Cfg(max_steps=20), may_extend=True)
+    for steps in (8, 20):
+        with pytest.raises(LitebertError, match=f"--max-steps 10 → {steps}"):
+            _resume(ckpt, _Cfg(max_steps=steps))
+    # an explicit precision other than the checkpoint's; auto keeps it (or falls back on another device)
+    with pytest.raises(LitebertError, match="--precision 'fp32' → 'bf16'"):
+        _resume(ckpt, _Cfg(precision="bf16"), precision=("bf16", "bf16"))
+    _resume(ckpt, _Cfg(), precision=("auto", "fp32"))
+
+
+def test_a_resume_on_another_number_of_processes_keeps_the_global_batch(tmp_path):
+    """1 process x batch 8 → 2 processes x batch 4 (or 1 x 4 x 2 accumulation → 2 x 4): the same global batch, whose
+    data position the loop carries over; another global batch is refused. With the same number of processes batch and
+    accumulation stay as they were (the loop's data position counts micro-batches)."""
+    ckpt = _recorded_run(tmp_path / "run", _Cfg())
+    _resume(ckpt, _Cfg(batch_size=4), world_size=2)
+    _resume(ckpt, _Cfg(batch_size=2, gradient_accumulation_steps=2), world_size=2)
+    with pytest.raises(LitebertError, match=r"global batch \(processes × --batch-size × --gradient-accumulation"):
+        _resume(ckpt, _Cfg(batch_size=8), world_size=2)
+    with pytest.raises(LitebertError, match="--batch-size 8 → 4; --gradient-accumulation-steps 1 → 2"):
+        _resume(ckpt, _Cfg(batch_size=4, gradient_accumulation_steps=2))
+
+
+def test_the_settings_of_the_segment_that_wrote_the_checkpoint_count(tmp_path):
+    """A run extended to 20 steps (run_settings.resume-step-10.json) and checkpointed at 15 resumes at 20; the
+    record of a resume from the checkpoint itself (written after it) does not count."""
+    ckpt = _recorded_run(tmp_path / "run", _Cfg(), step=15)
+    extended = run_settings("pretrain", _Cfg(max_steps=20), {"world_size": 1, "global_batch_size": 8})
+    (tmp_path / "run" / "run_settings.resume-step-10.json").write_text(json.dumps(extended))
+    (tmp_path / "run" / "run_settings.resume-step-15.json").write_text(json.dumps({**extended, "pretrain_config": {}}))
+    _resume(ckpt, _Cfg(max_steps=20))
+    with pytest.raises(LitebertError, match="--max-steps 20 → 16"):
+        _resume(ckpt, _Cfg(max_steps=16), may_extend=True)
+
+
+def test_check_no_overwrite_names_a_file_given_as_output(tmp_path):
+    """evaluate/predict --output FILE or FILE/sub: one line naming the file, not an OS error from mkdir."""
+    from litebert.training.run import check_no_overwrite
+
+    f = tmp_path / "x.txt"
+    f.write_text("keep\n")
+    for out in (f, f / "sub"):
+        with pytest.raises(LitebertError, match=r"x\.txt is a file, not a directory"):
+            check_no_overwrite(out, "predict", ["predictions.tsv"])
+    assert f.read_text() == "keep\n"
+    check_no_overwrite(tmp_path / "new" / "dir", "predict", ["predictions.tsv"])  # absent: fine

@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "check_output_target",
     "fsync_dir",
     "install_directory",
     "json_text",
@@ -155,6 +156,65 @@ def atomic_directory(dest: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     install_directory(tmp, dest)
+
+
+def check_output_target(
+    output: str | os.PathLike,
+    *,
+    sources: Mapping[str, str | os.PathLike | list | None] | None = None,
+    replaceable: Callable[[Path], bool] | None = None,
+    earlier: str = "",
+    overwrite: bool = False,
+) -> None:
+    """Refuse an ``--output`` directory that a command must not write into; reads only.
+
+    ``sources`` maps an option to the file(s) or directory the command reads (``{"--corpus": [...]}``): the output
+    may not be, contain or lie inside any of them. An absent or empty output is accepted. A non-empty one is
+    accepted only when ``replaceable(out)`` says it holds an earlier output of the same command (``earlier`` names
+    it in the message, e.g. ``"an earlier `litebert prepare` output (manifest.json)"``) and, for a command that
+    replaces the whole directory, ``overwrite`` is true (pass ``overwrite=True`` for one that adds to it).
+
+    Raises:
+        LitebertError: one line naming the output and why; nothing has been written or deleted.
+    """
+    out = Path(output)
+    here = out.resolve()
+    for option, paths in (sources or {}).items():
+        for src in paths if isinstance(paths, list) else [paths]:
+            if src is None:
+                continue
+            there = Path(src).resolve()
+            how = (
+                "is"
+                if here == there
+                else "is inside"
+                if there in here.parents
+                else "contains"
+                if here in there.parents
+                else None
+            )
+            if how:
+                raise LitebertError(
+                    f"--output {out} {how} the {option} {src}, which the command reads: choose another --output "
+                    "(nothing was written or deleted)"
+                )
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise LitebertError(f"--output {out} is a file, not a directory: choose another --output (nothing was written)")
+    names = sorted(p.name for p in out.iterdir())
+    if not names:
+        return
+    if replaceable is not None and replaceable(out):
+        if overwrite:
+            return
+        raise LitebertError(f"--output {out} holds {earlier}: pass --overwrite to replace it (nothing was written)")
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    only = f" and is not {earlier}" if earlier else ""
+    raise LitebertError(
+        f"--output {out} is not empty (holds {shown}){only}: choose a new or empty --output "
+        "(nothing was written or deleted)"
+    )
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -44,7 +44,8 @@ class PathInfo:
 
     path: str
     kind: str
-    """"model_dir" (config.json + weights), "onnx_dir" (``*.onnx`` files, config.json) or "tf_checkpoint"."""
+    """"model_dir" (config.json + weights), "onnx_dir" (``*.onnx`` files, config.json), "run_dir" (a ``litebert
+    pretrain``/``finetune`` run: ``run_settings.json``) or "tf_checkpoint"."""
     layout: str | None
     """"official"/"factorized", "albert_zh", or None when undetectable."""
     config: dict[str, Any]
@@ -69,8 +70,12 @@ class PathInfo:
             ("parameters", f"{self.parameter_count:,}"),
             *self.details.items(),
         ]
+        if self.kind == "run_dir":  # a training run: what it is and where its model is, not a model's rows
+            rows = [("path", self.path), ("kind", "run directory"), *self.details.items()]
         tok = self.tokenizer
-        if tok.get("kind"):
+        if self.kind == "run_dir" and not tok.get("files"):
+            pass
+        elif tok.get("kind"):
             rows.append(("tokenizer", f"{tok['kind']}, vocab_size {tok['vocab_size']} ({', '.join(tok['files'])})"))
         elif tok.get("files"):
             rows.append(
@@ -222,6 +227,9 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     onnx_files = sorted(p.glob("*.onnx"), key=lambda f: (f.name != "model.onnx", f.name)) if p.is_dir() else []
     if onnx_files and not list(p.glob("*.index")):
         return _inspect_onnx_dir(p, onnx_files)
+    command = _run_command(p) if p.is_dir() else None
+    if command is not None:  # before the model check: a pretrain run holds config.json but its weights are in final/
+        return _inspect_run_dir(p, command)
     if p.is_dir() and (p / "config.json").is_file() and not list(p.glob("*.index")):
         config = read_json(p / "config.json", what="config file", expect=dict)
         count, weights = _count_weights_file(p)
@@ -278,6 +286,68 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
         summary.model_parameter_count,
         _describe_tokenizer(directory),
         details,
+    )
+
+
+#: what a finished run of a command leaves: the model directory to use
+_RUN_MODEL_DIRS = {"pretrain": "final", "finetune": "best"}
+#: what a finished run of a command leaves (as ``litebert.training.run.check_output_dir``'s ``finished``)
+_RUN_FINISHED = {"pretrain": "final", "finetune": "eval_results.json"}
+
+
+def _run_command(directory: Path) -> str | None:
+    """``run_settings.json``'s ``"command"`` (a training run directory), or None."""
+    path = directory / "run_settings.json"
+    if not path.is_file():
+        return None
+    try:
+        command = read_json(path, what="run settings", expect=dict).get("command")
+    except LitebertError:
+        return None
+    return command if isinstance(command, str) and command else None
+
+
+def _inspect_run_dir(p: Path, command: str) -> PathInfo:
+    """A ``litebert pretrain``/``finetune`` run directory: command, steps done, newest checkpoint, the model
+    directory it made (``final/``, ``best/``) when there is one."""
+    from litebert.training.state import list_checkpoints
+
+    settings = read_json(p / "run_settings.json", what="run settings", expect=dict)
+    run_cfg = settings.get(f"{command}_config")
+    max_steps = settings.get("max_steps") or (run_cfg.get("max_steps") if isinstance(run_cfg, dict) else None)
+    checkpoints = list_checkpoints(p, warn=False)
+    details: dict[str, Any] = {"command": f"litebert {command}"}
+    if settings.get("started"):
+        details["started"] = settings["started"]
+    of = f" of {max_steps}" if isinstance(max_steps, int) and max_steps > 0 else ""
+    if checkpoints:
+        step, newest = checkpoints[-1]
+        details["steps"] = f"{step}{of} done (newest checkpoint {newest.relative_to(p)}, {len(checkpoints)} kept)"
+    else:
+        details["steps"] = f"no checkpoint kept{f' (max_steps {max_steps})' if of else ''}"
+    if isinstance(settings.get("num_parameters"), int):
+        details["parameters"] = f"{settings['num_parameters']:,}"
+    marker = _RUN_FINISHED.get(command)
+    if marker is not None:
+        details["state"] = (
+            f"finished ({marker})"
+            if (p / marker).exists()
+            else "unfinished (continue it with --resume auto)"
+            if checkpoints
+            else "unfinished, no checkpoint to continue from"
+        )
+    name = _RUN_MODEL_DIRS.get(command)
+    if name is not None:
+        model = p / name
+        details["model"] = (
+            f"{model} (describe it: litebert info {model})"
+            if (model / "config.json").is_file()
+            else f"none ({name}/ not written yet)"
+        )
+    config_file = p / "config.json"
+    config = read_json(config_file, what="config file", expect=dict) if config_file.is_file() else {}
+    return PathInfo(
+        str(p), "run_dir", None, config, str(config_file) if config else None, 0, _describe_tokenizer(p), details
     )
 
 

@@ -35,7 +35,7 @@ from tokenizers.models import Unigram, WordPiece
 
 from litebert.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_bytes, atomic_write_json, read_json, sha256_bytes
+from litebert.fileio import atomic_write_bytes, atomic_write_json, check_output_target, read_json, sha256_bytes
 from litebert.protowire import proto_fields
 
 KINDS = ("sentencepiece", "wordpiece", "chinese")
@@ -665,7 +665,8 @@ def train_tokenizer(
             UTF-8 or bad JSON, documents, sentences), for the caller's summary.
 
     Raises:
-        LitebertError: unknown kind, vocab_size < 10, or corpus problems (missing/empty files).
+        LitebertError: unknown kind, vocab_size < 10, corpus problems (missing/empty files), or an ``output`` that is
+            a file, not empty, or is, contains or is inside a corpus path (nothing is written then).
     """
     if kind not in KINDS:
         raise LitebertError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -673,8 +674,9 @@ def train_tokenizer(
         raise LitebertError(f"--vocab-size must be at least 10, got {vocab_size}")
     resolve_corpus_files(corpus)  # missing/empty files fail here, before any training starts
     out = Path(output)
-    if out.exists() and not out.is_dir():
-        raise LitebertError(f"output {out} is a file, not a directory")
+    # a tokenizer directory must hold one tokenizer: files of an earlier one (spiece.model beside vocab.txt) or of
+    # anything else (a run) would mix with it, and loaders would pick the wrong files
+    check_output_target(out, sources={"--corpus": [str(c) for c in corpus]})
     stats = stats if stats is not None else CorpusStats()
     sentences = iter_sentences_text(corpus, format=format, stats=stats)  # (the output is written only at the end)
     first = next(sentences, None)

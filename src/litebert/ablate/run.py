@@ -28,11 +28,13 @@ in both evaluations.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -42,8 +44,9 @@ import torch
 
 from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, select_cells
 from litebert.ablate.provenance import PLAN_FILE, StudyInputs, check_study, current_settings, planned_runs
+from litebert.corpus import resolve_corpus_files
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text
+from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text, check_output_target
 from litebert.settings import check, fail, setting
 
 RESULT_FILE = "ablate_result.json"
@@ -246,13 +249,29 @@ def _check_output(root: Path) -> None:
         )
     if not os.access(there, os.W_OK | os.X_OK):
         raise LitebertError(f"--output {root}: {there} is not writable")
+    # ablate adds to its directory (data/, <study>/, results.jsonl): only into a study directory of its own
+    check_output_target(
+        root, replaceable=is_study_dir, earlier="a study directory of an earlier `litebert ablate`", overwrite=True
+    )
+
+
+def is_study_dir(root: Path) -> bool:
+    """Whether ``root`` is a study directory of ``litebert ablate``: one holding a ``<study>.settings.json`` (written
+    before anything else), ``results.jsonl`` or a ``<study>/`` with planned cells (``ablate_plan.json``: studies of
+    versions before the settings file)."""
+    return (
+        (root / "results.jsonl").is_file()
+        or any((root / f"{s}.settings.json").is_file() for s in STUDIES)
+        or any(planned_runs(root / s) for s in STUDIES)
+    )
 
 
 def check_inputs(cfg: AblateConfig) -> StudyInputs:
     """Check what ``cfg`` reads and writes before anything is written, and identify it.
 
     The corpus and held-out corpus files must exist, be readable and hold text; ``--tokenizer`` must be a tokenizer
-    directory; ``--output`` must be (or be creatable as) a writable directory. Returns their identities
+    directory; ``--output`` must be (or be creatable as) a writable directory, absent, empty or a study directory
+    (:func:`is_study_dir`). Returns their identities
     (:class:`~litebert.ablate.provenance.StudyInputs`: resolved paths, sizes in bytes, vocabulary fingerprint).
     Raises :class:`LitebertError` naming the option and the file.
     """
@@ -285,6 +304,9 @@ class StudyData:
         self._eval_sets: dict[str, str] | None = None
         #: the data directories built by this object (the others were cached by an earlier call)
         self.built: list[Path] = []
+        #: a file cut from the corpus -> (the corpus file, None for a training part or --eval-fraction for a held-out
+        #: part), so that errors name the user's file and line (see _user_paths)
+        self._origins: dict[str, tuple[Path, float | None]] = {}
         ident = _file_identity(cfg.corpus)
         if cfg.eval_corpus:
             self.train_files, self.eval_files = list(cfg.corpus), list(cfg.eval_corpus)
@@ -300,7 +322,39 @@ class StudyData:
             d = _cached_dir(self.root, f"split-{key}", split, self.built)
             self.train_files = sorted(str(p) for p in (d / "train").iterdir())
             self.eval_files = sorted(str(p) for p in (d / "eval").iterdir())
-        self.tokenizer = self._tokenizer()
+            for i, f in enumerate(resolve_corpus_files(cfg.corpus)):
+                self._origins[str(d / "train" / f"{i}-{f.name}")] = (f, None)
+                self._origins[str(d / "eval" / f"{i}-{f.name}")] = (f, frac)
+        with self._user_paths():
+            self.tokenizer = self._tokenizer()
+
+    @contextlib.contextmanager
+    def _user_paths(self):
+        """Re-raise a LitebertError naming a file this object cut from the corpus (deleted when the call fails) with
+        the user's corpus file, and the line there, instead."""
+        try:
+            yield
+        except LitebertError as exc:
+            msg = str(exc)
+            for path in sorted(self._origins, key=len, reverse=True):
+                if path not in msg:
+                    continue
+                orig, held_out = self._origins[path]
+                offset = 0
+                if held_out is not None:  # the held-out part is the last max(1, n * frac) lines
+                    n = len(orig.read_bytes().splitlines())
+                    offset = n - max(1, int(n * held_out))
+                part = "held-out" if held_out is not None else "training"
+                msg = re.sub(
+                    re.escape(path) + r"(:(\d+))?",
+                    lambda m, orig=orig, offset=offset, part=part: (
+                        f"{orig}:{int(m.group(2)) + offset}" if m.group(2) else f"{orig} (its {part} part)"
+                    ),
+                    msg,
+                )
+            if msg == str(exc):
+                raise
+            raise LitebertError(msg) from None
 
     def _tokenizer(self) -> str:
         if self.cfg.tokenizer:
@@ -347,6 +401,11 @@ class StudyData:
 
         return str(_cached_dir(self.root, f"{kind}-{task}-{key}", build, self.built))
 
+    def _prepared_named(self, kind: str, files: list[str], task: str) -> str:
+        """:meth:`_prepared`, its errors naming the user's corpus files (:meth:`_user_paths`)."""
+        with self._user_paths():
+            return self._prepared(kind, files, task)
+
     def train(self, task: str, fraction: float = 1.0) -> str:
         """Training shards for sentence task ``task`` from the first ``fraction`` of every training file's lines."""
         files = self.train_files
@@ -358,13 +417,15 @@ class StudyData:
                 lambda tmp: _cut_lines(files, tmp, lambda ls: ls[: max(1, int(len(ls) * fraction))]),
                 self.built,
             )
+            for j, (given, f) in enumerate(zip(files, resolve_corpus_files(files))):  # (files are files, not dirs)
+                self._origins[str(d / f"{j}-{f.name}")] = self._origins.get(given, (f, None))
             files = sorted(str(p) for p in d.iterdir())
-        return self._prepared(f"train{'' if fraction >= 1 else f'-{fraction:g}'}", files, task)
+        return self._prepared_named(f"train{'' if fraction >= 1 else f'-{fraction:g}'}", files, task)
 
     def eval_sets(self) -> dict[str, str]:
         """{"sop": shards, "nsp": shards} of the held-out text (prepared on the first call)."""
         if self._eval_sets is None:
-            self._eval_sets = {task: self._prepared("eval", self.eval_files, task) for task in ("sop", "nsp")}
+            self._eval_sets = {task: self._prepared_named("eval", self.eval_files, task) for task in ("sop", "nsp")}
         return self._eval_sets
 
 

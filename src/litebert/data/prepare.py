@@ -18,6 +18,7 @@ default) stores unmasked instances; :class:`~litebert.data.dataset.PretrainingDa
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import multiprocessing as mp
 import os
@@ -35,7 +36,7 @@ from litebert.data.instances import DocumentInstances, InstanceSettings, create_
 from litebert.data.masking import mask_batch, mask_keys
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_shard
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_directory, atomic_write_json
+from litebert.fileio import atomic_directory, atomic_write_json, check_output_target
 from litebert.settings import check, fail, setting
 from litebert.tokenization import is_cjk_char, load_tokenizer
 
@@ -99,7 +100,7 @@ class PrepareConfig:
         choices=("skip", "error"),
         help="lines that are not valid UTF-8: skip (and count) or error",
     )
-    overwrite: bool = setting(False, help="replace an existing non-empty output directory")
+    overwrite: bool = setting(False, help="replace an earlier prepare output directory (one with its manifest.json)")
     progress: bool = setting(
         True, option="--no-progress", aliases=("--no-progress-bar",), negate=True, help="no progress bar"
     )
@@ -377,22 +378,37 @@ class _ShardWriter:
         self.entries.append(write_shard(self.dir, len(self.entries), out))
 
 
+def is_prepared_dir(directory: Path) -> bool:
+    """Whether ``directory`` holds a ``litebert prepare`` output: a ``manifest.json`` of the shards format."""
+    try:
+        with open(directory / "manifest.json", encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
+
+
 def prepare(cfg: PrepareConfig) -> PrepareResult:
     """Run the pipeline of the module docstring and write ``cfg.output``; returns counts and the summary line.
 
     Raises:
-        LitebertError: bad corpus files, tokenizer directory, settings (see :class:`PrepareConfig`), an existing
-            non-empty output without ``overwrite``, or a corpus that yields no instance at all.
+        LitebertError: bad corpus files, tokenizer directory, settings (see :class:`PrepareConfig`); an output that
+            is, contains or is inside the corpus or the tokenizer; an existing non-empty output that is not an
+            earlier ``prepare`` output, or is one and ``overwrite`` is not set; a corpus that yields no instance.
     """
     t0 = time.perf_counter()
     files = resolve_corpus_files(cfg.corpus)
     tok = load_tokenizer(cfg.tokenizer)
     total_bytes = sum(f.stat().st_size for f in files) * cfg.dupe_factor
     out = Path(cfg.output)
-    if out.exists() and not out.is_dir():  # --overwrite replaces a data directory, never a file (the corpus?)
-        raise LitebertError(f"output {out} is a file, not a directory")
-    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
-        raise LitebertError(f"output {out} exists and is not empty (pass --overwrite to replace it)")
+    # --overwrite replaces the whole directory: only ever an earlier prepare output, never what prepare reads
+    check_output_target(
+        out,
+        sources={"--corpus": list(cfg.corpus), "--tokenizer": cfg.tokenizer},
+        replaceable=is_prepared_dir,
+        earlier="an earlier `litebert prepare` output (manifest.json)",
+        overwrite=cfg.overwrite,
+    )
     with atomic_directory(out) as tmp:
         result = _prepare_into(cfg, tok, tmp, total_bytes, t0)
     result.output = out
@@ -497,6 +513,13 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
         res.summary += f"; skipped {skipped} invalid line(s) (first: {stats[0].first_skipped})"
     if dropped:
         res.summary += f"; {dropped} document(s) gave no instance"
+    if cfg.inter_sentence_task == "nsp" and docs < 2:
+        # an NSP negative takes its B from another document: with one document every label is 0 ("is next")
+        print(
+            f"warning: --inter-sentence-task nsp needs at least two documents for its negatives (random next "
+            f"segments); the corpus has {docs}, so all {n_inst} instances have label 0",
+            file=sys.stderr,
+        )
     if docs and single == docs:
         res.summary += (
             "; note: every document is a single sentence, so every pair comes from splitting a "

@@ -63,14 +63,21 @@ class ClassificationKind(TaskKind):
         lists = train.list_labels
         if lists and self.problem_type != "multi_label":
             if self.user_problem_type or task:
-                asked = (
-                    f"--problem-type {self.user_problem_type}"
+                # word the remedy by what was given: the --problem-type, else the --task preset's problem type
+                asked, remedy = (
+                    (
+                        f"--problem-type {self.user_problem_type}",
+                        "use --problem-type multi_label or drop --problem-type",
+                    )
                     if self.user_problem_type
-                    else f"--task {task.name} is {self.problem_type}"
+                    else (
+                        f"--task {task.name} is {self.problem_type}",
+                        f"add --problem-type multi_label to read it as multi-label, or drop --task {task.name}",
+                    )
                 )
                 raise LitebertError(
                     f"{train.path}:{lists[0].line}: the label field {train.label_column!r} is a JSON list "
-                    f"(a multi-label field) but {asked}; use --problem-type multi_label or drop --problem-type"
+                    f"(a multi-label field) but {asked}; {remedy}"
                 )
             self.problem_type = "multi_label"
         self.space = build_label_space(

@@ -59,6 +59,21 @@ from litebert.settings import check, fail, setting
 log = logging.getLogger("litebert.finetune")
 
 INITS = ("pretrained", "random")
+#: what a resumed fine-tuning run may set differently (:func:`litebert.training.run.check_resume_settings`): none
+#: of these changes the weights it trains; ``epochs`` and ``max_steps`` are compared as the steps they resolve to
+RESUME_MAY_CHANGE = (
+    "output_dir",
+    "resume",
+    "test_file",
+    "epochs",
+    "eval_batch_size",
+    "eval_steps",
+    "save_steps",
+    "logging_steps",
+    "device",
+    "progress_bar",
+    "keep_checkpoints",
+)
 #: ``--max-seq-length`` of finetune, and of evaluate/predict for a model that does not record its fine-tuned length
 DEFAULT_MAX_SEQ_LENGTH = 128
 
@@ -830,6 +845,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     from litebert.training.distributed import unwrap_model, wrap_model
     from litebert.training.run import (
         check_output_dir,
+        check_resume_settings,
         resolve_resume,
         resolve_run_precision,
         start,
@@ -888,6 +904,8 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "save_steps": save_steps,
         "truncated": data.truncated,
         "untrained_positions_warning": positions_warning,
+        "world_size": dist.world_size,
+        "global_batch_size": cfg.batch_size * dist.world_size,
     }
     if hasattr(kind, "columns"):
         run_settings["columns"] = {"train": kind.columns(cfg.train_file)}
@@ -895,13 +913,12 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     precision = resolve_run_precision(cfg.precision, dist.device, resume_from)
     log.info("finetune: %s", precision)
     run_settings["precision"] = precision.to_dict()
+    settings = make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items() if k != "finetune_config"})
+    # every rank refuses a resume that would change the run's trajectory (a finished run's results included)
+    check_resume_settings(resume_from, settings, cfg, steps=max_steps, may_change=RESUME_MAY_CHANGE)
     if dist.is_main:
         # run_settings.json first: it marks the directory as a finetune run (check_output_dir) from the start
-        write_run_settings(
-            out,
-            make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items() if k != "finetune_config"}),
-            resume_from,
-        )
+        write_run_settings(out, settings, resume_from)
         _write_json(out / "finetune_config.json", run_settings)
     args = TrainingArgs(
         output_dir=out,
@@ -930,7 +947,11 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         eval_fn=keeper.eval_fn,
         on_best=keeper.on_best,
         dist=dist,
-        extra_state={"finetune": run_settings["finetune_config"], "precision": precision.precision},
+        extra_state={
+            "finetune": run_settings["finetune_config"],
+            "precision": precision.precision,
+            "global_batch_size": run_settings["global_batch_size"],
+        },
     )
     final = _finish(cfg, kind, data, keeper, model, result, t0, precision) if dist.is_main else None
     if dist.distributed:  # under torchrun the other ranks wait for rank 0's results

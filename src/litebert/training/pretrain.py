@@ -120,6 +120,27 @@ class PretrainConfig:
             fail(self, "warmup_steps", "must not exceed --max-steps")
 
 
+#: what a resumed run may set differently (:func:`litebert.training.run.check_resume_settings`): none of these
+#: changes the weights it trains to; a larger --max-steps extends the run, anything else is refused
+RESUME_MAY_CHANGE = (
+    "output",
+    "resume",
+    "max_minutes",
+    "logging_steps",
+    "eval_steps",
+    "eval_batch_size",
+    "save_steps",
+    "save_total_limit",
+    "num_workers",
+    "compile",
+    "fsdp",
+    "deterministic",
+    "device",
+    "max_bad_steps",
+    "progress_bar",
+)
+
+
 @dataclass
 class PretrainResult:
     output_dir: Path
@@ -457,9 +478,19 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
                     + (f"; newly initialised: {', '.join(loaded['missing'])}" if loaded["missing"] else "")
                 )
         n_params = model.num_parameters()
+        settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
+        # every rank refuses a resume that would change the run's trajectory, before anything is written
+        R.check_resume_settings(
+            resume_from,
+            settings,
+            cfg,
+            steps=cfg.max_steps,
+            may_change=RESUME_MAY_CHANGE,
+            may_extend=True,
+            records={"data_manifest.settings": "--data"},
+        )
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
-            settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
             # run_settings.json first: it marks the directory as a pretrain run (check_output_dir) from the start
             R.write_run_settings(out, settings, resume_from)  # a resumed run adds its own file beside the first
             if resume_from is None or not (out / "config.json").exists():

@@ -15,6 +15,9 @@ What every run does around the training loop, in one place:
   checkpoint directory. The training loop calls it too, so both agree;
 - :func:`resolve_run_precision`: ``--precision`` resolved for this device (:mod:`litebert.precision`); a resumed
   run passes the precision its checkpoint records, so ``auto`` keeps it;
+- :func:`check_resume_settings`: a resumed run must train on the trajectory its checkpoint started: its settings are
+  compared with the ones the run recorded (``run_settings.json``, the checkpoint's ``trainer_state.json``), and a
+  change of anything but what the caller lets change (logging, evaluation, saving, workers, device ...) is refused;
 - :func:`write_run_settings`: ``OUTPUT/run_settings.json``, the resolved settings of the run under
   ``"<command>_config"`` (what ``litebert <command> --config run_settings.json`` reads back) plus the caller's
   record (world size, device, model config ...), the versions, the command line and the start time. A resumed
@@ -25,8 +28,10 @@ What every run does around the training loop, in one place:
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -37,10 +42,10 @@ import torch
 
 from litebert.checkpoint import CONFIG_NAME, PYTORCH_NAME, SAFETENSORS_INDEX_NAME, SAFETENSORS_NAME
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_json, read_json
+from litebert.fileio import atomic_write_json, read_json, sha256_file
 from litebert.inference import ONNX_NAME
 from litebert.precision import PrecisionChoice, resolve_precision
-from litebert.settings import to_dict
+from litebert.settings import option_name, to_dict
 from litebert.training import distributed as D
 from litebert.training import state as S
 
@@ -165,9 +170,15 @@ def check_no_overwrite(output_dir: str | os.PathLike, command: str, names: Colle
     ``predictions.tsv`` or ``run_settings.json``). Reads only.
 
     Raises:
-        LitebertError: naming the first such file (and the run that wrote the directory's ``run_settings.json``).
+        LitebertError: ``output_dir`` or one of its parents is a file; or naming the first such file (and the run
+            that wrote the directory's ``run_settings.json``).
     """
     out = Path(output_dir)
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise LitebertError(f"--output {out}: {path} is a file, not a directory: choose another --output")
+            break
     taken = [name for name in names if (out / name).exists()]
     if not taken:
         return
@@ -226,15 +237,181 @@ def resolve_run_precision(requested: str, device: torch.device, resume_from: Pat
 
 def run_settings(command: str, cfg: Any, record: dict | None = None) -> dict:
     """The content of ``run_settings.json``: ``{"command", "<command>_config": settings, **record, "versions",
-    "argv", "started"}``."""
+    "argv", "cwd", "started"}`` (``cwd``: what the relative paths of the settings are relative to)."""
     return {
         "command": command,
         f"{command}_config": to_dict(cfg),
         **(record or {}),
         "versions": {"python": platform.python_version(), "torch": torch.__version__},
         "argv": sys.argv,
+        "cwd": os.getcwd(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+#: config fields that make up one process's share of an optimizer step's batch
+_BATCH_FIELDS = ("batch_size", "gradient_accumulation_steps")
+#: config fields :func:`check_resume_settings` compares by their own rules, never as plain values
+_OWN_RULES = (*_BATCH_FIELDS, "max_steps", "precision")
+_RESUME_FILE = re.compile(r"^run_settings\.resume-step-(\d+)\.json$")
+
+
+def _recorded_settings(run_dir: Path, command: str, step: int) -> dict | None:
+    """The settings of the segment of the run that wrote the checkpoint of ``step``: the newest readable
+    ``run_settings.resume-step-K.json`` with K < ``step`` (a resume from step K wrote it), else
+    ``run_settings.json``; None when the run recorded none (of ``command``)."""
+    found = [(-1, run_dir / "run_settings.json")]
+    if run_dir.is_dir():
+        for path in run_dir.iterdir():
+            m = _RESUME_FILE.match(path.name)
+            if m and int(m.group(1)) < step:
+                found.append((int(m.group(1)), path))
+    for _, path in sorted(found, reverse=True):
+        if not path.is_file():
+            continue
+        try:
+            record = read_json(path, what="run settings", expect=dict)
+        except LitebertError:
+            continue
+        if record.get("command") == command and isinstance(record.get(f"{command}_config"), dict):
+            return record
+    return None
+
+
+def _flat(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"data": {"task": ...}}`` → ``{"data.task": ...}``."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _option(cfg: Any, key: str) -> str:
+    """The command-line option of the (dotted, for nested configs) field ``key`` of ``cfg``."""
+    *outer, name = key.split(".")
+    for part in outer:
+        cfg = getattr(cfg, part, None)
+    return option_name(cfg, name) if cfg is not None else "--" + name.replace("_", "-")
+
+
+def _fingerprint(path: Path) -> Any:
+    """What a file or directory holds, to tell a copy from another one: a file's sha256; a prepared data directory's
+    ``manifest.json`` (which holds its shards' checksums); another directory's files with their sha256."""
+    if path.is_file():
+        return sha256_file(path)
+    if (path / "manifest.json").is_file():
+        return sha256_file(path / "manifest.json")
+    return sorted((str(f.relative_to(path)), sha256_file(f)) for f in path.rglob("*") if f.is_file())
+
+
+def _same(old: Any, new: Any, old_cwd: str) -> bool:
+    """Equal values; two strings also when they name the same file (a relative path recorded by the first run is
+    taken relative to the directory it ran in, so ``data`` and ``/abs/data`` compare equal) or, both existing, a
+    copy of it (a run moved or copied with its data, e.g. a copied ``litebert ablate`` study)."""
+    if old == new:
+        return True
+    if not (isinstance(old, str) and isinstance(new, str) and old and new):
+        return False
+    old_path, new_path = (Path(old_cwd) / old).resolve(), Path(new).resolve()
+    if old_path == new_path:
+        return True
+    both = old_path.exists() and new_path.exists() and old_path.is_dir() == new_path.is_dir()
+    return both and _fingerprint(old_path) == _fingerprint(new_path)
+
+
+def check_resume_settings(
+    resume_from: Path | None,
+    settings: Mapping[str, Any],
+    cfg: Any,
+    *,
+    steps: int,
+    may_change: Collection[str],
+    may_extend: bool = False,
+    records: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse to continue ``resume_from`` with settings that change the training trajectory it is on.
+
+    ``settings`` is this run's :func:`run_settings` (with ``world_size``, ``global_batch_size`` and ``precision`` in
+    its record), ``cfg`` its config (for the option names), ``steps`` the optimizer steps it runs to. It is compared
+    with the settings recorded by the run segment that wrote the checkpoint (:func:`_recorded_settings`, in the
+    checkpoint's run directory) and with the checkpoint's ``trainer_state.json``:
+
+    - every field of ``cfg`` except those in ``may_change`` (logging, evaluation, saving, workers, device ...);
+      strings that name the same file are equal, however written;
+    - the batch: with the checkpoint's number of processes ``batch_size`` (and ``gradient_accumulation_steps``) as
+      they were; with another only the global batch (processes × batch × accumulation), whose data position the
+      loop carries over;
+    - ``steps``: never below the checkpoint's step; otherwise as recorded (top-level ``max_steps`` of the record,
+      else the config's), or, with ``may_extend`` (pretrain), larger (the schedule then decays to the new end);
+    - ``precision``: an explicit ``--precision`` other than the checkpoint's (``auto`` keeps it, or falls back to
+      fp32 on a device that cannot compute it: allowed);
+    - ``records``: top-level keys of the record (dotted, e.g. ``data_manifest.settings``) compared too, key by key
+      where both have one, named by the label given (``--data``).
+
+    A run that recorded no settings is checked on steps and precision only. Reads only; call it on every rank.
+
+    Raises:
+        LitebertError: one line naming each changed setting as ``old → new`` and what to do instead.
+    """
+    if resume_from is None:
+        return
+    command = settings["command"]
+    state = S.checkpoint_trainer_state(resume_from)
+    step = int(state.get("step", 0))
+    extra = state.get("extra") or {}
+    new = json.loads(json.dumps(dict(settings), default=str))  # the values as a record holds them
+    recorded = _recorded_settings(resume_from.parent.parent, command, step)
+    changes: list[str] = []
+    old_steps = None
+    if recorded is not None:
+        old_cwd = recorded.get("cwd") or os.getcwd()
+        old_cfg, new_cfg = _flat(recorded[f"{command}_config"]), _flat(new[f"{command}_config"])
+        ignore = {*may_change, *_OWN_RULES}
+        for key, value in new_cfg.items():
+            if key not in ignore and key in old_cfg and not _same(old_cfg[key], value, old_cwd):
+                changes.append(f"{_option(cfg, key)} {old_cfg[key]!r} → {value!r}")
+        old_ws = int(state.get("world_size", recorded.get("world_size", 1)))
+        if old_ws == int(new.get("world_size", 1)):
+            for key in _BATCH_FIELDS:
+                if key in old_cfg and key in new_cfg and old_cfg[key] != new_cfg[key]:
+                    changes.append(f"{_option(cfg, key)} {old_cfg[key]!r} → {new_cfg[key]!r}")
+        else:
+            old_gbs = extra.get("global_batch_size", recorded.get("global_batch_size"))
+            if old_gbs is not None and old_gbs != new.get("global_batch_size"):
+                changes.append(
+                    f"global batch (processes × {' × '.join(_option(cfg, k) for k in _BATCH_FIELDS if k in new_cfg)})"
+                    f" {old_gbs} → {new.get('global_batch_size')}"
+                )
+        for prefix, label in (records or {}).items():
+            old_rec, new_rec = _flat(_dig(recorded, prefix)), _flat(_dig(new, prefix))
+            for key, value in new_rec.items():
+                if key in old_rec and old_rec[key] != value:
+                    changes.append(f"{label} ({key}) {old_rec[key]!r} → {value!r}")
+        old_steps = recorded.get("max_steps", old_cfg.get("max_steps"))
+    steps_option = _option(cfg, "max_steps")
+    if steps < step:
+        changes.append(f"{steps_option} {steps} is below the checkpoint's step {step}")
+    elif old_steps is not None and steps != old_steps and not (may_extend and steps > old_steps):
+        changes.append(f"{steps_option} {old_steps} → {steps}")
+    precision = new.get("precision") or {}
+    saved = extra.get("precision")
+    if precision.get("requested", "auto") != "auto" and saved is not None and precision.get("precision") != saved:
+        changes.append(f"{_option(cfg, 'precision')} {saved!r} → {precision.get('precision')!r}")
+    if changes:
+        grow = f" ({steps_option} may only grow)" if may_extend else ""
+        raise LitebertError(
+            f"--resume: {resume_from} was trained with other settings: {'; '.join(changes)}. Resume with the run's "
+            f"settings{grow}, or start a new run with a new --output {_NOTHING}"
+        )
+
+
+def _dig(record: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:
+    for part in dotted.split("."):
+        record = record.get(part) if isinstance(record, Mapping) else None
+    return record if isinstance(record, Mapping) else {}
 
 
 def write_run_settings(output_dir: str | os.PathLike, settings: dict, resumed_from: Path | None = None) -> Path:
@@ -249,6 +426,7 @@ def write_run_settings(output_dir: str | os.PathLike, settings: dict, resumed_fr
 __all__ = [
     "check_no_overwrite",
     "check_output_dir",
+    "check_resume_settings",
     "resolve_resume",
     "resolve_run_precision",
     "run_command",

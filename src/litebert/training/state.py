@@ -231,10 +231,15 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
     }
 
 
+def checkpoint_trainer_state(path: str | Path) -> dict:
+    """A checkpoint's ``trainer_state.json`` (step, world size, the caller's ``extra`` ...), without loading the rest.
+    Raises :class:`LitebertError` when it is missing or not a JSON object."""
+    return read_json(Path(path) / "trainer_state.json", what="checkpoint trainer state", expect=dict)
+
+
 def checkpoint_precision(path: str | Path) -> str | None:
     """The precision (``fp32``/``bf16``/``fp16``) a checkpoint was trained in, from ``trainer_state.json``
     (``extra.precision``, written by pretrain and finetune); None for checkpoints that predate the record.
     Raises :class:`LitebertError` when ``trainer_state.json`` is missing or not a JSON object."""
-    state = read_json(Path(path) / "trainer_state.json", what="checkpoint trainer state", expect=dict)
-    value = (state.get("extra") or {}).get("precision")
+    value = (checkpoint_trainer_state(path).get("extra") or {}).get("precision")
     return value if isinstance(value, str) else None
