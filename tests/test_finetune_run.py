@@ -883,3 +883,14 @@ def test_resume_refuses_changed_settings(en_model, shared_data, tmp_path, capsys
     again = [*common, "--logging-steps", 2, "--resume", "auto"]
     assert main(_sst2_argv(en_model, out, *again, shared_data=shared_data)) == 0
     assert json.loads((out / "eval_results.json").read_text()) == json.loads(before["eval_results.json"])
+
+
+def test_a_preset_reads_a_file_of_another_layout_by_the_columns_the_user_gave(tmp_path):
+    """--task sst2 on a TSV headed ``text  label``: refused without columns (naming the expected header), read with
+    --text-column text (the preset's label column and label set still apply)."""
+    f = tmp_path / "mine.tsv"
+    f.write_text("text\tlabel\na fine film\t1\na dull one\t0\n", encoding="utf-8")
+    with pytest.raises(LitebertError, match=r"does not look like a sst2 file: expected a header with sentence;"):
+        DataOptions(task="sst2").read(f, require_label=True)
+    read = DataOptions(task="sst2", text_column="text").read(f, require_label=True)
+    assert [(ex.text, ex.label) for ex in read.examples] == [("a fine film", "1"), ("a dull one", "0")]

@@ -185,13 +185,23 @@ class DataOptions:
         return get_task(self.task) if self.task else None
 
     def spec_for(self, path: str | Path, *, labels: bool) -> ColumnSpec:
-        """The column spec for one file: the task's layout for that file, with the user's columns on top."""
-        spec = self.task_spec.layout_for(path, self.delimiter) if self.task_spec else None
+        """The column spec for one file: the task's layout for that file, with the user's columns on top. A file
+        whose header fits none of the task's layouts is read with the user's columns over the task's first named
+        layout when the user gave any (``--text-column`` ...); without them it is an error (``layout_for``)."""
         user = {
             k: v
             for k, v in (("text", self.text_column), ("text_pair", self.text_pair_column), ("label", self.label_column))
             if v is not None
         }
+        spec = None
+        if self.task_spec:
+            try:
+                spec = self.task_spec.layout_for(path, self.delimiter)
+            except LitebertError:
+                named = [layout.columns for layout in self.task_spec.layouts if layout.signature]
+                if not user or not named:
+                    raise
+                spec = named[0]
         if spec is None:
             spec = ColumnSpec(
                 text=self.text_column,
