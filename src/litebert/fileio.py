@@ -254,3 +254,20 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file", expect: type 
         kind = {dict: "a JSON object", list: "a JSON array"}.get(expect, expect.__name__)
         raise LitebertError(f"{path}: expected {kind}, got {type(data).__name__}")
     return data
+
+
+#: the resolved settings every run writes into its output directory (``litebert.training.run.write_run_settings``)
+RUN_SETTINGS_NAME = "run_settings.json"
+
+
+def run_command(directory: str | os.PathLike) -> str | None:
+    """The command whose run ``directory`` holds (``run_settings.json``'s ``"command"``: ``"pretrain"``,
+    ``"finetune"``, ``"evaluate"`` ...), or None when it holds no readable ``run_settings.json`` naming one."""
+    path = Path(directory) / RUN_SETTINGS_NAME
+    if not path.is_file():
+        return None
+    try:
+        command = read_json(path, what="run settings", expect=dict).get("command")
+    except LitebertError:
+        return None
+    return command if isinstance(command, str) and command else None

@@ -21,7 +21,7 @@ import numpy as np
 
 from litebert.checkpoint import find_weight_files, read_pytorch_bin, read_safetensors_header
 from litebert.errors import LitebertError
-from litebert.fileio import read_json
+from litebert.fileio import read_json, run_command
 from litebert.tf.bundle import open_checkpoint
 from litebert.tf.convert import summarize_tf_checkpoint
 from litebert.tokenization import load_tokenizer
@@ -227,7 +227,7 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     onnx_files = sorted(p.glob("*.onnx"), key=lambda f: (f.name != "model.onnx", f.name)) if p.is_dir() else []
     if onnx_files and not list(p.glob("*.index")):
         return _inspect_onnx_dir(p, onnx_files)
-    command = _run_command(p) if p.is_dir() else None
+    command = run_command(p) if p.is_dir() else None
     if command is not None:  # before the model check: a pretrain run holds config.json but its weights are in final/
         return _inspect_run_dir(p, command)
     if p.is_dir() and (p / "config.json").is_file() and not list(p.glob("*.index")):
@@ -293,18 +293,6 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
 _RUN_MODEL_DIRS = {"pretrain": "final", "finetune": "best"}
 #: what a finished run of a command leaves (as ``litebert.training.run.check_output_dir``'s ``finished``)
 _RUN_FINISHED = {"pretrain": "final", "finetune": "eval_results.json"}
-
-
-def _run_command(directory: Path) -> str | None:
-    """``run_settings.json``'s ``"command"`` (a training run directory), or None."""
-    path = directory / "run_settings.json"
-    if not path.is_file():
-        return None
-    try:
-        command = read_json(path, what="run settings", expect=dict).get("command")
-    except LitebertError:
-        return None
-    return command if isinstance(command, str) and command else None
 
 
 def _inspect_run_dir(p: Path, command: str) -> PathInfo:

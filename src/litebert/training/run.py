@@ -42,7 +42,7 @@ import torch
 
 from litebert.checkpoint import CONFIG_NAME, PYTORCH_NAME, SAFETENSORS_INDEX_NAME, SAFETENSORS_NAME
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_json, read_json, sha256_file
+from litebert.fileio import atomic_write_json, read_json, run_command, sha256_file
 from litebert.inference import ONNX_NAME
 from litebert.precision import PrecisionChoice, resolve_precision
 from litebert.settings import option_name, to_dict
@@ -65,19 +65,6 @@ def teardown(sync: bool = False) -> None:
 #: files beside ``config.json`` that make a directory a model directory (which no run writes into)
 _WEIGHT_NAMES = (SAFETENSORS_NAME, SAFETENSORS_INDEX_NAME, PYTORCH_NAME, ONNX_NAME)
 _NOTHING = "(nothing was written)"
-
-
-def run_command(output_dir: str | os.PathLike) -> str | None:
-    """The command whose run ``output_dir`` holds (``run_settings.json``'s ``"command"``), or None when it holds no
-    readable ``run_settings.json``."""
-    path = Path(output_dir) / "run_settings.json"
-    if not path.is_file():
-        return None
-    try:
-        command = read_json(path, what="run settings", expect=dict).get("command")
-    except LitebertError:
-        return None
-    return command if isinstance(command, str) else None
 
 
 def _listing(names: list[str]) -> str:
