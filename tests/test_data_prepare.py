@@ -449,14 +449,12 @@ def test_nsp_on_one_document_warns(tmp_path, tiny, capsys):
     cfg = dict(corpus=[corpus], tokenizer=tok, progress=False, format="bert", inter_sentence_task="nsp")
     res = prepare(PrepareConfig(output=tmp_path / "o", **cfg))
     assert (PretrainingDataset(tmp_path / "o").meta[:, M["label"]] == 0).all() and res.instances > 0
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
-        "warning: --inter-sentence-task nsp needs at least two documents for its negatives (random next segments); "
+    assert res.summary.endswith(
+        "; warning: --inter-sentence-task nsp needs at least two documents for its negatives (random next segments); "
         f"the corpus has 1, so all {res.instances} instances have label 0"
-    ]
+    )
     corpus.write_text(corpus.read_text() + "\nA second document.\nWith two sentences.\n")
-    prepare(PrepareConfig(output=tmp_path / "o2", **cfg))
-    assert "warning" not in capsys.readouterr().err
+    assert "warning" not in prepare(PrepareConfig(output=tmp_path / "o2", **cfg)).summary
 
 
 def test_cli(tmp_path, tiny, capsys):

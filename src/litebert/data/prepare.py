@@ -515,10 +515,9 @@ def _prepare_into(cfg: PrepareConfig, tok, tmp: Path, total_bytes: int, t0: floa
         res.summary += f"; {dropped} document(s) gave no instance"
     if cfg.inter_sentence_task == "nsp" and docs < 2:
         # an NSP negative takes its B from another document: with one document every label is 0 ("is next")
-        print(
-            f"warning: --inter-sentence-task nsp needs at least two documents for its negatives (random next "
-            f"segments); the corpus has {docs}, so all {n_inst} instances have label 0",
-            file=sys.stderr,
+        res.summary += (
+            f"; warning: --inter-sentence-task nsp needs at least two documents for its negatives (random next "
+            f"segments); the corpus has {docs}, so all {n_inst} instances have label 0"
         )
     if docs and single == docs:
         res.summary += (
