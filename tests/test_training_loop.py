@@ -44,7 +44,8 @@ def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, 
     setup_kw = {k: kw.pop(k) for k in ("n", "lr") if k in kw}
     model, opt, sched, batches = _setup(batch_size, steps, **setup_kw)
     kw.setdefault("progress_bar", False)
-    args = TrainingArgs(output_dir=out, max_steps=steps, gradient_accumulation_steps=accum, logging_steps=1, **kw)
+    kw.setdefault("logging_steps", 1)
+    args = TrainingArgs(output_dir=out, max_steps=steps, gradient_accumulation_steps=accum, **kw)
     result = train(model, opt, sched, batches, objective, pretraining_count, args)
     return model, result
 
@@ -119,6 +120,21 @@ def test_resume_is_bit_identical_and_checkpoints_are_safe(tmp_path):
     # a fresh run must not overwrite existing checkpoints
     with pytest.raises(LitebertError, match="already holds checkpoints"):
         _run(part, steps=12)
+
+
+def test_resume_logs_the_steps_before_the_checkpoint_in_its_first_record(tmp_path):
+    """Checkpoints every 4 steps, records every 3: the record at step 9 of a run resumed from step 8 averages steps
+    7-9 as the uninterrupted run's does (the checkpoint keeps the open window), not step 9 alone."""
+    _run(tmp_path / "full", steps=12, save_steps=4, logging_steps=3)
+    part = tmp_path / "part"
+    shutil.copytree(tmp_path / "full", part)
+    shutil.rmtree(part / "checkpoints" / "step-12")
+    _run(part, steps=12, save_steps=4, logging_steps=3, resume="auto")
+    full, resumed = read_metrics(tmp_path / "full"), read_metrics(part)
+    assert [r["step"] for r in resumed] == [r["step"] for r in full] == [3, 6, 9, 12]
+    for a, b in zip(full, resumed):
+        for key in ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy", "grad_norm"):
+            assert a[key] == b[key], (a["step"], key)
 
 
 def test_corrupted_checkpoint_is_a_clear_error(tmp_path):

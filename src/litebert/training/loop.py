@@ -386,6 +386,7 @@ class _Trainer:
             self.st = _LoopState(**{k: v for k, v in saved.items() if k in _LoopState.__dataclass_fields__})
             _rescale_position(self.st, ts, self.args, self.dist.world_size, self.extra_state, path)
             self.clock_before = (float(self.st.train_seconds), float(self.st.train_cpu_seconds))
+            self.window = _Window.restore(ts.get("window"))
             S.set_rng_state(ckpt["rng"], self.dist.device)
             if self.scaler is not None and ckpt["scaler"] is not None:
                 self.scaler.load_state_dict(ckpt["scaler"])
@@ -581,6 +582,7 @@ class _Trainer:
         self.tick()
         trainer_state = {
             "loop": asdict(self.st),
+            "window": vars(self.window),  # the steps since the last train record: a resume logs them too
             "extra": self.extra_state or {},
             "gradient_accumulation_steps": self.args.gradient_accumulation_steps,
         }
@@ -729,6 +731,16 @@ class _Window:
         self.grad_norm = 0.0
         self.tokens = 0.0
         self.seconds = 0.0
+
+    @classmethod
+    def restore(cls, saved: dict | None) -> _Window:
+        """The window a checkpoint saved (``vars`` of one; its sums are over all ranks, so any world size may resume
+        it), or an empty one for a checkpoint from before windows were saved."""
+        window = cls()
+        for name, value in (saved or {}).items():
+            if name in window.__dict__:
+                setattr(window, name, value)
+        return window
 
     def add(self, sums, units, ratios, grad_norm, tokens, seconds) -> None:
         self.steps += 1
