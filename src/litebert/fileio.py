@@ -158,6 +158,11 @@ def atomic_directory(dest: str | os.PathLike) -> Iterator[Path]:
     install_directory(tmp, dest)
 
 
+def listing(names: list[str], limit: int = 5) -> str:
+    """``"a, b, c and 4 more"``: the first ``limit`` names of a directory's entries, for an error message."""
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def check_output_target(
     output: str | os.PathLike,
     *,
@@ -209,7 +214,7 @@ def check_output_target(
         if overwrite:
             return
         raise LitebertError(f"--output {out} holds {earlier}: pass --overwrite to replace it (nothing was written)")
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = listing(names)
     only = f" and is not {earlier}" if earlier else ""
     raise LitebertError(
         f"--output {out} is not empty (holds {shown}){only}: choose a new or empty --output "

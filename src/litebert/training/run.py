@@ -42,7 +42,7 @@ import torch
 
 from litebert.checkpoint import CONFIG_NAME, PYTORCH_NAME, SAFETENSORS_INDEX_NAME, SAFETENSORS_NAME
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_json, read_json, run_command, sha256_file
+from litebert.fileio import atomic_write_json, listing, read_json, run_command, sha256_file
 from litebert.inference import ONNX_NAME
 from litebert.precision import PrecisionChoice, resolve_precision
 from litebert.settings import option_name, to_dict
@@ -65,11 +65,6 @@ def teardown(sync: bool = False) -> None:
 #: files beside ``config.json`` that make a directory a model directory (which no run writes into)
 _WEIGHT_NAMES = (SAFETENSORS_NAME, SAFETENSORS_INDEX_NAME, PYTORCH_NAME, ONNX_NAME)
 _NOTHING = "(nothing was written)"
-
-
-def _listing(names: list[str]) -> str:
-    shown = ", ".join(names[:5])
-    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _holds_checkpoints(out: Path, existing: list[tuple[int, Path]]) -> LitebertError:
@@ -137,11 +132,11 @@ def check_output_dir(
                 f"--output {out} holds an interrupted `litebert {command}` run with no checkpoint: pass --resume "
                 f"auto to start it over there, or choose a new or empty --output {_NOTHING}"
             )
-        what = f"a finished `litebert {command}` run ({finished})" if owner == command else _listing(names)
+        what = f"a finished `litebert {command}` run ({finished})" if owner == command else listing(names)
         raise LitebertError(f"--output {out} is not empty (holds {what}): choose a new or empty --output {_NOTHING}")
     if not checkpoints and owner is None:
         raise LitebertError(
-            f"--output {out} holds no `litebert {command}` run to resume ({_listing(names)}): choose a new or empty "
+            f"--output {out} holds no `litebert {command}` run to resume ({listing(names)}): choose a new or empty "
             f"--output {_NOTHING}"
         )
     if not checkpoints and done:
