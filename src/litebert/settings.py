@@ -232,13 +232,15 @@ def check(obj: Any) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- dict / files
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` with JSON types only: configs (dataclasses) → dicts of their settings, dict keys → str, tuples →
+    lists, paths → str; anything else unchanged."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_dict(value)
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     return value
@@ -246,7 +248,7 @@ def _jsonable(value: Any) -> Any:
 
 def to_dict(obj: Any) -> dict[str, Any]:
     """The settings of a config as a JSON-ready dict (field name → value; nested configs as dicts)."""
-    return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
 
 
 def _closest(key: str, names: list[str]) -> str:

@@ -29,6 +29,7 @@ from litebert.finetune.data import (
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
 from litebert.finetune.tasks import HF_PROBLEM_TYPES
+from litebert.settings import jsonable
 
 
 class ClassificationKind(TaskKind):
@@ -133,7 +134,7 @@ class ClassificationKind(TaskKind):
         data = self.data
         if data.text_column is not None or data.label_column is not None or data.header is not None:
             # the user's columns, so that evaluate/predict on a file of the same layout need no options
-            extra["litebert_data_options"] = _jsonable(
+            extra["litebert_data_options"] = jsonable(
                 {
                     k: v
                     for k, v in dataclasses.asdict(data).items()
@@ -190,7 +191,7 @@ class ClassificationKind(TaskKind):
     def columns(self, path) -> dict:
         import dataclasses
 
-        return _jsonable(dataclasses.asdict(self.data.spec_for(path, labels=True)))
+        return jsonable(dataclasses.asdict(self.data.spec_for(path, labels=True)))
 
 
 def features_of(enc: Encoded) -> Features:
@@ -212,16 +213,6 @@ def _lenient_space(space: LabelSpace) -> LabelSpace:
     if space.problem_type != "regression" and all(n == f"LABEL_{i}" for i, n in enumerate(space.labels)):
         return LabelSpace(space.problem_type, tuple(str(i) for i in range(len(space.labels))), space.separator)
     return space
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 # --------------------------------------------------------------------------------------------- loss + inference

@@ -259,6 +259,26 @@ class EncodedDataset(torch.utils.data.Dataset):
         return item
 
 
+def pad_inputs(items: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Pad the encoder inputs of ``items`` (each with ``input_ids`` and optionally ``token_type_ids``, lists of
+    ints) to the longest in the batch: ``input_ids`` (pad id), ``token_type_ids`` (0) and ``attention_mask``
+    (1 = a real token), each ``int64 [B, S]``. The one padding routine of the single-sequence task collators."""
+    lengths = np.fromiter((len(it["input_ids"]) for it in items), dtype=np.int64, count=len(items))
+    batch, seq = len(items), int(lengths.max())
+    input_ids = np.full((batch, seq), pad_token_id, dtype=np.int64)
+    token_type_ids = np.zeros((batch, seq), dtype=np.int64)
+    for row, it in enumerate(items):  # one copy per row, not per token
+        input_ids[row, : lengths[row]] = it["input_ids"]
+        if "token_type_ids" in it:
+            token_type_ids[row, : lengths[row]] = it["token_type_ids"]
+    attention_mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)  # (B, S)
+    return {
+        "input_ids": torch.from_numpy(input_ids),
+        "token_type_ids": torch.from_numpy(token_type_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+    }
+
+
 @dataclass
 class PadCollator:
     """Pads a list of items to the longest in the batch.
@@ -271,19 +291,7 @@ class PadCollator:
     problem_type: str = "single_label"
 
     def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        lengths = np.fromiter((len(it["input_ids"]) for it in items), dtype=np.int64, count=len(items))
-        batch, seq = len(items), int(lengths.max())
-        input_ids = np.full((batch, seq), self.pad_token_id, dtype=np.int64)
-        token_type_ids = np.zeros((batch, seq), dtype=np.int64)
-        for row, it in enumerate(items):  # one copy per row, not per token
-            input_ids[row, : lengths[row]] = it["input_ids"]
-            token_type_ids[row, : lengths[row]] = it["token_type_ids"]
-        attention_mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)  # (B, S)
-        out = {
-            "input_ids": torch.from_numpy(input_ids),
-            "token_type_ids": torch.from_numpy(token_type_ids),
-            "attention_mask": torch.from_numpy(attention_mask),
-        }
+        out = pad_inputs(items, self.pad_token_id)
         if "labels" in items[0]:
             labels = [it["labels"] for it in items]
             dtype = torch.long if self.problem_type == "single_label" else torch.float32

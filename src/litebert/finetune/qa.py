@@ -49,6 +49,7 @@ import torch.nn.functional as F
 
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_json
+from litebert.finetune.data import pad_inputs
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.qa_metrics import cmrc_metrics, squad_v1_metrics, squad_v2_metrics
 
@@ -440,19 +441,7 @@ class QACollator:
     pad_token_id: int
 
     def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        lengths = np.fromiter((len(it["input_ids"]) for it in items), dtype=np.int64, count=len(items))
-        batch, seq = len(items), int(lengths.max())
-        input_ids = np.full((batch, seq), self.pad_token_id, dtype=np.int64)
-        token_type_ids = np.zeros((batch, seq), dtype=np.int64)
-        for row, it in enumerate(items):
-            input_ids[row, : lengths[row]] = it["input_ids"]
-            token_type_ids[row, : lengths[row]] = it["token_type_ids"]
-        attention_mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)  # (B, S)
-        out = {
-            "input_ids": torch.from_numpy(input_ids),
-            "token_type_ids": torch.from_numpy(token_type_ids),
-            "attention_mask": torch.from_numpy(attention_mask),
-        }
+        out = pad_inputs(items, self.pad_token_id)
         if "start_positions" in items[0]:
             out["start_positions"] = torch.tensor([it["start_positions"] for it in items], dtype=torch.long)
             out["end_positions"] = torch.tensor([it["end_positions"] for it in items], dtype=torch.long)

@@ -54,7 +54,7 @@ from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examp
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
-from litebert.settings import check, fail, setting
+from litebert.settings import check, fail, jsonable, setting
 
 log = logging.getLogger("litebert.finetune")
 
@@ -617,16 +617,6 @@ def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, 
     )
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
 # --------------------------------------------------------------------------------------------------- finetune
 @dataclass
 class _Split:
@@ -904,7 +894,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     keeper = _BestKeeper(out, kind, data, cfg.eval_batch_size, dist)
 
     run_settings = {
-        "finetune_config": _jsonable(dataclasses.asdict(cfg)),
+        "finetune_config": jsonable(dataclasses.asdict(cfg)),
         **kind.settings(),
         "num_train": len(data.train.feats),
         "num_dev": len(data.dev.feats),

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
-from litebert.finetune.data import _batch_ids
+from litebert.finetune.data import _batch_ids, pad_inputs
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.readers import ReadResult, _read_text
 
@@ -520,21 +520,11 @@ class TokenCollator:
     pad_token_id: int
 
     def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        lengths = np.fromiter((len(it["input_ids"]) for it in items), dtype=np.int64, count=len(items))
-        batch, seq = len(items), int(lengths.max())
-        input_ids = np.full((batch, seq), self.pad_token_id, dtype=np.int64)
-        labels = np.full((batch, seq), -100, dtype=np.int64)
-        for row, it in enumerate(items):
-            input_ids[row, : lengths[row]] = it["input_ids"]
-            if "labels" in it:
-                labels[row, : lengths[row]] = it["labels"]
-        mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
-        out = {
-            "input_ids": torch.from_numpy(input_ids),
-            "token_type_ids": torch.zeros((batch, seq), dtype=torch.long),
-            "attention_mask": torch.from_numpy(mask),
-        }
+        out = pad_inputs(items, self.pad_token_id)
         if "labels" in items[0]:
+            labels = np.full(out["input_ids"].shape, -100, dtype=np.int64)  # (B, S)
+            for row, it in enumerate(items):
+                labels[row, : len(it["labels"])] = it["labels"]
             out["labels"] = torch.from_numpy(labels)
         return out
 
