@@ -330,3 +330,30 @@ def test_sentencepiece_vocab_given_as_vocab_txt_is_refused(tmp_path):
         _wordpiece_dir(tmp_path / "wp", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "##s"])
     )
     assert tok.encode("the cats sat") == [5, 6, 8, 7]
+
+
+def test_wordpiece_keeps_every_frequent_character_of_chinese_text(tmp_path):
+    """WordPiece on text with more than 1,000 distinct characters (a CJK corpus) keeps every character that is not
+    in the rarest 0.005 % of occurrences (SentencePiece's default character_coverage), where a fixed
+    ``limit_alphabet=1000`` (transformers' BERT recipe) turned most Chinese characters into [UNK]."""
+    chars = [chr(0x4E00 + i) for i in range(1500)]  # 1,500 distinct CJK ideographs, each 3 times
+    lines = ["".join(chars[i : i + 30]) for i in range(0, 1500, 30)] * 3
+    lines.append("靖")  # seen once: 1 of 4,501 occurrences (0.02 %) is above the 0.005 % tail, so it is kept too
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = train_tokenizer([corpus], "wordpiece", 3000, tmp_path / "tok")
+    pieces = tok.tokenize("".join(chars) + "靖")
+    assert len(pieces) == 1501 and "[UNK]" not in pieces
+    assert tok.vocab_size <= 3000
+
+
+def test_wordpiece_alphabet_fits_the_vocabulary(tmp_path):
+    """More distinct characters than ids: the alphabet is cut to the most frequent ones and the vocabulary stays
+    within --vocab-size (the trainer would otherwise keep the whole alphabet)."""
+    chars = [chr(0x4E00 + i) for i in range(600)]
+    lines = ["".join(chars[:100])] * 5 + ["".join(chars[100:])]  # the first 100 characters 5 times as frequent
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = train_tokenizer([corpus], "wordpiece", 200, tmp_path / "tok")
+    assert tok.vocab_size <= 200
+    assert "[UNK]" not in tok.tokenize("".join(chars[:100]))
