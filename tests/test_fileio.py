@@ -35,8 +35,17 @@ def test_atomic_write_failure_keeps_the_old_file(tmp_path):
         tmp.write_bytes(b"half")
         raise RuntimeError("killed")
 
-    with pytest.raises(RuntimeError):
+    # torch.save and safetensors report a failed write (a full disk) as RuntimeError: it becomes an OSError that
+    # names the file and the free space (the CLI prints an OSError as one `error:` line)
+    with pytest.raises(OSError, match=r"writing .*weights\.bin failed \(killed\); .* free on its file system"):
         atomic_write(path, write)
+    assert path.read_bytes() == b"old" and sorted(os.listdir(tmp_path)) == ["weights.bin"]
+
+    def interrupted(tmp):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # anything else passes through unchanged
+        atomic_write(path, interrupted)
     assert path.read_bytes() == b"old" and sorted(os.listdir(tmp_path)) == ["weights.bin"]
 
 

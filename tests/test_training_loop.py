@@ -458,3 +458,28 @@ if __name__ == "__main__":  # python tests/test_training_loop.py  -> rewrites th
         + "\n"
     )
     print(f"wrote {GOLDEN}")
+
+
+def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier_one(tmp_path, monkeypatch):
+    """A full disk during torch.save (which reports it as RuntimeError "enforce fail at inline_container.cc ...
+    unexpected pos") is one LitebertError naming the file, the free space and --resume auto; the partial
+    checkpoint is removed (it holds disk space) and the earlier checkpoint is untouched."""
+    kw = dict(rank=0, world_size=1, optimizer_state={}, scheduler_state={}, trainer_state={})
+    first = S.save_checkpoint(tmp_path, 50, model_state={"w": torch.ones(3)}, **kw)
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+    real_save = torch.save
+
+    def full_disk(obj, f, *a, **k):
+        if "model.pt" in str(f):
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 523776 vs 523664")
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(LitebertError) as e:
+        S.save_checkpoint(tmp_path, 100, model_state={"w": torch.ones(3)}, **kw)
+    msg = str(e.value)
+    assert "checkpoint step-100 could not be written" in msg and "model.pt failed" in msg
+    assert "free on its file system" in msg and "step-50" in msg and "--resume auto" in msg
+    assert "\n" not in msg
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-50"]
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before

@@ -71,11 +71,22 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
 
     For writers that want a path (``safetensors.torch.save_file``, ``torch.save``); the temporary file is removed if
     ``write`` raises. Returns ``path``.
+
+    Raises:
+        OSError: the write failed. ``torch.save`` and safetensors report a failed write (a full disk, an I/O error)
+            as ``RuntimeError`` ("enforce fail at inline_container.cc ... unexpected pos"); it is raised as an
+            ``OSError`` naming ``path`` and the free space of its file system.
     """
     path = Path(path)
     tmp = _tmp_name(path)
     try:
-        write(tmp)
+        try:
+            write(tmp)
+        except RuntimeError as exc:
+            reason = " ".join(str(exc).split())[:200]
+            raise OSError(
+                f"writing {path} failed ({reason}); {free_space(path.parent)} free on its file system"
+            ) from None
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -84,6 +95,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
             tmp.unlink()
     fsync_dir(path.parent)
     return path
+
+
+def free_space(directory: str | os.PathLike) -> str:
+    """The free space of ``directory``'s file system, e.g. ``"1.4 GB"`` (``"unknown"`` if it cannot be read)."""
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return "unknown"
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if free < 1000 or unit == "GB":
+            return f"{free:.0f} {unit}" if unit == "bytes" else f"{free:.1f} {unit}"
+        free /= 1000
+    return "unknown"  # not reached
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -141,19 +141,27 @@ def save_checkpoint(
             shutil.rmtree(tmp)
         tmp.mkdir()
     barrier()
-    _save_file(rng_state(device), tmp / f"rng_state_rank{rank}.pt")
-    if rank == 0:
-        _save_file(model_state, tmp / "model.pt")
-        _save_file(optimizer_state, tmp / "optimizer.pt")
-        if os.environ.get(_KILL_ENV) == str(step):
-            os.kill(os.getpid(), 9)
-        _save_file(scheduler_state, tmp / "scheduler.pt")
-        if scaler_state is not None:
-            _save_file(scaler_state, tmp / "scaler.pt")
-        state = dict(trainer_state, step=step, world_size=world_size)
-        atomic_write_json(tmp / "trainer_state.json", state)
-        if extra_files is not None:
-            extra_files(tmp)
+    try:
+        _save_file(rng_state(device), tmp / f"rng_state_rank{rank}.pt")
+        if rank == 0:
+            _save_file(model_state, tmp / "model.pt")
+            _save_file(optimizer_state, tmp / "optimizer.pt")
+            if os.environ.get(_KILL_ENV) == str(step):
+                os.kill(os.getpid(), 9)
+            _save_file(scheduler_state, tmp / "scheduler.pt")
+            if scaler_state is not None:
+                _save_file(scaler_state, tmp / "scaler.pt")
+            state = dict(trainer_state, step=step, world_size=world_size)
+            atomic_write_json(tmp / "trainer_state.json", state)
+            if extra_files is not None:
+                extra_files(tmp)
+    except OSError as exc:  # a full disk, an I/O error: the partial checkpoint goes, the earlier ones stay
+        shutil.rmtree(tmp, ignore_errors=True)
+        earlier = [p.name for _, p in list_checkpoints(output_dir, warn=False)]
+        kept = f"the earlier checkpoints ({', '.join(earlier)}) are intact" if earlier else "no earlier checkpoint"
+        raise LitebertError(
+            f"checkpoint step-{step} could not be written: {exc}; {kept}: free space, then rerun with --resume auto"
+        ) from None
     barrier()
     if rank == 0:
         files = {}
