@@ -660,3 +660,37 @@ def test_doc_stride_too_large_is_a_clear_error(en_models, squad, tmp_path):
     train.write_text(json.dumps(_squad_doc([{**squad["data"][0], "paragraphs": squad["data"][0]["paragraphs"][:1]}])))
     with pytest.raises(LitebertError, match="doc_stride 120 must be smaller than the context window"):
         finetune(_cfg(en_models["sentencepiece"], train, train, tmp_path / "run", qa={"doc_stride": 120}))
+
+
+def test_a_json_list_is_read_as_rows_or_refused_as_not_qa(tmp_path):
+    """A JSON document holding a list (pretty-printed, CRLF) is rows {id, question, context, answers} when its items
+    are; any other list (C3's [paragraphs, questions, id] items) is refused as not QA data, where before the reader
+    fell back to JSON lines and called the valid JSON file 'not valid JSON (Expecting value)'."""
+    ctx = "Denver Broncos won Super Bowl 50."
+    rows = [
+        {
+            "id": "q1",
+            "question": "Who won?",
+            "context": ctx,
+            "answers": {"text": ["Denver Broncos"], "answer_start": [0]},
+        },
+        {
+            "id": "q2",
+            "question": "Which Bowl?",
+            "context": ctx,
+            "answers": {"text": ["Super Bowl 50"], "answer_start": [19]},
+        },
+    ]
+    listed = tmp_path / "rows.json"
+    listed.write_bytes(json.dumps(rows, indent=2).replace("\n", "\r\n").encode())
+    r = read_qa_file(listed)
+    assert [e.qid for e in r.examples] == ["q1", "q2"]
+    assert r.layout == "jsonl" and r.examples[1].context == ctx
+    c3 = tmp_path / "c3.json"
+    c3.write_bytes(
+        json.dumps([[["段落"], [{"question": "问", "choice": ["a", "b"], "answer": "a"}], "m1-1"]], indent=1)
+        .replace("\n", "\r\n")
+        .encode()
+    )
+    with pytest.raises(LitebertError, match=r"c3\.json: a JSON list whose item \[0\] is list: expected SQuAD layout"):
+        read_qa_file(c3)

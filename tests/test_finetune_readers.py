@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from litebert.errors import LitebertError
@@ -118,6 +120,7 @@ def test_task_presets_pick_layouts(tmp_path):
     )
     res = read_examples(dev, xnli.layout_for(dev))
     assert [(e.text, e.label) for e in res.examples] == [("你", "entailment")] and res.skipped == 1
+    assert res.examples[0].index == 1  # the file's second data row: predictions.tsv joins back to the file
 
     lcqmc = get_task("lcqmc")
     raw = write(tmp_path, "lcqmc.txt", "喜欢打篮球的男生喜欢什么样的女生\t爱打篮球的男生喜欢什么样的女生\t1\n")
@@ -212,3 +215,23 @@ def test_multi_label_without_any_label_names_file_and_field(tmp_path):
     kind = make_kind(DataOptions(text_column="text", label_column="tags"), problem_type="multi_label")
     with pytest.raises(LitebertError, match=r"e\.tsv: no label found: the label field 'tags' is empty in all 2 rows"):
         kind.fit(kind.read(tsv, require_labels=True))
+
+
+def test_dropped_rows_keep_the_file_row_numbers(tmp_path):
+    """OCNLI's '-' rows are dropped, but every kept row's index stays its 0-based data row in the file (the
+    `index` column of predictions.tsv, docs/finetune.md), so predictions join back to the file and to OCNLI's
+    `id`; before, the rows after a dropped one were renumbered and every later prediction named the wrong row."""
+    rows = [("a", "b", "neutral"), ("c", "d", "-"), ("e", "f", "entailment"), ("g", "h", "-"), ("i", "j", "neutral")]
+    ocnli = get_task("ocnli")
+    lines = [json.dumps({"sentence1": s1, "sentence2": s2, "label": y, "id": i}) for i, (s1, s2, y) in enumerate(rows)]
+    path = write(tmp_path, "dev.json", "\n".join(lines) + "\n")
+    res = read_examples(path, ocnli.layout_for(path))
+    assert [(e.index, e.text, e.label) for e in res.examples] == [
+        (0, "a", "neutral"),
+        (2, "e", "entailment"),
+        (4, "i", "neutral"),
+    ]
+    assert res.skipped == 2
+    tsv = write(tmp_path, "dev.tsv", "s1\ts2\tlabel\n" + "".join(f"{a}\t{b}\t{y}\n" for a, b, y in rows))
+    spec = ColumnSpec(text="s1", text_pair="s2", label="label", skip_labels=("-",))
+    assert [e.index for e in read_examples(tsv, spec).examples] == [0, 2, 4]

@@ -230,11 +230,27 @@ def read_qa_file(path: str | Path) -> QAReadResult:
     except UnicodeDecodeError as exc:
         raise LitebertError(f"{path}: not UTF-8 ({exc})") from None
     whole = None
-    if text.lstrip().startswith("{"):
+    if text.lstrip().startswith(("{", "[")):
         try:
             whole = json.loads(text)
         except json.JSONDecodeError:
             whole = None  # JSON lines: one object per line
+    rows: list[tuple[str, Any]] | None = None  # (where, row) of JSON lines or of a JSON list of rows
+    if isinstance(whole, list):  # one JSON document holding a list: rows {id, question, context, answers}
+        if not all(isinstance(r, dict) and {"question", "context"} <= set(r) for r in whole):
+            bad = next(
+                i for i, r in enumerate(whole) if not (isinstance(r, dict) and {"question", "context"} <= set(r))
+            )
+            got = (
+                f"an object with keys {sorted(whole[bad])[:6]}"
+                if isinstance(whole[bad], dict)
+                else type(whole[bad]).__name__
+            )
+            raise LitebertError(
+                f"{path}: a JSON list whose item [{bad}] is {got}: expected SQuAD layout (data[].paragraphs[].qas[]) "
+                "or rows {id, question, context, answers} (JSON lines, or a JSON list of them)"
+            )
+        rows = [(f"{path}:[{i}]", r) for i, r in enumerate(whole)]
     if isinstance(whole, dict) and "data" in whole:
         res = QAReadResult(path, "squad", [])
         if not isinstance(whole["data"], list):
@@ -268,15 +284,19 @@ def read_qa_file(path: str | Path) -> QAReadResult:
         )
     else:
         res = QAReadResult(path, "jsonl", [])
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LitebertError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise LitebertError(f"{path}:{n}: expected a JSON object with id, question, context, answers")
+        if rows is None:
+            rows = []
+            for n, line in enumerate(text.splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise LitebertError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise LitebertError(f"{path}:{n}: expected a JSON object with id, question, context, answers")
+                rows.append((f"{path}:{n}", row))
+        for where, row in rows:
             res.examples.append(
                 _make_example(
                     res,
@@ -285,7 +305,7 @@ def read_qa_file(path: str | Path) -> QAReadResult:
                     row.get("context"),
                     row.get("answers"),
                     row.get("is_impossible"),
-                    f"{path}:{n}",
+                    where,
                 )
             )
     if not res.examples:

@@ -36,7 +36,8 @@ class Example:
     """One input row.
 
     Attributes:
-        index: 0-based position among the data rows of the file (blank lines and the header excluded); this is
+        index: 0-based position among the data rows of the file (blank lines and the header excluded; rows dropped
+            by a filter or a skipped label keep their numbers, so later rows are not renumbered); this is
             the ``index`` column of ``predictions.tsv``.
         text: the first text field.
         text_pair: the second text field of sentence-pair tasks, else ``None``.
@@ -320,7 +321,7 @@ def read_examples(
                 continue
         examples.append(
             Example(
-                index=len(examples),
+                index=len(examples) + skipped,  # the data row in the file: dropped rows keep their numbers
                 text=fields[index["text"]].strip(),
                 text_pair=fields[index["text pair"]].strip() if index["text pair"] is not None else None,
                 label=label,
@@ -417,7 +418,7 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
                 skipped += 1
                 continue
         examples.append(
-            Example(index=len(examples), text=text, text_pair=pair, label=label, line=lineno, labels=labels)
+            Example(index=len(examples) + skipped, text=text, text_pair=pair, label=label, line=lineno, labels=labels)
         )
     if not examples:
         raise LitebertError(f"{path}: no data rows")
