@@ -263,6 +263,26 @@ def test_sequence_classification_problem_types(problem, tmp_path):
     assert ours.config.problem_type == hf.config.problem_type == expected
 
 
+def test_regression_head_is_fp32_under_bf16_autocast():
+    """Under bf16 autocast (`--precision auto` on a bf16 CPU) the encoder runs in bf16 but a regression head's
+    output, the prediction itself, is computed in fp32: its logits equal the fp32 head applied to the pooled output
+    of the same autocast forward to float rounding, and are not bf16-rounded values (before, every prediction had 8
+    significant bits and Pearson/Spearman saw ties). Classification heads keep autocast's dtype."""
+    reg = randomize(AlbertForSequenceClassification(make_config(num_labels=1))).eval()
+    batch, _ = make_batch(seed=6)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = reg(**batch)
+        pooled = reg.albert(**batch).pooler_output
+    assert out.logits.dtype == torch.float32
+    with torch.no_grad():
+        expected = F.linear(pooled.float(), reg.classifier.weight, reg.classifier.bias)
+    torch.testing.assert_close(out.logits, expected, rtol=1e-6, atol=1e-6)
+    assert (out.logits.bfloat16().float() != out.logits).any()  # more precision than bf16 holds
+    cls = randomize(AlbertForSequenceClassification(make_config(num_labels=3))).eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert cls(**batch).logits.dtype == torch.bfloat16
+
+
 def test_multiple_choice_matches_transformers(tmp_path):
     ours = randomize(AlbertForMultipleChoice(make_config("e32-h32-g2-k2-gelu"))).eval()
     hf, info = to_hf(ours, tmp_path, transformers.AlbertForMultipleChoice)

@@ -778,7 +778,8 @@ class AlbertForSequenceClassification(AlbertPreTrainedModel):
         pooled_only=False,
     ):
         """→ :class:`SequenceClassifierOutput` with ``logits`` (B, num_labels); ``pooled_only``: see
-        :meth:`AlbertModel.forward` (the logits do not change)."""
+        :meth:`AlbertModel.forward` (the logits do not change). Under autocast a regression head (``problem_type``
+        "regression", or num_labels 1) runs in fp32, so its logits are fp32."""
         out = self._run_albert(
             input_ids,
             attention_mask,
@@ -789,7 +790,17 @@ class AlbertForSequenceClassification(AlbertPreTrainedModel):
             output_attentions,
             pooled_only,
         )
-        logits = self.classifier(_dropout(out.pooler_output, self.dropout_prob, self.training))
+        pooled = _dropout(out.pooler_output, self.dropout_prob, self.training)  # (B, H)
+        regression = self.config.problem_type == "regression" or (
+            self.config.problem_type is None and self.num_labels == 1
+        )
+        if regression and torch.is_autocast_enabled(pooled.device.type):
+            # a regression head's output is the prediction itself: bf16 autocast would round it to 3 significant
+            # digits (an STS-B score in [4, 5] to 0.03; Pearson/Spearman then see ties), so it runs in fp32
+            with torch.autocast(pooled.device.type, enabled=False):
+                logits = self.classifier(pooled.float())  # (B, num_labels) fp32
+        else:
+            logits = self.classifier(pooled)  # (B, num_labels)
         loss = None
         if labels is not None:
             if self.config.problem_type is None:
