@@ -8,7 +8,15 @@ from litebert.errors import LitebertError
 from litebert.fileio import atomic_write
 from litebert.training.metrics import read_metrics
 
-_SKIP = {"step", "split", "learning_rate", "grad_norm", "tokens_per_second", "mlm_perplexity"}
+# not curves of the two panels: the step, rates, counts and perplexity (a loss's exponential, on another scale)
+_SKIP = {"step", "split", "learning_rate", "grad_norm", "tokens_per_second", "mlm_perplexity", "skipped_steps"}
+
+
+def panel_keys(records: list[dict]) -> tuple[list[str], list[str]]:
+    """The metrics ``plot_metrics`` draws, split by panel: (keys ending in ``loss``, the other numeric keys:
+    accuracies, F1, correlations …), each sorted; the names in ``_SKIP`` are not drawn."""
+    keys = sorted({k for r in records for k, v in r.items() if k not in _SKIP and isinstance(v, (int, float))})
+    return [k for k in keys if k.endswith("loss")], [k for k in keys if not k.endswith("loss")]
 
 
 def plot_metrics(output_dir: str | Path, out: str | Path | None = None) -> Path:
@@ -29,7 +37,8 @@ def plot_metrics(output_dir: str | Path, out: str | Path | None = None) -> Path:
     out = Path(out) if out else output_dir / "curves.png"
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
     # one colour per metric, so train (line) and eval (markers) of the same metric read as a pair
-    all_keys = sorted({k for r in records for k, v in r.items() if k not in _SKIP and isinstance(v, (int, float))})
+    loss_keys, other_keys = panel_keys(records)
+    all_keys = sorted(loss_keys + other_keys)
     colour = {key: f"C{i % 10}" for i, key in enumerate(all_keys)}
     for split, style in (("train", "-"), ("eval", "o--")):
         rows = [r for r in records if r.get("split") == split]
