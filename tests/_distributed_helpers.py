@@ -47,11 +47,15 @@ def run_training(
     accum: int = 2,
     precision: str = "fp32",
     config=None,
+    sop_inputs: list | None = None,
 ):
     """Train a fresh (seed 0) model on synthetic data with global batch 8 = world × batch × accum; returns the final
-    full state dict (on every rank)."""
+    full state dict (on every rank). ``sop_inputs``: gets the SOP classifier's input (B, H) of every forward (after
+    the head's dropout, so its zeros are the dropout mask)."""
     torch.manual_seed(0)
     model = pretraining_model(config or tiny_config(), sop)
+    if sop_inputs is not None:
+        model.sop_classifier.classifier.register_forward_pre_hook(lambda m, args: sop_inputs.append(args[0].detach()))
     wrapped = D.wrap_model(model, dist, fsdp=fsdp, precision=precision)
     opt = build_optimizer(wrapped, "lamb", lr=1e-2, weight_decay=0.01)
     sched = build_scheduler(opt, 2, steps)
@@ -178,6 +182,20 @@ def worker(rank: int, world: int, store: str, tmp: str) -> None:
         lap("eval_fsdp")
         res["eval_ddp"] = eval_sums(dist, fsdp=False)
         lap("eval_ddp")
+        # dropout under DDP: each rank draws its own masks, fresh and resumed from a 1-process checkpoint
+        dropout = tiny_config().replace(classifier_dropout_prob=0.5)
+        for job, resume in (("dropout_fresh", None), ("dropout_from_one", tmp / "one")):
+            res[job] = []
+            run_training(
+                tmp / job,
+                dist,
+                steps=3 if resume else 1,
+                save_steps=0,
+                config=dropout,
+                sop_inputs=res[job],
+                resume=checkpoint_copy(resume, 2, tmp / job) if resume else None,
+            )
+        lap("dropout")
         # bf16 policy: bf16 parameters in the forward, fp32 gradient reduction; fp32 weights kept
         policy_model = D.wrap_model(pretraining_model(tiny_config()), dist, fsdp=True, precision="bf16")
         res["bf16_policy"] = [

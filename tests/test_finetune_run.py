@@ -714,6 +714,71 @@ def test_evaluate_and_predict_never_write_over_a_runs_files(sst2_run, shared_dat
     assert _files(tmp_path / "ev") == first
 
 
+def test_a_tokenizer_of_another_vocabulary_is_refused_by_finetune_evaluate_and_predict(
+    en_model, sst2_run, tiny, shared_data, tmp_path, capsys
+):
+    """Defect: `finetune --tokenizer DIR` with a tokenizer of fewer ids than the model's vocab_size was accepted and
+    best/ paired the model with it; `predict`/`evaluate --tokenizer DIR` with more ids crashed with `IndexError:
+    index out of range in self` deep in the embedding. Now all three compare the vocabulary with the model
+    directory's own tokenizer files (their fingerprints) and refuse another one in one line naming both, before
+    anything is written; the same vocabulary from another directory is fine, and a model directory without
+    tokenizer files keeps the size check."""
+    import shutil
+
+    from litebert.tokenization import load_tokenizer
+
+    _, run = sst2_run
+    best = run / "best"
+    glue = shared_data / "glue/SST-2"
+    own = load_tokenizer(en_model)
+    smaller, larger = (
+        tiny.tokenizer("wordpiece", 800),
+        tiny.tokenizer("sentencepiece"),
+    )  # (3000 ids; the cache key is the call)
+    assert load_tokenizer(smaller).vocab_size < own.vocab_size < load_tokenizer(larger).vocab_size
+
+    def refused(tokenizer, model):
+        return (
+            f"error: --tokenizer {tokenizer} is not the tokenizer of the model {model}: "
+            f"{load_tokenizer(tokenizer).vocab_size} tokens (vocabulary sha256 "
+            f"{load_tokenizer(tokenizer).vocab_fingerprint()[:12]}…) vs the model directory's own {own.vocab_size} "
+            f"tokens (sha256 {own.vocab_fingerprint()[:12]}…); drop --tokenizer to use the model's own tokenizer\n"
+        )
+
+    out = tmp_path / "ft"
+    argv = _sst2_argv(en_model, out, "--max-steps", 1, shared_data=shared_data)
+    for tok in (smaller, larger):
+        assert main([*argv, "--tokenizer", str(tok)]) == 2
+        assert capsys.readouterr().err.splitlines(keepends=True)[-1] == refused(tok, en_model)
+    assert not out.exists()
+    for command in ("predict", "evaluate"):
+        for tok in (smaller, larger):
+            ev = [command, "--model", str(best), "--data", str(glue / "dev.tsv"), "--max-examples", "4"]
+            assert main([*ev, "--tokenizer", str(tok), "--output", str(tmp_path / command)]) == 2
+            err = capsys.readouterr().err
+            assert err == refused(tok, best) and "Traceback" not in err
+            assert not (tmp_path / command).exists()
+
+    # the model's own vocabulary from another directory: the same results
+    copy = tmp_path / "tok_copy"
+    own.save(copy)
+    cfg = EvaluateConfig(model=str(best), data_file=str(glue / "dev.tsv"), max_examples=8, precision="fp32")
+    plain = evaluate(cfg)
+    assert evaluate(dataclasses.replace(cfg, tokenizer=str(copy))).metrics == plain.metrics
+    # a model directory without tokenizer files: only the size can be checked
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(best / name, bare / name)
+    with pytest.raises(LitebertError) as exc:
+        evaluate(dataclasses.replace(cfg, model=str(bare), tokenizer=str(larger)))
+    assert str(exc.value) == (
+        f"the tokenizer {larger} has {load_tokenizer(larger).vocab_size} tokens but the model's vocab_size is "
+        f"{own.vocab_size} ({bare / 'config.json'}): tokenizer and model do not belong together"
+    )
+    assert evaluate(dataclasses.replace(cfg, model=str(bare), tokenizer=str(copy))).metrics == plain.metrics
+
+
 def _records(run_dir):
     """metrics.jsonl without the timing fields (the only ones two identical runs differ in)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -863,26 +928,59 @@ def test_evaluate_uses_the_length_the_model_was_fine_tuned_with(en_model, shared
 def test_resume_refuses_changed_settings(en_model, shared_data, tmp_path, capsys):
     """Defect: `finetune --resume auto` with another learning rate and batch size resumed and recorded the new ones,
     and a finished run resumed with a smaller --max-steps rewrote its results. Now both are refused, naming each
-    change old → new, and nothing is written; a change of what does not alter the training (logging) is fine."""
+    change old → new, and nothing is written; a change of what does not alter the training (logging) is fine.
+    Defect: `--resume auto` on a finished run (checkpoints kept) was accepted and rewrote eval_results.json and the
+    predictions; with another --test it replaced test_predictions.tsv by that file's. Now a finished run is refused
+    before anything is written, and --test is compared like the other data files."""
+    glue = shared_data / "glue/SST-2"
+    rows = (glue / "test.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    test_a, test_b = tmp_path / "test_a.tsv", tmp_path / "test_b.tsv"
+    test_a.write_text("".join(rows[:21]), encoding="utf-8")
+    test_b.write_text("".join(rows[:1] + rows[21:51]), encoding="utf-8")
     out = tmp_path / "run"
-    common = ["--max-steps", 8, "--eval-steps", 4]
+    common = ["--max-steps", 8, "--eval-steps", 4, "--test", test_a]
     assert main(_sst2_argv(en_model, out, *common, shared_data=shared_data)) == 0
+    assert len((out / "test_predictions.tsv").read_text().splitlines()) == 21
     capsys.readouterr()
-    files = ("eval_results.json", "predictions.tsv", "finetune_config.json", "run_settings.json")
-    before = {name: (out / name).read_bytes() for name in files}
+    before = _files(out)
+
+    def last_error():
+        return capsys.readouterr().err.strip().splitlines()[-1]  # one error line, after the data warnings
+
+    finished = (
+        f"error: --output {out} holds a finished `litebert finetune` run (eval_results.json): a finished run is not "
+        "resumed, so its results stay as they are; choose a new or empty --output (nothing was written)"
+    )
+    for test in (test_a, test_b):
+        assert main(_sst2_argv(en_model, out, *common[:-1], test, "--resume", "auto", shared_data=shared_data)) == 2
+        assert last_error() == finished
+    # the report's command: the run's own settings, another --test
+    again = ["finetune", "--config", str(out / "run_settings.json"), "--output", str(out), "--resume", "auto"]
+    assert main([*again, "--test", str(test_b), "--no-progress"]) == 2 and last_error() == finished
+    assert _files(out) == before
+
+    # the same run killed after its last checkpoint, before its results: resumable, with the run's settings only
+    for name in ("eval_results.json", "predictions.tsv", "test_predictions.tsv"):
+        (out / name).unlink()
+    files = ("finetune_config.json", "run_settings.json")
+    unfinished = {name: (out / name).read_bytes() for name in files}
     changed = [*common, "--learning-rate", "5e-2", "--batch-size", "4", "--resume", "auto"]
     assert main(_sst2_argv(en_model, out, *changed, shared_data=shared_data)) == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]  # one error line, after the data warnings
+    err = last_error()
     assert err.startswith("error: --resume: ") and "was trained with other settings" in err and "new --output" in err
     assert "--learning-rate 0.001 → 0.05" in err and "--batch-size 16 → 4" in err
-    shorter = ["--max-steps", 4, "--eval-steps", 4, "--resume", "auto"]
+    other_test = [*common[:-1], test_b, "--resume", "auto"]
+    assert main(_sst2_argv(en_model, out, *other_test, shared_data=shared_data)) == 2
+    assert f"--test {str(test_a)!r} → {str(test_b)!r}" in last_error()
+    shorter = ["--max-steps", 4, "--eval-steps", 4, "--test", test_a, "--resume", "auto"]
     assert main(_sst2_argv(en_model, out, *shorter, shared_data=shared_data)) == 2
     assert "--max-steps 4 is below the checkpoint's step 8" in capsys.readouterr().err
-    assert {name: (out / name).read_bytes() for name in files} == before
-    assert not list(out.glob("run_settings.resume-*"))
-    again = [*common, "--logging-steps", 2, "--resume", "auto"]
-    assert main(_sst2_argv(en_model, out, *again, shared_data=shared_data)) == 0
-    assert json.loads((out / "eval_results.json").read_text()) == json.loads(before["eval_results.json"])
+    assert {name: (out / name).read_bytes() for name in files} == unfinished
+    assert not list(out.glob("run_settings.resume-*")) and not (out / "eval_results.json").exists()
+    logging_only = [*common, "--logging-steps", 2, "--resume", "auto"]
+    assert main(_sst2_argv(en_model, out, *logging_only, shared_data=shared_data)) == 0
+    for name in ("eval_results.json", "predictions.tsv", "test_predictions.tsv"):
+        assert (out / name).read_bytes() == before[Path(name)]
 
 
 def test_a_preset_reads_a_file_of_another_layout_by_the_columns_the_user_gave(tmp_path):

@@ -85,6 +85,18 @@ def test_compiled_ddp_still_skips_gradient_sync(runs):
     assert runs["compiled_no_sync"]
 
 
+def test_ranks_draw_their_own_dropout_masks(runs):
+    """Defect: every rank seeds alike (for the same initial weights) and kept that stream, so rank 1 drew for its
+    rows exactly the dropout masks rank 0 drew for its own (and after a resume from a 1-process checkpoint both
+    took its RNG file). Now ranks > 0 get streams of their own: the masks differ, while each is still dropout."""
+    for job in ("dropout_fresh", "dropout_from_one"):
+        first = [r[job][0] != 0 for r in (runs, runs["rank1"])]  # the SOP head's dropout mask of the first micro-batch
+        assert first[0].shape == first[1].shape == (2, H.tiny_config().hidden_size), job
+        assert not torch.equal(first[0], first[1]), job
+        for mask in first:
+            assert 0.2 < mask.float().mean() < 0.8, job  # p = 0.5
+
+
 def test_fsdp_evaluation_drops_no_batch(runs):
     for key in ("eval_fsdp", "eval_ddp"):
         for metric, value in runs["eval_one"].items():

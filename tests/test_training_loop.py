@@ -40,13 +40,13 @@ def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
     return model, opt, sched, batches
 
 
-def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, **kw):
+def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, eval_fn=None, **kw):
     setup_kw = {k: kw.pop(k) for k in ("n", "lr") if k in kw}
     model, opt, sched, batches = _setup(batch_size, steps, **setup_kw)
     kw.setdefault("progress_bar", False)
     kw.setdefault("logging_steps", 1)
     args = TrainingArgs(output_dir=out, max_steps=steps, gradient_accumulation_steps=accum, **kw)
-    result = train(model, opt, sched, batches, objective, pretraining_count, args)
+    result = train(model, opt, sched, batches, objective, pretraining_count, args, eval_fn=eval_fn)
     return model, result
 
 
@@ -135,6 +135,45 @@ def test_resume_logs_the_steps_before_the_checkpoint_in_its_first_record(tmp_pat
     for a, b in zip(full, resumed):
         for key in ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy", "grad_norm"):
             assert a[key] == b[key], (a["step"], key)
+
+
+def _tensorboard_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar series of ``run_dir/tb`` as TensorBoard reads it (purge markers applied)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "tb"))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_resumed_run_keeps_the_tensorboard_scalars_of_the_checkpoint_step(tmp_path):
+    """Defect: the resumed run's event file purged from the checkpoint's step on, so TensorBoard lost the train and
+    eval scalars of step 3 (written before the checkpoint, never again). Oracle: the uninterrupted run's events."""
+
+    def weight_sum(model):  # a deterministic evaluation: the resumed weights are bit-identical
+        return {"weight_sum": float(sum(p.double().sum() for p in model.parameters()))}
+
+    kw = {"steps": 6, "save_steps": 3, "eval_steps": 3, "eval_fn": weight_sum}
+    _run(tmp_path / "full", **kw)
+    # the interrupted run: killed after step 6's records, before its checkpoint was sealed
+    part = tmp_path / "part"
+    shutil.copytree(tmp_path / "full", part)
+    shutil.rmtree(part / "checkpoints" / "step-6")
+    # readers order event files by name (which starts with the creation second): date the killed run's earlier,
+    # as a run started seconds before its resume would be
+    for f in (part / "tb").iterdir():
+        fields = f.name.split(".")
+        f.rename(f.with_name(".".join([*fields[:3], "0000000001", *fields[4:]])))
+    _run(part, resume="auto", **kw)
+    assert len(list((part / "tb").iterdir())) == 2
+    full, resumed = _tensorboard_scalars(tmp_path / "full"), _tensorboard_scalars(part)
+    assert [s for s, _ in full["eval/weight_sum"]] == [3, 6]
+    assert [s for s, _ in full["train/loss"]] == [1, 2, 3, 4, 5, 6]
+    assert sorted(resumed) == sorted(full)
+    for tag in full:
+        if tag != "train/tokens_per_second":  # wall clock
+            assert resumed[tag] == full[tag], tag
+    assert [s for s, _ in resumed["train/tokens_per_second"]] == [1, 2, 3, 4, 5, 6]
 
 
 def test_corrupted_checkpoint_is_a_clear_error(tmp_path):

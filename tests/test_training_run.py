@@ -107,6 +107,23 @@ def test_runs_of_the_same_command(tmp_path):
     _check(run, "pretrain", "auto")
 
 
+def test_a_finished_run_that_cannot_be_extended_is_not_resumed(tmp_path):
+    """Defect: `finetune --resume auto` on a finished run that kept its checkpoints was accepted and rewrote its
+    eval_results.json and predictions (finetune's steps cannot grow, so there is nothing to continue). Without
+    ``may_extend`` such a run is refused like a fresh run into it; pretrain's finished runs still continue."""
+    run = _run_dir(tmp_path / "ft", "finetune", checkpoint=True, finished="eval_results.json")
+    for resume in ("auto", str(run / "checkpoints" / "step-4")):
+        with pytest.raises(LitebertError) as exc:
+            _check(run, resume=resume, may_extend=False)
+        assert str(exc.value) == (
+            f"--output {run} holds a finished `litebert finetune` run (eval_results.json): a finished run is not "
+            "resumed, so its results stay as they are; choose a new or empty --output (nothing was written)"
+        )
+    _check(_run_dir(tmp_path / "ft2", "finetune", checkpoint=True), resume="auto", may_extend=False)  # unfinished
+    run = _run_dir(tmp_path / "pre", "pretrain", checkpoint=True, finished="final")
+    _check(run, "pretrain", "auto", may_extend=True)
+
+
 def test_resume_auto_without_a_checkpoint_says_so(tmp_path):
     said = []
     assert resolve_resume(tmp_path / "new", "auto", log=said.append) is None

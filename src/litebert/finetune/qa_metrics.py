@@ -7,7 +7,7 @@
   v2 differences: references that normalise to empty are dropped and an unanswerable question's references are
   ``[""]``; F1 of an empty prediction or reference is 1 if both are empty else 0 (v1 scores an empty overlap 0);
   ``find_best_thresh`` chooses the no-answer threshold on the scores (``best_exact``/``best_f1`` and their
-  ``_thresh``).
+  ``_thresh``; here always a threshold that gives that score, see there).
 * CMRC 2018 (``cmrc2018_evaluate.py`` of ymcui/cmrc2018, also used for DRCD): "mixed segmentation" — the text is
   lower-cased and stripped, every CJK character (U+4E00–U+9FA5) and every character of the scorer's punctuation list
   is a segment of its own, and the runs in between are split by NLTK's word tokenizer; F1 is the precision/recall
@@ -26,6 +26,8 @@ litebert always predicts every question).
 from __future__ import annotations
 
 import collections
+import itertools
+import math
 import re
 import string
 
@@ -93,22 +95,46 @@ def squad_v1_metrics(references: dict[str, list[str]], predictions: dict[str, st
 
 
 def find_best_thresh(
-    predictions: dict[str, str], scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool]
+    scores: dict[str, float], na_probs: dict[str, float], has_answer: dict[str, bool]
 ) -> tuple[float, float]:
-    """The official v2 threshold search: questions in increasing ``na_probs`` order; start from "every question
-    answered empty" and add, one question at a time, the score of answering it (its score if answerable, -1 if
-    unanswerable and the prediction is non-empty). Returns ``(best score ×100, threshold)``; a question counts as
-    unanswered when its ``na_prob > threshold``."""
+    """The official v2 threshold search, with a threshold that realises the score it returns.
+
+    As ``evaluate-v2.0.py``'s ``find_best_thresh``: start from "every question unanswered" (each unanswerable one
+    right) and walk the questions in increasing ``na_probs`` order, adding the gain of answering each one (its
+    score if answerable; if unanswerable, its score answered minus the point it had: -1 for a non-empty
+    prediction); the best running total is the best score, and the threshold is the ``na_prob`` of the last
+    question answered, since a question counts as unanswered when ``na_prob > threshold``. Two differences make
+    ``na_prob > threshold`` reproduce the returned score (:func:`squad_v2_metrics` with ``na_prob_thresh`` set to
+    it), for any sign of the ``na_probs`` (litebert's are logit differences ``null − best span``):
+
+    * when the best is to answer nothing, the threshold is below every ``na_prob`` (the script returns its
+      starting placeholder 0.0, which means "answer nothing" only for probabilities; for negative differences it
+      answers every question);
+    * questions with equal ``na_probs`` are answered together, since no threshold separates them (the script may
+      return a total reached in the middle of such a group, which its threshold does not give).
+
+    The gains come from ``scores`` (the raw per-question scores of the predictions that answering gives) alone:
+    the script's ``preds`` argument only tells whether an unanswerable question's prediction is non-empty, and a
+    prediction that normalises to "" (``"the"``) scores 1 there, gaining 0 where the script counts -1. Without
+    ties, with an answer among the best and no such prediction, score and threshold are the script's.
+
+    Returns ``(best score ×100, threshold)``.
+    """
     cur = best = float(sum(1 for q in has_answer if not has_answer[q]))
-    thresh = 0.0
-    for qid in sorted(na_probs, key=lambda k: na_probs[k]):
-        if qid not in scores:
-            continue
-        # answering qid gains its score; an unanswerable one answered non-empty loses the point it had
-        cur += scores[qid] if has_answer[qid] else (-1.0 if predictions[qid] else 0.0)
+    order = sorted((q for q in na_probs if q in scores), key=lambda q: na_probs[q])
+    thresh = _below(na_probs[order[0]]) if order else 0.0
+    for value, group in itertools.groupby(order, key=lambda q: na_probs[q]):
+        # answering a question gains its score; an unanswerable one loses the point it had unanswered
+        cur += sum(scores[q] - (0.0 if has_answer[q] else 1.0) for q in group)
         if cur > best:
-            best, thresh = cur, na_probs[qid]
+            best, thresh = cur, value
     return 100.0 * best / max(len(scores), 1), thresh
+
+
+def _below(x: float) -> float:
+    """A threshold under which ``x`` lies: one unit lower (``x`` is a logit difference), or the next float down
+    where one unit is lost to rounding."""
+    return min(x - 1.0, math.nextafter(x, -math.inf))
 
 
 def squad_v2_metrics(
@@ -141,8 +167,8 @@ def squad_v2_metrics(
             out[f"{name}_f1"] = 100.0 * sum(f1[q] for q in ids) / len(ids)
             out[f"{name}_total"] = float(len(ids))
     if na_probs is not None:
-        out["best_exact"], out["best_exact_thresh"] = find_best_thresh(predictions, exact_raw, na_probs, has_answer)
-        out["best_f1"], out["best_f1_thresh"] = find_best_thresh(predictions, f1_raw, na_probs, has_answer)
+        out["best_exact"], out["best_exact_thresh"] = find_best_thresh(exact_raw, na_probs, has_answer)
+        out["best_f1"], out["best_f1_thresh"] = find_best_thresh(f1_raw, na_probs, has_answer)
     return out
 
 

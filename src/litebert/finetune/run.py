@@ -20,7 +20,7 @@ kind's objective (summed loss) and a dev-set ``eval_fn``. Output directory::
     OUTPUT/metrics.jsonl, tb/, train.log, checkpoints/   written by the training loop (a checkpoint at every
                                evaluation by default, --save-steps N: what --resume auto continues from)
 
-OUTPUT must be absent or empty, or (``--resume``) a ``finetune`` run of its own
+OUTPUT must be absent or empty, or (``--resume``) an unfinished ``finetune`` run of its own
 (:func:`litebert.training.run.check_output_dir`). ``evaluate(EvaluateConfig)`` and ``predict(EvaluateConfig)``
 load a fine-tuned directory (litebert's or transformers' head model) and write ``eval_results.json`` / the
 predictions file, never over files already there; without ``--max-seq-length`` they use the length the model
@@ -44,6 +44,8 @@ from typing import Any
 
 import torch
 
+from litebert.checkpoint import load_config
+from litebert.data import tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, read_json
 from litebert.finetune.classification import make_objective, run_inference, write_predictions  # noqa: F401
@@ -60,11 +62,11 @@ log = logging.getLogger("litebert.finetune")
 
 INITS = ("pretrained", "random")
 #: what a resumed fine-tuning run may set differently (:func:`litebert.training.run.check_resume_settings`): none
-#: of these changes the weights it trains; ``epochs`` and ``max_steps`` are compared as the steps they resolve to
+#: of these changes the weights it trains or the files it predicts (``--test`` is a data file like the others);
+#: ``epochs`` and ``max_steps`` are compared as the steps they resolve to
 RESUME_MAY_CHANGE = (
     "output_dir",
     "resume",
-    "test_file",
     "epochs",
     "eval_batch_size",
     "eval_steps",
@@ -452,15 +454,40 @@ def _device(name: str | None) -> torch.device:
     return torch.device(name)
 
 
-def _load_tokenizer(model_dir: str, tokenizer_dir: str | None):
+def _load_tokenizer(model_dir: str | Path, tokenizer_dir: str | None, vocab_size: int):
+    """The tokenizer of the model in ``model_dir`` (whose ``config.json`` says ``vocab_size``), for finetune,
+    evaluate and predict: the directory's own tokenizer files, or ``--tokenizer DIR``, which must be the same
+    vocabulary. The vocabularies are compared by their fingerprints (``Tokenizer.vocab_fingerprint``, as
+    ``prepare``/``pretrain`` compare data and models), so a tokenizer of another vocabulary is refused whatever
+    its size; a model directory without tokenizer files can only be checked by size: a tokenizer with more ids
+    than the model's embedding rows is refused.
+
+    Raises:
+        LitebertError: no tokenizer files (in ``--tokenizer`` DIR, or in the model directory without it); a
+            ``--tokenizer`` whose vocabulary is not the model directory's own; more ids than ``vocab_size``.
+    """
     from litebert.tokenization import load_tokenizer
 
     directory = Path(tokenizer_dir or model_dir)
     try:
-        return load_tokenizer(directory)
+        tokenizer = load_tokenizer(directory)
     except LitebertError as exc:
         hint = "" if tokenizer_dir else " (pass --tokenizer DIR if the model directory has no tokenizer files)"
         raise LitebertError(f"{exc}{hint}") from exc
+    own = tokenizer_vocabulary(model_dir) if directory.resolve() != Path(model_dir).resolve() else None
+    mine = tokenizer.vocab_fingerprint() if own is not None else None
+    if own is not None and own["vocab_sha256"] != mine:
+        raise LitebertError(
+            f"--tokenizer {tokenizer_dir} is not the tokenizer of the model {model_dir}: {tokenizer.vocab_size} "
+            f"tokens (vocabulary sha256 {mine[:12]}…) vs the model directory's own {own['vocab_size']} tokens "
+            f"(sha256 {own['vocab_sha256'][:12]}…); drop --tokenizer to use the model's own tokenizer"
+        )
+    if tokenizer.vocab_size > vocab_size:
+        raise LitebertError(
+            f"the tokenizer {directory} has {tokenizer.vocab_size} tokens but the model's vocab_size is {vocab_size} "
+            f"({Path(model_dir) / 'config.json'}): tokenizer and model do not belong together"
+        )
+    return tokenizer
 
 
 def build_model(
@@ -489,7 +516,7 @@ def build_model(
     Raises:
         LitebertError: no ``config.json``; encoder weights missing from the directory or of another shape.
     """
-    from litebert.checkpoint import load_config, load_state_dict_file, load_weights
+    from litebert.checkpoint import load_state_dict_file, load_weights
     from litebert.modeling import MODEL_CLASSES
 
     directory = Path(model_dir)
@@ -649,7 +676,7 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
     kind.fit(train_read)
     train_read = _subsample(train_read, cfg.max_train_examples, cfg.data_seed)
     dev_read = _subsample(dev_read, cfg.max_eval_examples, cfg.data_seed)
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, load_config(cfg.model).vocab_size)
     train = _Split(train_read, kind.featurize(train_read, tokenizer, cfg.max_seq_length, "train"))
     dev = _Split(dev_read, kind.featurize(dev_read, tokenizer, cfg.max_seq_length, "dev"))
     test = None
@@ -687,11 +714,6 @@ def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
     )
     if positions_warning:
         log.warning("finetune: %s", positions_warning)
-    if data.tokenizer.vocab_size > model.config.vocab_size:
-        raise LitebertError(
-            f"the tokenizer has {data.tokenizer.vocab_size} tokens but the model's vocab_size is "
-            f"{model.config.vocab_size}: tokenizer and model do not belong together"
-        )
     log.info(
         "finetune: %s init; newly initialised: %s",
         cfg.init,
@@ -829,7 +851,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     rank 0 alone writes ``OUTPUT/`` and every rank returns its :class:`FinetuneResult`. Logs a warning when
     ``max_seq_length`` exceeds the model's ``pretraining_max_seq_length`` (:func:`untrained_positions_warning`).
 
-    ``cfg.output_dir`` must be absent or empty, or, with ``cfg.resume``, a finetune run of its own
+    ``cfg.output_dir`` must be absent or empty, or, with ``cfg.resume``, an unfinished finetune run of its own
     (:func:`litebert.training.run.check_output_dir`); the training state is checkpointed every ``cfg.save_steps``
     steps (default: at every evaluation), and ``resume="auto"`` continues from the newest complete checkpoint to the
     weights, metrics and ``metrics.jsonl`` of an uninterrupted run.
@@ -862,6 +884,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "finetune",
         cfg.resume,
         finished="eval_results.json",
+        may_extend=False,  # its steps cannot grow: resuming a finished run would only rewrite its results
         sources={"--model": cfg.model, "--tokenizer": cfg.tokenizer},
     )
     kind = make_kind(cfg.data, problem_type=cfg.problem_type, metrics=cfg.metrics)
@@ -914,7 +937,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     log.info("finetune: %s", precision)
     run_settings["precision"] = precision.to_dict()
     settings = make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items() if k != "finetune_config"})
-    # every rank refuses a resume that would change the run's trajectory (a finished run's results included)
+    # every rank refuses a resume that would change the run's trajectory or its data files
     check_resume_settings(resume_from, settings, cfg, steps=max_steps, may_change=RESUME_MAY_CHANGE)
     if dist.is_main:
         # run_settings.json first: it marks the directory as a finetune run (check_output_dir) from the start
@@ -1004,7 +1027,6 @@ def _eval_seq_length(cfg: EvaluateConfig, config, kind: TaskKind, directory: Pat
 def _prepare_eval(cfg: EvaluateConfig, command: str):
     """Everything ``evaluate``/``predict`` need before the forward passes; refuses an ``--output`` that holds a
     file they would write before anything is loaded (:func:`litebert.training.run.check_no_overwrite`)."""
-    from litebert.checkpoint import load_config
     from litebert.training import distributed as D
     from litebert.training.run import check_no_overwrite
 
@@ -1050,7 +1072,7 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     read = kind.read(cfg.data_file, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer)
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)
     feats = kind.featurize(read, tokenizer, seq, "data")
     _report_truncation("data", read.path, feats, seq)
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes

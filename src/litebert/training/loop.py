@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
@@ -332,6 +333,22 @@ def _rescale_position(
     st.position = st.position // saved_accum * args.gradient_accumulation_steps
 
 
+def _own_rng_stream(rank: int) -> None:
+    """Give a rank other than 0 a torch random stream of its own (CPU and CUDA: dropout masks), seeded from the
+    stream every rank shares and the rank number.
+
+    Every rank starts alike (the same seed, for the same initial weights; or rank 0's RNG file of a checkpoint
+    written by fewer processes), so rank r would otherwise draw for its rows exactly the dropout masks rank 0 draws
+    for its own: the noise of the ranks' halves of a batch would be one noise, twice. Rank 0, and so a 1-process
+    run, keeps its stream unchanged. The seed depends only on the shared state and the rank, so a run repeats
+    exactly, and each rank's stream is in its checkpoint file (``rng_state_rank{r}.pt``).
+    """
+    if rank == 0:
+        return
+    shared = int(torch.randint(0, 2**62, (1,)))  # the same number on every rank
+    torch.manual_seed(int(np.random.SeedSequence([shared, rank]).generate_state(1, np.uint64)[0]))
+
+
 # ---------------------------------------------------------------------------------------------- the loop
 class _Trainer:
     """The loop's state and its step helpers; :meth:`run` is the loop, read top to bottom."""
@@ -388,9 +405,13 @@ class _Trainer:
             self.clock_before = (float(self.st.train_seconds), float(self.st.train_cpu_seconds))
             self.window = _Window.restore(ts.get("window"))
             S.set_rng_state(ckpt["rng"], self.dist.device)
+            if ckpt["rng_rank"] != self.dist.rank:  # rank 0's state: a checkpoint of fewer processes
+                _own_rng_stream(self.dist.rank)
             if self.scaler is not None and ckpt["scaler"] is not None:
                 self.scaler.load_state_dict(ckpt["scaler"])
             self.last_ckpt = self.resumed_from = path
+        else:
+            _own_rng_stream(self.dist.rank)
         self.logger = MetricsLogger(
             self.out,
             enabled=self.dist.is_main,

@@ -51,6 +51,9 @@ class MetricsLogger:
 
     ``resume_step``: when resuming, records with ``step > resume_step`` left by the interrupted run are dropped
     from ``metrics.jsonl`` first, so the file reads as one uninterrupted run. ``None``: a fresh run (file truncated).
+    TensorBoard gets the same cut: the new event file starts with a purge marker at ``resume_step + 1``, which makes
+    readers drop the interrupted run's scalars after the checkpoint and keep those of the checkpoint's own step
+    (logged and evaluated before it was saved, and not written again).
     """
 
     def __init__(
@@ -87,7 +90,8 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(log_dir=str(out / "tb"), purge_step=resume_step)
+                purge = resume_step + 1 if resume_step is not None else None  # purges steps >= purge
+                self._tb = SummaryWriter(log_dir=str(out / "tb"), purge_step=purge)
             except ImportError:  # tensorboard is a dependency, but do not die over a missing log sink
                 self._tb = None
 

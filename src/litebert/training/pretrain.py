@@ -394,6 +394,34 @@ def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
     return _write_model_dir(model, data_dir, output / "final")
 
 
+def dropout_note(config, world_size: int, sop: bool = True) -> str | None:
+    """The line a run of several processes logs when the model has dropout on, else None.
+
+    Each process draws its own dropout masks (:func:`litebert.training.loop._own_rng_stream`), so with dropout the
+    processes train like one process in distribution, not weight for weight: the equality of N processes × batch B
+    with 1 × N·B holds with every dropout at 0. ``classifier_dropout_prob`` (0.1 unless set; None = the hidden
+    dropout) acts on the SOP head, so it counts with ``sop``.
+    """
+    from litebert.modeling import _classifier_dropout
+
+    if world_size < 2:
+        return None
+    probs = {
+        "hidden_dropout_prob": config.hidden_dropout_prob,
+        "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+    }
+    if sop:
+        probs["classifier_dropout_prob"] = _classifier_dropout(config)
+    on = [f"{name} {p:g}" for name, p in probs.items() if p]
+    if not on:
+        return None
+    return (
+        f"pretrain: dropout is on ({', '.join(on)}): each of the {world_size} processes draws its own dropout "
+        "masks, so the run equals one process on the same global batch in distribution, not weight for weight "
+        "(set every dropout to 0 in the model config for that)"
+    )
+
+
 def settings_gbs(cfg: PretrainConfig, dist: D.DistInfo) -> int:
     """Sequences per optimizer step over all processes."""
     return cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size
@@ -502,6 +530,9 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
                 f"{cfg.optimizer} peak lr {cfg.learning_rate} warmup {cfg.warmup_steps}, device {dist.device}"
             )
             log(f"run settings: {json.dumps(settings['pretrain_config'], default=str)}")
+            note = dropout_note(config, dist.world_size, use_sop)
+            if note:
+                log(note)
 
         from litebert.optim import build_optimizer, build_scheduler
 

@@ -5,7 +5,8 @@ What every run does around the training loop, in one place:
 - :func:`start` / :func:`teardown`: the process group under ``torchrun`` (one process: nothing to do);
 - :func:`check_output_dir`: the output-directory policy, before anything is written. A run writes into an absent or
   empty directory, or, with ``--resume``, into a run of its own command (``run_settings.json``) that is
-  unfinished or kept its checkpoints; never into the directory it reads (``--model``, ``--data`` ...), a model
+  unfinished, or finished and kept its checkpoints where the command can extend a run (pretrain's larger
+  ``--max-steps``); never into the directory it reads (``--model``, ``--data`` ...), a model
   directory (``config.json`` + weights), another command's run or anything else. The caller names the files it put
   there itself (``litebert ablate``'s plan): those do not count;
 - :func:`check_no_overwrite`: ``evaluate``/``predict`` write into any directory, but never over a file there;
@@ -80,6 +81,7 @@ def check_output_dir(
     resume: str | os.PathLike | None,
     *,
     finished: str,
+    may_extend: bool = True,
     sources: Mapping[str, str | os.PathLike | None] | None = None,
     caller_files: Collection[str] = (),
 ) -> None:
@@ -87,7 +89,10 @@ def check_output_dir(
 
     Reads only; call it before anything is written and, under ``torchrun``, before :func:`start` (a rendezvous of
     every rank, so no rank has written yet when any rank checks). ``finished`` names what a finished run of
-    ``command`` leaves (``final`` for pretrain, ``eval_results.json`` for finetune); ``sources`` maps an option to
+    ``command`` leaves (``final`` for pretrain, ``eval_results.json`` for finetune); ``may_extend``: a finished run
+    that kept its checkpoints may be resumed, to be continued further (pretrain, with a larger ``--max-steps``);
+    without it (finetune, whose steps cannot grow) resuming a finished run could only rewrite its results, and is
+    refused like a fresh run into it; ``sources`` maps an option to
     the directory it reads (``{"--model": ...}``); ``caller_files`` are names the calling code put into the
     directory itself before the run (``litebert ablate``'s ``ablate_plan.json``), which do not make it non-empty.
     Names starting with a dot (the temporary files of an interrupted atomic write) do not count either.
@@ -95,7 +100,8 @@ def check_output_dir(
     Raises:
         LitebertError: the directory is one of ``sources``; is a file; holds a model (``config.json`` + weights);
             holds a run of another command; a fresh run (``resume`` None) into a directory that holds anything;
-            a resumed run into a directory that holds no run of ``command``, or a finished one without checkpoints.
+            a resumed run into a directory that holds no run of ``command``, or a finished one without checkpoints
+            (without ``may_extend``: any finished one).
     """
     out = Path(output_dir)
     for option, source in (sources or {}).items():
@@ -139,10 +145,15 @@ def check_output_dir(
             f"--output {out} holds no `litebert {command}` run to resume ({listing(names)}): choose a new or empty "
             f"--output {_NOTHING}"
         )
-    if not checkpoints and done:
+    if done and not checkpoints:
         raise LitebertError(
             f"--output {out} holds a finished `litebert {command}` run ({finished}) without checkpoints, nothing to "
             f"resume: choose a new or empty --output {_NOTHING}"
+        )
+    if done and not may_extend:
+        raise LitebertError(
+            f"--output {out} holds a finished `litebert {command}` run ({finished}): a finished run is not resumed, "
+            f"so its results stay as they are; choose a new or empty --output {_NOTHING}"
         )
 
 

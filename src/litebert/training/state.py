@@ -213,10 +213,10 @@ def _load(path: Path, map_location="cpu"):
 def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_location="cpu") -> dict:
     """Read a checkpoint written by :func:`save_checkpoint` after :func:`verify_checkpoint`.
 
-    Returns ``{"model", "optimizer", "scheduler", "scaler" (or None), "rng" (this rank's), "trainer_state",
-    "path"}``. Raises :class:`LitebertError` when a file is missing or corrupt. A checkpoint written by another
-    number of processes loads too (1 process ↔ DDP ↔ FSDP; the loop carries the data position over): a rank
-    without its own RNG file takes rank 0's.
+    Returns ``{"model", "optimizer", "scheduler", "scaler" (or None), "rng" (this rank's), "rng_rank",
+    "trainer_state", "path"}``. Raises :class:`LitebertError` when a file is missing or corrupt. A checkpoint
+    written by another number of processes loads too (1 process ↔ DDP ↔ FSDP; the loop carries the data position
+    over): a rank without its own RNG file takes rank 0's, and ``rng_rank`` (the rank whose file was read) says so.
     """
     path = Path(path)
     verify_checkpoint(path)
@@ -224,16 +224,15 @@ def load_checkpoint(path: str | Path, *, rank: int, world_size: int, map_locatio
         trainer_state = read_json(path / "trainer_state.json", what="trainer state", expect=dict)
     except LitebertError as exc:
         raise LitebertError(f"checkpoint file {path / 'trainer_state.json'} is corrupted ({exc})") from None
-    rng_file = path / f"rng_state_rank{rank}.pt"
-    if not rng_file.is_file():
-        rng_file = path / "rng_state_rank0.pt"
+    rng_rank = rank if (path / f"rng_state_rank{rank}.pt").is_file() else 0
     scaler_file = path / "scaler.pt"
     return {
         "model": _load(path / "model.pt", map_location),
         "optimizer": _load(path / "optimizer.pt", map_location),
         "scheduler": _load(path / "scheduler.pt", map_location),
         "scaler": _load(scaler_file, map_location) if scaler_file.is_file() else None,
-        "rng": _load(rng_file),
+        "rng": _load(path / f"rng_state_rank{rng_rank}.pt"),
+        "rng_rank": rng_rank,
         "trainer_state": trainer_state,
         "path": path,
     }
