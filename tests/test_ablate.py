@@ -603,3 +603,20 @@ def test_a_binary_corpus_is_named_by_the_users_file_and_line_not_a_deleted_split
     assert main([*argv, "--tokenizer", str(tok), "--corpus", str(one), "--output", str(out)]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert errors == [f"error: corpus file is empty: {one} (its training part)"] and not out.exists()
+
+
+def test_table_gives_the_mlm_interval_and_finetune_metrics_in_percent():
+    """docs/ablations.md: "MLM acc" carries its 95 % interval (one seed); the fine-tuning metric is in % like the
+    other accuracies (it was printed as the fraction 0.5200) with ± sd over seeds."""
+    from litebert.ablate import wilson_interval
+    from litebert.ablate.report import table_markdown
+
+    base = dict(study="dropout", parameters=784770, steps=10, seconds=5.0, tokens=40960, mlm_loss=6.5)
+    base.update(sop_accuracy=0.55, sop_ci95=[0.481, 0.617], nsp_accuracy=0.5, nsp_ci95=[0.43, 0.57])
+    one = dict(base, cell="dropout-0", seed=1, mlm_accuracy=0.038, mlm_tokens=4000, finetune_accuracy=0.52)
+    lo, hi = wilson_interval(152, 4000)  # 3.8 % of 4,000 tokens
+    row = next(ln for ln in table_markdown("dropout", [one]).splitlines() if ln.startswith("| dropout-0 "))
+    assert f"| 3.8 [{100 * lo:.1f}, {100 * hi:.1f}] |" in row and "| 52.0 |" in row
+    seeds = [dict(one, seed=1, finetune_accuracy=0.50), dict(one, seed=2, finetune_accuracy=0.54)]
+    row = next(ln for ln in table_markdown("dropout", seeds).splitlines() if ln.startswith("| dropout-0 "))
+    assert "| 52.0 ± 2.8 |" in row  # mean 0.52, sd 0.0283

@@ -24,6 +24,17 @@ TITLES = {
 }
 
 
+def wilson_interval(correct: float, n: float, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion ``correct / n`` (Wilson 1927); (nan, nan) when n = 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = correct / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return centre - half, centre + half
+
+
 def _mean(values: list[float]) -> tuple[float, float | None]:
     vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     if not vals:
@@ -41,6 +52,17 @@ def _pct(values: list[float], ci: list | None = None) -> str:
     elif ci:
         s += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
     return s
+
+
+def _mlm_ci95(record: dict) -> list | None:
+    """The MLM accuracy's 95 % Wilson interval over its scored tokens (``mlm_ci95``; computed from
+    ``mlm_accuracy`` × ``mlm_tokens`` for records written before the field existed)."""
+    if record.get("mlm_ci95"):
+        return record["mlm_ci95"]
+    if record.get("mlm_tokens"):
+        n = record["mlm_tokens"]
+        return list(wilson_interval(record["mlm_accuracy"] * n, n))
+    return None
 
 
 def _group(records: list[dict]) -> dict[str, list[dict]]:
@@ -102,11 +124,11 @@ def table_markdown(study: str, records: list[dict], paper_keys: dict[str, str | 
             f"{round(_mean([r['seconds'] for r in rs])[0])}",
             f"{_mean([r.get('tokens') for r in rs])[0] / 1e6:.2f} M",
             f"{_mean([r['mlm_loss'] for r in rs])[0]:.3f}",
-            _pct([r["mlm_accuracy"] for r in rs]),
+            _pct([r["mlm_accuracy"] for r in rs], _mlm_ci95(rs[0]) if one else None),
             _pct([r["sop_accuracy"] for r in rs], rs[0].get("sop_ci95") if one else None),
             _pct([r["nsp_accuracy"] for r in rs], rs[0].get("nsp_ci95") if one else None),
         ]
-        row += [f"{_mean([r.get(f) for r in rs])[0]:.4f}" for f in ft]
+        row += [_pct([r.get(f) for r in rs]) for f in ft]  # fine-tuning metrics are fractions too: in %
         key = paper_keys.get(name)
         p = paper.get(key, {}) if key else {}
         if study == "inter-sentence":

@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -44,6 +43,7 @@ import torch
 
 from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, select_cells
 from litebert.ablate.provenance import PLAN_FILE, StudyInputs, check_study, current_settings, planned_runs
+from litebert.ablate.report import wilson_interval
 from litebert.corpus import resolve_corpus_files
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text, check_output_target
@@ -155,17 +155,6 @@ class AblateResult:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def wilson_interval(correct: float, n: float, z: float = 1.959964) -> tuple[float, float]:
-    """95 % Wilson score interval of a proportion ``correct / n`` (Wilson 1927); (nan, nan) when n = 0."""
-    if n <= 0:
-        return float("nan"), float("nan")
-    p = correct / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return centre - half, centre + half
-
-
 def _write_json(path: Path, obj) -> None:
     atomic_write_json(path, obj, default=str)
 
@@ -486,6 +475,7 @@ def evaluate_model(model, eval_sets: dict[str, str], batch_size: int = 128, max_
             out["mlm_loss"] = mlm_sum / max(mlm_n, 1.0)
             out["mlm_accuracy"] = mlm_correct / max(mlm_n, 1.0)
             out["mlm_tokens"] = int(mlm_n)
+            out["mlm_ci95"] = list(wilson_interval(mlm_correct, mlm_n))
         out[f"{task}_accuracy"] = (correct[0] + correct[1]) / max(n, 1.0)
         out[f"{task}_sequences"] = int(n)
         out[f"{task}_ci95"] = list(wilson_interval(correct[0] + correct[1], n))
