@@ -69,3 +69,43 @@ def test_finetune_help_names_the_files_each_kind_writes(command, files):
     text = " ".join(sub.format_help().split())
     assert all(name in text for name in files), [name for name in files if name not in text]
     assert "--save-steps" in text if command == "finetune" else "fine-tuned with" in text
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["finetune", "--lr", "1e-3"], "--lr: did you mean --learning-rate?"),
+        (["pretrain", "--lr", "1e-3"], "--lr: did you mean --learning-rate?"),
+        (["finetune", "--num_train_epochs", "3"], "--num_train_epochs: did you mean --epochs?"),
+        (["finetune", "--num-train-epochs", "3"], "--num-train-epochs: did you mean --epochs?"),
+        (["pretrain", "--num_train_epochs", "3"], "--num_train_epochs: did you mean --max-steps?"),
+        (
+            ["finetune", "--per_device_train_batch_size", "8"],
+            "--per_device_train_batch_size: did you mean --batch-size?",
+        ),
+        (["pretrain", "--output_dir", "o"], "--output_dir: did you mean --output?"),
+        (["pretrain", "--max_steps", "5"], "--max_steps: did you mean --max-steps?"),
+        (["prepare", "--max_seq_length", "64"], "--max_seq_length: did you mean --max-seq-length?"),
+        (["pretrain", "--max-stepz", "5"], "--max-stepz: did you mean --max-steps?"),
+        (["finetune", "--fp16"], "--fp16: did you mean --precision fp16?"),
+        (["pretrain", "--hlep"], "--hlep: did you mean --help?"),  # a near miss of a generic option still is one
+    ],
+)
+def test_a_mistyped_option_is_answered_with_the_option_meant(argv, hint, capsys):
+    """Defect: `finetune --lr 1e-3` was answered "did you mean --help?" (difflib's closest string). Habits of
+    transformers and PyTorch map to our options, underscores to dashes, and the generic options are suggested only
+    for a near miss; also when required options are missing too (none is given here)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 2
+    assert err.endswith(f"error: unrecognized arguments: {' '.join(argv[1:])} ({hint})"), err
+
+
+@pytest.mark.parametrize("command", ["prepare", "train-tokenizer", "evaluate"])
+def test_no_suggestion_is_better_than_a_generic_one(command, capsys):
+    """`--lr` on a command without a learning rate: no hint rather than "did you mean --help?"."""
+    with pytest.raises(SystemExit):
+        main([command, "--lr", "3"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith("error: unrecognized arguments: --lr 3"), err

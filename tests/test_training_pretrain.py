@@ -500,3 +500,81 @@ def test_resume_refuses_changed_settings_but_extends_max_steps(tiny_data, tmp_pa
     assert main(_args(relative, out, "--max-steps", 6, *common, "--logging-steps", 1, "--resume", "auto")) == 0
     assert "resumed from" in capsys.readouterr().out
     assert [r["step"] for r in read_metrics(out) if r["split"] == "train"][-2:] == [5, 6]
+
+
+def test_resume_path_into_a_new_output_is_a_run_that_config_repeats(tiny_data, tmp_path, capsys):
+    """Defect: `--resume RUN/checkpoints/step-N` into a new --output wrote only run_settings.resume-step-N.json: the
+    documented repeat (`--config NEW/run_settings.json`) failed with "no such file" and `litebert info` called NEW a
+    model directory of 0 parameters. Now NEW's first settings file is run_settings.json, NEW ends with RUN's
+    weights, the repeat gives them again bit for bit, and a later resume in NEW adds its own file."""
+    run, new, again = tmp_path / "run", tmp_path / "new", tmp_path / "again"
+    common = ["--batch-size", 4, "--seed", 3, "--precision", "fp32", "--device", "cpu"]
+    assert main(_args(tiny_data, run, "--max-steps", 6, "--save-steps", 3, *common)) == 0
+    resume = ["--resume", run / "checkpoints" / "step-3"]
+    assert main(_args(tiny_data, new, "--max-steps", 6, *common, *resume)) == 0
+    assert sorted(p.name for p in new.glob("run_settings*.json")) == ["run_settings.json"]
+    capsys.readouterr()
+    assert main(["info", str(new)]) == 0
+    assert "kind:       run directory" in capsys.readouterr().out
+    assert main(["pretrain", "--config", str(new / "run_settings.json"), "--output", str(again)]) == 0
+    reference = _weights(run)
+    for got in (_weights(new), _weights(again)):
+        assert sorted(got) == sorted(reference) and all(torch.equal(reference[k], got[k]) for k in reference)
+    first = (new / "run_settings.json").read_bytes()
+    assert main(_args(tiny_data, new, "--max-steps", 7, *common, "--resume", "auto")) == 0
+    assert sorted(p.name for p in new.glob("run_settings*.json")) == [
+        "run_settings.json",
+        "run_settings.resume-step-6.json",
+    ]
+    assert (new / "run_settings.json").read_bytes() == first
+
+
+def _finetune_checkpoint(tiny_data, run_dir):
+    """A complete checkpoint (step 8) of an AlbertForSequenceClassification of the size pretraining builds on
+    ``tiny_data``, in a `litebert finetune` run directory: what `finetune --save-steps` leaves."""
+    from litebert.data import read_manifest
+    from litebert.modeling import AlbertForSequenceClassification
+    from litebert.training.pretrain import model_config_for_data
+    from litebert.training.state import save_checkpoint
+
+    config = model_config_for_data("albert-debug", read_manifest(tiny_data), log=lambda *a: None)
+    run_dir.mkdir()
+    (run_dir / "run_settings.json").write_text(json.dumps({"command": "finetune", "finetune_config": {}}))
+    return save_checkpoint(
+        run_dir,
+        8,
+        rank=0,
+        world_size=1,
+        model_state=AlbertForSequenceClassification(config).state_dict(),
+        optimizer_state={},
+        scheduler_state={},
+        trainer_state={"extra": {"finetune": {"task": "sst2"}, "precision": "fp32", "global_batch_size": 4}},
+    )
+
+
+def test_resume_from_a_finetune_checkpoint_is_refused_before_anything_is_written(
+    tiny_data, tmp_path, capsys, monkeypatch
+):
+    """Defect: `pretrain --resume` from a finetune run's checkpoint wrote config.json and
+    run_settings.resume-step-N.json, then failed with a message cut after "Error(s) in loading state_dict for
+    AlbertForPreTraining:", leaving a directory that a fresh start and `--resume auto` both refused. Now one line
+    says what the checkpoint is, before anything is written (and before the other settings are compared); the
+    training loop's own refusal (the last line of defence) is complete on one line too."""
+    ckpt = _finetune_checkpoint(tiny_data, tmp_path / "ft")
+    out = tmp_path / "out"
+    assert main(_args(tiny_data, out, "--max-steps", 3, "--batch-size", 4, "--resume", ckpt)) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: --resume {ckpt}: a `litebert finetune` checkpoint (AlbertForSequenceClassification), not a "
+        "`litebert pretrain` one (AlbertForPreTraining): resume from a checkpoint of a `litebert pretrain` run, or "
+        "start without --resume (nothing was written)\n"
+    )
+    assert not out.exists()
+    monkeypatch.setattr("litebert.training.run.check_checkpoint_fits", lambda *a: None)
+    assert main(_args(tiny_data, out, "--max-steps", 9, "--batch-size", 4, "--resume", ckpt)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: checkpoint {ckpt} does not fit this model/optimizer: ")
+    assert (
+        "optimizer: missing predictions.bias, predictions.LayerNorm.weight, predictions.LayerNorm.bias (+6 more)" in err
+    )
+    assert err.endswith("; unexpected classifier.weight, classifier.bias\n")

@@ -7,14 +7,21 @@ import dataclasses
 import json
 
 import pytest
+import torch
 
+from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
+from litebert.modeling import AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
 from litebert.training.run import (
+    check_checkpoint_fits,
     check_no_overwrite,
     check_output_dir,
     check_resume_settings,
     resolve_resume,
+    run_command,
     run_settings,
+    state_mismatch,
+    write_run_settings,
 )
 
 
@@ -251,3 +258,106 @@ def test_check_no_overwrite_names_a_file_given_as_output(tmp_path):
             check_no_overwrite(out, "predict", ["predictions.tsv"])
     assert f.read_text() == "keep\n"
     check_no_overwrite(tmp_path / "new" / "dir", "predict", ["predictions.tsv"])  # absent: fine
+
+
+def test_the_first_settings_file_of_a_run_is_run_settings_json(tmp_path):
+    """Defect: `pretrain --resume PATH` into a new --output wrote only run_settings.resume-step-N.json, so the
+    directory was no run (`--config RUN/run_settings.json` failed, `litebert info` saw an empty model directory).
+    The first settings file of a run is run_settings.json, resumed or not; a later segment adds its own file."""
+    ckpt = tmp_path / "old" / "checkpoints" / "step-4"
+    new, settings = tmp_path / "new", run_settings("pretrain", _Cfg())
+    assert write_run_settings(new, settings, ckpt) == new / "run_settings.json"
+    assert run_command(new) == "pretrain"
+    later = write_run_settings(new, {**settings, "max_steps": 20}, new / "checkpoints" / "step-10")
+    assert later == new / "run_settings.resume-step-10.json"
+    assert json.loads((new / "run_settings.json").read_text()) == json.loads(json.dumps(settings))  # kept
+    assert write_run_settings(tmp_path / "fresh", settings) == tmp_path / "fresh" / "run_settings.json"
+    # a run that an older litebert resumed into a new directory (only a resume file): later segments add theirs
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "run_settings.resume-step-4.json").write_text(json.dumps(settings))
+    assert write_run_settings(legacy, settings, legacy / "checkpoints" / "step-8").name == (
+        "run_settings.resume-step-8.json"
+    )
+
+
+def test_state_mismatch_names_what_torch_refuses(tmp_path):
+    """state_mismatch lists the keys torch's strict load_state_dict reports (the oracle: its missing/unexpected
+    lists and its size-mismatch error), a few of each, on one line; None for a state dict that loads."""
+    torch.manual_seed(0)
+    config = AlbertConfig.from_preset("albert-debug", vocab_size=100)
+    pretraining, classifier = AlbertForPreTraining(config), AlbertForSequenceClassification(config)
+    state = classifier.state_dict()
+    oracle = pretraining.load_state_dict(state, strict=False)
+    msg = state_mismatch(pretraining.state_dict(), state, limit=2)
+    assert msg == (
+        f"missing {', '.join(oracle.missing_keys[:2])} (+{len(oracle.missing_keys) - 2} more); "
+        f"unexpected {', '.join(oracle.unexpected_keys)}"
+    )
+    assert state_mismatch(pretraining.state_dict(), AlbertForPreTraining(config).state_dict()) is None
+    bigger = AlbertForPreTraining(config.replace(vocab_size=120)).state_dict()
+    with pytest.raises(RuntimeError) as exc:
+        pretraining.load_state_dict(bigger)
+    resized = [line.split("size mismatch for ")[1].split(":")[0] for line in str(exc.value).splitlines()[1:]]
+    msg = state_mismatch(pretraining.state_dict(), bigger, limit=10)
+    prefix = "other shapes (here / in the checkpoint): "
+    assert msg.startswith(prefix) and "\n" not in msg
+    entries = [entry.split() for entry in msg.removeprefix(prefix).split(", ")]
+    assert [e[0] for e in entries] == resized  # every key torch names, and only those
+    assert entries[0] == ["albert.embeddings.word_embeddings.weight", "100x32", "/", "120x32"]
+
+
+def _checkpoint(run_dir, model, *, command, extra=None):
+    """A complete checkpoint of ``model`` at step 8 in ``run_dir`` (``command``'s run when given)."""
+    from litebert.training.state import save_checkpoint
+
+    run_dir.mkdir(parents=True)
+    if command is not None:
+        (run_dir / "run_settings.json").write_text(json.dumps({"command": command, f"{command}_config": {}}))
+    return save_checkpoint(
+        run_dir,
+        8,
+        rank=0,
+        world_size=1,
+        model_state=model.state_dict(),
+        optimizer_state={},
+        scheduler_state={},
+        trainer_state={"extra": extra or {}},
+    )
+
+
+def test_a_checkpoint_of_another_command_or_model_is_refused(tmp_path):
+    """Defect: `pretrain --resume` from a finetune run's checkpoint failed only when loading it, after writing into
+    --output, with torch's message cut after "Error(s) in loading state_dict for AlbertForPreTraining:". Now one
+    line says what the checkpoint is (its run's command, else its trainer state; its heads) and what was
+    expected; a checkpoint of the same model passes."""
+    torch.manual_seed(0)
+    config = AlbertConfig.from_preset("albert-debug", vocab_size=100)
+    model = AlbertForPreTraining(config)
+    check_checkpoint_fits(None, "pretrain", model)
+    check_checkpoint_fits(_checkpoint(tmp_path / "p", model, command="pretrain"), "pretrain", model)
+    classifier = AlbertForSequenceClassification(config)
+    for name, command, extra in (("f", "finetune", None), ("copied", None, {"finetune": {"task": "sst2"}})):
+        ckpt = _checkpoint(tmp_path / name, classifier, command=command, extra=extra)
+        with pytest.raises(LitebertError) as exc:
+            check_checkpoint_fits(ckpt, "pretrain", model)
+        assert str(exc.value) == (
+            f"--resume {ckpt}: a `litebert finetune` checkpoint (AlbertForSequenceClassification), not a `litebert "
+            "pretrain` one (AlbertForPreTraining): resume from a checkpoint of a `litebert pretrain` run, or start "
+            "without --resume (nothing was written)"
+        )
+    # a pretrain checkpoint of MLM-only data (no pooler, no SOP head) and one of another size
+    mlm = _checkpoint(tmp_path / "mlm", AlbertForMaskedLM(config), command="pretrain")
+    with pytest.raises(
+        LitebertError,
+        match=r"its model \(AlbertForMaskedLM\) does not fit this run's "
+        r"AlbertForPreTraining: missing albert\.pooler\.weight, albert\.pooler\.bias, sop_classifier",
+    ):
+        check_checkpoint_fits(mlm, "pretrain", model)
+    small = _checkpoint(tmp_path / "small", AlbertForPreTraining(config.replace(vocab_size=90)), command="pretrain")
+    with pytest.raises(
+        LitebertError,
+        match=r"its model does not fit this run's AlbertForPreTraining: other shapes "
+        r"\(here / in the checkpoint\): albert\.embeddings\.word_embeddings\.weight 100x32 / 90x32, ",
+    ):
+        check_checkpoint_fits(small, "pretrain", model)

@@ -4,7 +4,7 @@ Each area registers its subcommands from its own module (``register(subparsers)`
 options and calls a library function that tests call too. A :class:`~litebert.errors.LitebertError` is printed as
 one ``error:`` line with exit status 2, and so is an ``OSError`` (the file system refusing: permissions, a full
 disk, a file where a directory goes); unknown options fail loudly (argparse), before any missing required
-option is reported, with the closest valid option named.
+option is reported, with the closest valid option named (:func:`suggest_option`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,54 @@ import sys
 
 from litebert.errors import LitebertError
 
+#: options of transformers' ``TrainingArguments``/example scripts and PyTorch habits → ours, in the spelling with
+#: dashes (underscores are turned into dashes first); the first option of the command's parser is suggested
+HABITS: dict[str, tuple[str, ...]] = {
+    "--lr": ("--learning-rate",),
+    "--num-train-epochs": ("--epochs", "--max-steps"),
+    "--num-epochs": ("--epochs", "--max-steps"),
+    "--per-device-train-batch-size": ("--batch-size",),
+    "--per-gpu-train-batch-size": ("--batch-size",),
+    "--train-batch-size": ("--batch-size",),
+    "--per-device-eval-batch-size": ("--eval-batch-size", "--batch-size"),
+    "--output-dir": ("--output",),
+    "--model-name-or-path": ("--model", "--init-from"),
+    "--tokenizer-name": ("--tokenizer",),
+    "--train-file": ("--train",),
+    "--validation-file": ("--dev", "--eval-data"),
+    "--test-file": ("--test",),
+    "--resume-from-checkpoint": ("--resume",),
+    "--warmup": ("--warmup-steps", "--warmup-ratio"),
+    "--fp16": ("--precision fp16",),
+    "--bf16": ("--precision bf16",),
+    "--no-cuda": ("--device cpu",),
+}
+#: options of every parser, which say nothing about a run: suggested only for a near miss (``--hlep``), never for
+#: a real-looking option (``--lr`` is as close to ``--help`` as ``difflib`` measures)
+GENERIC = ("--help", "--version")
+
+
+def suggest_option(name: str, known: list[str]) -> str | None:
+    """The option (of ``known``) meant by the unknown ``name``, or None: ``name`` with dashes for underscores
+    (``--max_steps``), its :data:`HABITS` entry (``--lr`` → ``--learning-rate``), else the closest by ``difflib``
+    (0.6 of the characters in common; 0.8 for the :data:`GENERIC` options)."""
+    spelled = "--" + name.lstrip("-").replace("_", "-").lower()
+    if spelled in known:
+        return spelled
+    for target in HABITS.get(spelled, ()):
+        if target.split()[0] in known:
+            return target
+    specific = [k for k in known if k not in GENERIC]
+    close = difflib.get_close_matches(spelled, specific, n=1, cutoff=0.6)
+    close = close or difflib.get_close_matches(spelled, [k for k in known if k in GENERIC], n=1, cutoff=0.8)
+    return close[0] if close else None
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with ``allow_abbrev=False`` (a typo such as ``--max-step`` must not pass as ``--max-steps``) and
-    unknown options reported first, each with the closest valid option: ``unrecognized arguments: --max-stepz
-    (did you mean --max-steps?)``, also when a required option is missing too (argparse would only say that)."""
+    unknown options reported first, each with the option meant (:func:`suggest_option`): ``unrecognized
+    arguments: --max-stepz (did you mean --max-steps?)``, ``--lr 1e-3 (--lr: did you mean --learning-rate?)``, also
+    when a required option is missing too (argparse would only say that)."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
@@ -59,9 +102,9 @@ class Parser(argparse.ArgumentParser):
         known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
         hints = []
         for name in self._unknown(tokens):
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            close = suggest_option(name, known)
             if close:
-                hints.append(f"{name}: did you mean {close[0]}?")
+                hints.append(f"{name}: did you mean {close}?")
         return " ".join(tokens) + (f" ({'; '.join(hints)})" if hints else "")
 
     def error(self, message: str):

@@ -266,9 +266,11 @@ def _load_states(model: nn.Module, optimizer, ckpt: dict) -> None:
             raw, optimizer, _named_optim_state(model, optimizer, ckpt["optimizer"]), options=_full_options(strict=False)
         )
     except (RuntimeError, ValueError, KeyError, IndexError) as exc:
-        raise LitebertError(
-            f"checkpoint {ckpt['path']} does not fit this model/optimizer: {str(exc).splitlines()[0]}"
-        ) from None
+        from litebert.training.run import state_mismatch  # run.py imports no loop code
+
+        # one complete line: a few of the keys that differ, else the whole message (torch's spans many lines)
+        why = state_mismatch(raw.state_dict(), ckpt["model"]) or " ".join(str(exc).split())
+        raise LitebertError(f"checkpoint {ckpt['path']} does not fit this model/optimizer: {why}") from None
 
 
 def _resolve_resume(args: TrainingArgs, dist: D.DistInfo) -> Path | None:

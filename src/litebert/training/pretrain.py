@@ -454,7 +454,8 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
 
     Raises :class:`LitebertError` for a bad setting, an output directory a run must not write into (another run, a
     model, the data), a directory that is not litebert data, an unknown preset, a data/model mismatch, an unusable
-    checkpoint, or a run stopped by non-finite losses.
+    checkpoint (incomplete, or of another command or model: refused before anything is written), or a run stopped
+    by non-finite losses.
     """
     t0 = time.perf_counter()
     R.check_output_dir(  # before start(): every rank checks before any rank writes
@@ -505,6 +506,8 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
                     f"pretrain: weights from {source}"
                     + (f"; newly initialised: {', '.join(loaded['missing'])}" if loaded["missing"] else "")
                 )
+        # a checkpoint of another command (a finetune run's) or of another model is refused now, not at its load
+        R.check_checkpoint_fits(resume_from, "pretrain", model)
         n_params = model.num_parameters()
         settings = _run_settings(cfg, dist, config, manifest, n_params, precision)
         # every rank refuses a resume that would change the run's trajectory, before anything is written
@@ -520,7 +523,8 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
             # run_settings.json first: it marks the directory as a pretrain run (check_output_dir) from the start
-            R.write_run_settings(out, settings, resume_from)  # a resumed run adds its own file beside the first
+            # a run resumed into a new --output writes run_settings.json too; a later segment adds its own file
+            R.write_run_settings(out, settings, resume_from)
             if resume_from is None or not (out / "config.json").exists():
                 config.save(out)
             log(

@@ -19,10 +19,14 @@ What every run does around the training loop, in one place:
 - :func:`check_resume_settings`: a resumed run must train on the trajectory its checkpoint started: its settings are
   compared with the ones the run recorded (``run_settings.json``, the checkpoint's ``trainer_state.json``), and a
   change of anything but what the caller lets change (logging, evaluation, saving, workers, device ...) is refused;
+- :func:`check_checkpoint_fits`: a resumed run's checkpoint must be one of the same command and model: one of
+  another command's run (a finetune checkpoint given to pretrain) or whose model state does not load into this
+  run's model is refused with one line saying what it holds and what was expected (:func:`state_mismatch`);
 - :func:`write_run_settings`: ``OUTPUT/run_settings.json``, the resolved settings of the run under
   ``"<command>_config"`` (what ``litebert <command> --config run_settings.json`` reads back) plus the caller's
-  record (world size, device, model config ...), the versions, the command line and the start time. A resumed
-  run keeps the original file and writes ``run_settings.resume-step-N.json`` beside it;
+  record (world size, device, model config ...), the versions, the command line and the start time. It is the
+  first settings file of a run, also of one started with ``--resume PATH`` into a new or empty directory; a later
+  segment (a resume in a directory that has one) keeps it and writes ``run_settings.resume-step-N.json`` beside it;
 - ``final/`` and ``best/`` are installed with :func:`litebert.fileio.atomic_directory` (a temporary directory
   swapped in), so a reader never sees a half-written model directory.
 """
@@ -40,10 +44,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from litebert.checkpoint import CONFIG_NAME, PYTORCH_NAME, SAFETENSORS_INDEX_NAME, SAFETENSORS_NAME
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write_json, listing, read_json, run_command, sha256_file
+from litebert.fileio import RUN_SETTINGS_NAME, atomic_write_json, listing, read_json, run_command, sha256_file
 from litebert.inference import ONNX_NAME
 from litebert.precision import PrecisionChoice, resolve_precision
 from litebert.settings import option_name, to_dict
@@ -401,22 +406,129 @@ def check_resume_settings(
         )
 
 
+def _names(keys: Collection[str], limit: int) -> str:
+    """``a, b, c (+N more)``: the first ``limit`` of ``keys`` in order."""
+    keys = list(keys)
+    more = f" (+{len(keys) - limit} more)" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more
+
+
+def state_mismatch(expected: Mapping[str, Any], found: Mapping[str, Any], limit: int = 3) -> str | None:
+    """What keeps the state dict ``found`` (read from a checkpoint) from loading strictly into a model whose state
+    dict is ``expected``, as one line naming a few keys of each kind: ``missing a, b (+3 more); unexpected c;
+    other shapes (here / in the checkpoint): d 1000x32 / 3000x32``; None when it loads. Values are tensors (or
+    anything with a ``shape``); ``limit`` names at most that many keys of each kind."""
+
+    def dims(value: Any) -> str:
+        return "x".join(map(str, getattr(value, "shape", ()))) or "scalar"
+
+    missing = [k for k in expected if k not in found]
+    unexpected = [k for k in found if k not in expected]
+    resized = [
+        f"{k} {dims(v)} / {dims(found[k])}" for k, v in expected.items() if k in found and dims(v) != dims(found[k])
+    ]
+    parts = []
+    if missing:
+        parts.append(f"missing {_names(missing, limit)}")
+    if unexpected:
+        parts.append(f"unexpected {_names(unexpected, limit)}")
+    if resized:
+        parts.append(f"other shapes (here / in the checkpoint): {_names(resized, limit)}")
+    return "; ".join(parts) or None
+
+
+def _architecture(state: Mapping[str, Any]) -> str:
+    """The :mod:`litebert.modeling` class a model state dict is of, told by its head parameters."""
+    if "sop_classifier.classifier.weight" in state:
+        return "AlbertForPreTraining"
+    if "predictions.dense.weight" in state:
+        return "AlbertForMaskedLM"
+    if "qa_outputs.weight" in state:
+        return "AlbertForQuestionAnswering"
+    if "classifier.weight" in state:
+        if "albert.pooler.weight" not in state:
+            return "AlbertForTokenClassification"
+        if tuple(getattr(state["classifier.weight"], "shape", ()))[:1] == (1,):  # one score per option, or regression
+            return "AlbertForMultipleChoice or AlbertForSequenceClassification"
+        return "AlbertForSequenceClassification"
+    return "AlbertModel"
+
+
+def _checkpoint_command(checkpoint: Path) -> str | None:
+    """The command whose run wrote ``checkpoint`` (``RUN/checkpoints/step-N``): the ``run_settings.json`` of its run
+    directory, else ``finetune`` when its ``trainer_state.json`` holds a fine-tuning run's settings (``extra``)."""
+    owner = run_command(checkpoint.parent.parent)
+    if owner is None and "finetune" in (S.checkpoint_trainer_state(checkpoint).get("extra") or {}):
+        owner = "finetune"
+    return owner
+
+
+def check_checkpoint_fits(resume_from: Path | None, command: str, model: nn.Module) -> None:
+    """Refuse a checkpoint that this run's ``model`` (before any DDP/FSDP/compile wrapping) cannot continue from:
+    one written by another command's run (:func:`_checkpoint_command`), or whose ``model.pt`` does not load strictly
+    into ``model`` (other heads, other sizes: :func:`state_mismatch`). Reads only (``model.pt`` memory-mapped); call
+    it on every rank after :func:`resolve_resume` (which verified the checkpoint's files) and before anything is
+    written, so a refused resume leaves the output as it was.
+
+    Raises:
+        LitebertError: one line saying what the checkpoint holds and what was expected, e.g. ``--resume P: a
+            `litebert finetune` checkpoint (AlbertForSequenceClassification), not a `litebert pretrain` one
+            (AlbertForPreTraining)``; or a ``model.pt`` that cannot be read.
+    """
+    if resume_from is None:
+        return
+    path = resume_from / "model.pt"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # any unpickling failure is a corrupted file to the user
+        raise LitebertError(f"cannot read checkpoint file {path}: {' '.join(str(exc).split())}") from None
+    if not isinstance(state, Mapping):
+        raise LitebertError(f"checkpoint file {path} holds a {type(state).__name__}, not a model state dict")
+    holds, wanted = _architecture(state), type(model).__name__
+    owner = _checkpoint_command(resume_from)
+    if owner is not None and owner != command:
+        raise LitebertError(
+            f"--resume {resume_from}: a `litebert {owner}` checkpoint ({holds}), not a `litebert {command}` one "
+            f"({wanted}): resume from a checkpoint of a `litebert {command}` run, or start without --resume {_NOTHING}"
+        )
+    mismatch = state_mismatch(model.state_dict(), state)
+    if mismatch:
+        its = "its model" if holds == wanted else f"its model ({holds})"
+        raise LitebertError(
+            f"--resume {resume_from}: {its} does not fit this run's {wanted}: {mismatch}; resume from a checkpoint "
+            f"of this model, or start without --resume {_NOTHING}"
+        )
+
+
 def _dig(record: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:
     for part in dotted.split("."):
         record = record.get(part) if isinstance(record, Mapping) else None
     return record if isinstance(record, Mapping) else {}
 
 
+def _has_settings(out: Path) -> bool:
+    """Whether ``out`` holds a settings file of a run: ``run_settings.json`` or a ``run_settings.resume-*.json``."""
+    if (out / RUN_SETTINGS_NAME).is_file():
+        return True
+    return out.is_dir() and any(_RESUME_FILE.match(p.name) for p in out.iterdir())
+
+
 def write_run_settings(output_dir: str | os.PathLike, settings: dict, resumed_from: Path | None = None) -> Path:
-    """Write ``settings`` (:func:`run_settings`) to ``OUTPUT/run_settings.json`` (atomically), or, for a resumed
-    run, to ``run_settings.resume-<checkpoint>.json`` so that the original stays. Returns the path."""
+    """Write ``settings`` (:func:`run_settings`) atomically to ``OUTPUT/run_settings.json``, the first settings file
+    of a run: that of a fresh run, and that of a run resumed from ``resumed_from`` into a directory that holds no
+    settings file yet (``--resume PATH`` into a new or empty ``--output``: the file marks the directory as the
+    command's run and repeats it with ``--config``). A resumed run in a directory that has one writes
+    ``run_settings.resume-<checkpoint>.json`` beside it, so that the original stays. Returns the path."""
     out = Path(output_dir)
+    name = RUN_SETTINGS_NAME
+    if resumed_from is not None and _has_settings(out):
+        name = f"run_settings.resume-{resumed_from.name}.json"
     out.mkdir(parents=True, exist_ok=True)
-    name = "run_settings.json" if resumed_from is None else f"run_settings.resume-{resumed_from.name}.json"
     return atomic_write_json(out / name, settings, sort_keys=False, default=str)
 
 
 __all__ = [
+    "check_checkpoint_fits",
     "check_no_overwrite",
     "check_output_dir",
     "check_resume_settings",
@@ -425,6 +537,7 @@ __all__ = [
     "run_command",
     "run_settings",
     "start",
+    "state_mismatch",
     "teardown",
     "write_run_settings",
 ]
