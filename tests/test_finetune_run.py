@@ -276,6 +276,137 @@ def test_regression_and_multilabel_train(en_model, tmp_path):
     assert m.labels == ["a", "b", "c"] and set(m.eval_results) == {"accuracy", "f1", "eval_loss"}
 
 
+def test_model_label_order_follows_run_glue():
+    from litebert.finetune.data import model_label_order
+
+    data = ("negative", "positive")
+    assert model_label_order(data, ("positive", "negative")) == ("positive", "negative")  # the model's ids
+    assert model_label_order(data, ("POSITIVE", "NEGATIVE")) == ("positive", "negative")  # case-insensitive
+    assert model_label_order(data, ("LABEL_0", "LABEL_1")) == data  # transformers' default names: data order
+    assert model_label_order(data, ("a", "b", "c")) == data  # another size: a new head anyway
+    assert model_label_order(data, ("good", "bad")) is None  # other names, same size: a new head
+    assert model_label_order(("a", "A"), ("A", "a")) == ("A", "a")  # exact names win over case
+    assert model_label_order(("a", "b"), ("B", "b")) is None  # the model's names collide under case folding
+
+
+def test_finetuning_a_fine_tuned_classifier_keeps_its_labels(en_model, shared_data, tmp_path, caplog):
+    """A transformers classifier saved with id2label {0: positive, 1: negative} (not the data's alphabetical
+    order), fine-tuned for one step at lr 1e-12 on data labelled by name: its predictions are the model's own
+    before fine-tuning (transformers as the oracle). Before, the head rows were renamed in alphabetical order and
+    every prediction flipped. Data labelled POSITIVE/NEGATIVE maps case-insensitively; other names re-initialise
+    the classifier instead of reinterpreting it."""
+    import logging
+    import shutil
+
+    transformers = pytest.importorskip("transformers")
+    from litebert.finetune.data import PadCollator, encode_examples
+    from litebert.finetune.readers import Example
+    from litebert.tokenization import load_tokenizer
+
+    rows = [r.split("\t") for r in (shared_data / "glue/SST-2/dev.tsv").read_text().splitlines()[1:81]]
+    tok = load_tokenizer(en_model)
+    enc = encode_examples([Example(i, t, None, None, i + 2) for i, (t, _) in enumerate(rows)], tok, 64)
+    batch = PadCollator(tok.pad_token_id)(
+        [{"input_ids": i, "token_type_ids": t} for i, t in zip(enc.input_ids, enc.token_type_ids)]
+    )
+    torch.manual_seed(3)
+    hf = transformers.AlbertForSequenceClassification.from_pretrained(
+        en_model, id2label={0: "positive", 1: "negative"}, label2id={"positive": 0, "negative": 1}
+    ).eval()
+    with torch.no_grad():  # a head whose predictions split the rows, none of them close to a tie
+        hf.classifier.weight.mul_(100)
+        margin = (lambda lg: lg[:, 1] - lg[:, 0])(hf(**batch).logits).sort().values
+        k = 20 + int((margin[21:60] - margin[20:59]).argmax())
+        hf.classifier.bias[1] -= float(margin[k] + margin[k + 1]) / 2
+        oracle = [hf.config.id2label[int(i)] for i in hf(**batch).logits.argmax(-1)]
+    assert 20 <= oracle.count("positive") <= 60
+    model = tmp_path / "cls"
+    hf.save_pretrained(model)
+    for f in en_model.iterdir():
+        if f.name not in ("config.json", "model.safetensors"):
+            shutil.copy(f, model / f.name)
+
+    def run(labels: dict[str, str], name: str) -> list[str]:
+        data = tmp_path / f"{name}.tsv"
+        data.write_text("sentence\tlabel\n" + "".join(f"{t}\t{labels[lab]}\n" for t, lab in rows), encoding="utf-8")
+        with caplog.at_level(logging.INFO, logger="litebert.finetune"):
+            finetune(
+                _config(
+                    model,
+                    data,
+                    data,
+                    tmp_path / name,
+                    data=DataOptions(text_column="sentence", label_column="label"),
+                    max_train_examples=None,
+                    max_eval_examples=None,
+                    max_steps=1,
+                    eval_steps=1,
+                    learning_rate=1e-12,
+                    precision="fp32",
+                )
+            )
+        return [line.split("\t")[1] for line in (tmp_path / name / "predictions.tsv").read_text().splitlines()[1:]]
+
+    assert run({"0": "negative", "1": "positive"}, "named") == oracle
+    saved = json.loads((tmp_path / "named/best/config.json").read_text())
+    assert saved["id2label"] == {"0": "positive", "1": "negative"}
+    assert "newly initialised: (none)" in caplog.text
+    assert run({"0": "NEGATIVE", "1": "POSITIVE"}, "upper") == [p.upper() for p in oracle]
+    caplog.clear()
+    run({"0": "bad", "1": "good"}, "other")
+    assert "not the training labels ['bad', 'good']: its classifier is newly initialised" in caplog.text
+    assert "newly initialised: classifier.weight, classifier.bias" in caplog.text
+    from safetensors.torch import load_file
+
+    new, old = load_file(tmp_path / "other/best/model.safetensors"), load_file(model / "model.safetensors")
+    assert new["classifier.weight"].abs().max() < old["classifier.weight"].abs().max() / 10  # a fresh init
+    torch.testing.assert_close(new["albert.pooler.weight"], old["albert.pooler.weight"])  # the rest is kept
+
+
+def test_dropped_rows_are_logged_and_recorded(zh_model, shared_data, tmp_path, caplog):
+    """OCNLI rows labelled '-' (no annotator majority) and XNLI rows of other languages are dropped by the task's
+    layout: the count per file (here counted from the file's JSON) is logged by finetune and evaluate and saved in
+    finetune_config.json, FinetuneResult and EvalResult; before, it was never reported."""
+    import logging
+
+    dev_rows = (shared_data / "clue/ocnli/dev.json").read_text(encoding="utf-8").splitlines()[:300]
+    dev = tmp_path / "dev.json"
+    dev.write_text("\n".join(dev_rows) + "\n", encoding="utf-8")
+    n_dash = sum(json.loads(row)["label"] == "-" for row in dev_rows)
+    assert n_dash >= 2
+    train = tmp_path / "train.json"
+    train.write_text(
+        "\n".join((shared_data / "clue/ocnli/train.10k.json").read_text(encoding="utf-8").splitlines()[:64]) + "\n",
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.INFO, logger="litebert.finetune"):
+        result = finetune(_config(zh_model, train, dev, tmp_path / "run", "ocnli", max_steps=1, max_eval_examples=None))
+    assert f"dev: {n_dash} of 300 rows of {dev} were dropped (rows labelled '-'); {300 - n_dash} read" in caplog.text
+    assert result.dropped == {"train": 0, "dev": n_dash} and result.num_dev == 300 - n_dash
+    saved = json.loads((tmp_path / "run/finetune_config.json").read_text())
+    assert saved["dropped"] == {"train": 0, "dev": n_dash}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="litebert.finetune"):
+        ev = evaluate(
+            EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(dev), output_dir=str(tmp_path / "ev"))
+        )
+    assert ev.dropped == n_dash and ev.num_examples == 300 - n_dash
+    assert f"data: {n_dash} of 300 rows of {dev} were dropped (rows labelled '-')" in caplog.text
+    assert json.loads((tmp_path / "ev/run_settings.json").read_text())["dropped"] == n_dash
+    # XNLI 1.0's dev/test files hold 15 languages: the others are dropped, and said so
+    xnli = tmp_path / "xnli.tsv"
+    langs = [("zh", "entailment"), ("en", "neutral"), ("zh", "neutral"), ("fr", "neutral"), ("zh", "contradiction")]
+    rows = [f"{lang}\t{label}\t好 {i}\t不 {i}\n" for i, (lang, label) in enumerate(langs)]
+    xnli.write_text("language\tgold_label\tsentence1\tsentence2\n" + "".join(rows), encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="litebert.finetune"):
+        ev = evaluate(
+            EvaluateConfig(model=str(tmp_path / "run/best"), data_file=str(xnli), data=DataOptions(task="xnli"))
+        )
+    assert ev.dropped == 2 and ev.num_examples == 3
+    assert f"data: 2 of 5 rows of {xnli} were dropped (rows whose 'language' is not 'zh'); 3 read" in caplog.text
+
+
 def test_bad_input(en_model, tmp_path):
     train = tmp_path / "train.tsv"
     train.write_text("text\tlabel\ngood\tpos\nbad\tneg\n", encoding="utf-8")
@@ -322,7 +453,8 @@ def test_truncation_is_counted(en_model):
     enc = encode_examples(exs, tok, 16)
     assert enc.truncated == 2 and enc.longest == 203
     assert [len(i) for i in enc.input_ids] == [16, 3, 16]
-    # longest first, ties cut from the second text (google-research/bert, transformers): 7 + 6 pieces + 3 specials
+    # longest first, ties cut from the second text (google-research/bert's _truncate_seq_pair; transformers' Rust
+    # tokenizers keep 6 + 7 here, docs/finetune.md): 7 + 6 pieces + 3 specials
     assert enc.token_type_ids[2] == [0] * 9 + [1] * 7
     assert enc.input_ids[2][0] == tok.cls_token_id and enc.input_ids[2][-1] == tok.sep_token_id
 
@@ -992,3 +1124,30 @@ def test_a_preset_reads_a_file_of_another_layout_by_the_columns_the_user_gave(tm
         DataOptions(task="sst2").read(f, require_label=True)
     read = DataOptions(task="sst2", text_column="text").read(f, require_label=True)
     assert [(ex.text, ex.label) for ex in read.examples] == [("a fine film", "1"), ("a dull one", "0")]
+
+
+def test_resume_from_a_pretrain_checkpoint_is_refused_before_anything_is_written(
+    en_model, shared_data, tmp_path, capsys
+):
+    """`finetune --resume PATH` from a pretraining run's checkpoint is refused in one line saying what the
+    checkpoint is, before run_settings.json or anything else is written (before, the training loop refused it
+    after the run's files were written)."""
+    from litebert.checkpoint import load_config
+    from litebert.modeling import AlbertForPreTraining
+    from litebert.training.state import save_checkpoint
+
+    run = tmp_path / "pre"
+    run.mkdir()
+    (run / "run_settings.json").write_text(json.dumps({"command": "pretrain", "pretrain_config": {}}))
+    state = AlbertForPreTraining(load_config(en_model)).state_dict()
+    ckpt = save_checkpoint(
+        run, 5, rank=0, world_size=1, model_state=state, optimizer_state={}, scheduler_state={}, trainer_state={}
+    )
+    out = tmp_path / "ft"
+    assert main(_sst2_argv(en_model, out, "--max-steps", 2, "--resume", str(ckpt), shared_data=shared_data)) == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # (after the data's truncation notes)
+    assert last.startswith(
+        f"error: --resume {ckpt}: a `litebert pretrain` checkpoint (AlbertForPreTraining), not a `litebert finetune` "
+        "one (AlbertForSequenceClassification)"
+    )
+    assert not (out.exists() and any(out.iterdir()))

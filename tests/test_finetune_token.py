@@ -235,6 +235,59 @@ def test_evaluate_and_predict_reproduce_finetune(conll_run, shared_data, tmp_pat
     assert lines[0].split(" ")[0] == "EU" and len(lines[0].split(" ")) == 2 and lines[3] == ""
 
 
+def test_finetuning_a_token_classifier_of_another_tag_order_keeps_its_tags(conll_run, tmp_path, caplog):
+    """A CoNLL-2003 tagger whose id2label lists the nine tags in another order (transformers' CoNLL models put
+    B-MISC/I-MISC first), fine-tuned with --task conll2003 for one step at lr 1e-12: it tags the words as it did
+    before (the oracle: the same function with the preset's ids, predicted by `predict`). Before, its rows were
+    renamed in the preset's order."""
+    from litebert.modeling import AlbertForTokenClassification
+    from litebert.tokenization import load_tokenizer
+
+    _, out, _, test = conll_run
+    model = AlbertForTokenClassification.from_pretrained(out / "best")
+    torch.manual_seed(0)
+    with torch.no_grad():  # the few steps of conll_run predict "O" everywhere: redraw the classifier
+        model.classifier.weight.normal_(0.0, 1.0)
+    same = tmp_path / "same"
+    model.save_pretrained(same)
+    load_tokenizer(out / "best").save(same)
+    oracle = predict(
+        EvaluateConfig(
+            model=str(same), data_file=str(test), output_dir=str(tmp_path / "pr"), max_seq_length=24, precision="fp32"
+        )
+    ).predictions
+    assert len({t for sentence in oracle for t in sentence} - {"O"}) >= 2
+    tags = [model.config.id2label[i] for i in range(9)]
+    order = [tags.index(t) for t in ("O", "B-MISC", "I-MISC", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")]
+    assert order != list(range(9))
+    with torch.no_grad():  # the same function under other ids
+        model.classifier.weight.copy_(model.classifier.weight[order])
+        model.classifier.bias.copy_(model.classifier.bias[order])
+    model.config.id2label = {i: tags[j] for i, j in enumerate(order)}
+    model.config.label2id = {t: i for i, t in model.config.id2label.items()}
+    other = tmp_path / "other"
+    model.save_pretrained(other)
+    load_tokenizer(out / "best").save(other)
+    cfg = FinetuneConfig(
+        model=str(other),
+        train_file=str(test),
+        dev_file=str(test),
+        output_dir=str(tmp_path / "run"),
+        data=DataOptions(task="conll2003"),
+        max_steps=1,
+        learning_rate=1e-12,
+        max_seq_length=24,
+        precision="fp32",
+        progress_bar=False,
+    )
+    with caplog.at_level(logging.INFO, logger="litebert.finetune"):
+        result = finetune(cfg)
+    blocks = (tmp_path / "run/predictions.txt").read_text().strip("\n").split("\n\n")
+    assert [[ln.split(" ")[2] for ln in b.splitlines()] for b in blocks] == oracle
+    assert result.labels == [tags[j] for j in order]
+    assert "keeps its label ids" in caplog.text and "newly initialised: (none)" in caplog.text
+
+
 def test_weibo_ner_unseen_dev_tag_is_a_counted_warning(tiny, shared_data, tmp_path, caplog):
     root = tmp_path
     train = shared_data / "weibo_ner/weiboNER_2nd_conll.train"

@@ -8,6 +8,7 @@ losses of transformers' head summed over the batch, the metrics of :mod:`liteber
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,10 @@ from litebert.finetune.data import (
     EncodedDataset,
     LabelSpace,
     PadCollator,
+    align_with_head,
     build_label_space,
     encode_examples,
+    is_default_label_names,
     label_space_from_config,
 )
 from litebert.finetune.kinds import Features, TaskKind
@@ -90,6 +93,25 @@ class ClassificationKind(TaskKind):
         self.label_space_for_files = self.space
         self._choose_metrics()
 
+    def align_head(self, config) -> tuple[str, ...]:
+        """Fine-tuning from a sequence classifier whose ``id2label`` names the training labels: the label space
+        takes the model's ids, so each kept classifier row goes on scoring its own label (before, the rows were
+        renamed in the training data's order: a head of ``{0: positive, 1: negative}`` came out predicting the
+        opposite label); as many labels under other names: the classifier is newly initialised rather than
+        reinterpreted (:func:`~litebert.finetune.data.align_with_head`). Regression has no names to align.
+
+        Returns:
+            ``("classifier.",)`` when the classifier must be newly initialised, else ``()``.
+        """
+        if self.space.problem_type == "regression":
+            return ()
+        order = align_with_head(self.space.labels, config, self.architecture)
+        if order is None:
+            return ("classifier.",)
+        self.space = dataclasses.replace(self.space, labels=order)
+        self.label_space_for_files = self.space
+        return ()
+
     def from_config(self, config) -> None:
         self.space = label_space_from_config(config)
         self.problem_type = self.space.problem_type
@@ -128,8 +150,6 @@ class ClassificationKind(TaskKind):
         )
 
     def config_extra(self) -> dict[str, Any]:
-        import dataclasses
-
         extra = super().config_extra()
         data = self.data
         if data.text_column is not None or data.label_column is not None or data.header is not None:
@@ -189,8 +209,6 @@ class ClassificationKind(TaskKind):
         }
 
     def columns(self, path) -> dict:
-        import dataclasses
-
         return jsonable(dataclasses.asdict(self.data.spec_for(path, labels=True)))
 
 
@@ -210,7 +228,7 @@ def features_of(enc: Encoded) -> Features:
 def _lenient_space(space: LabelSpace) -> LabelSpace:
     """Models fine-tuned elsewhere often keep transformers' default names ``LABEL_0 ...``: then the file's labels
     ``0``, ``1``, ... are read as class ids."""
-    if space.problem_type != "regression" and all(n == f"LABEL_{i}" for i, n in enumerate(space.labels)):
+    if space.problem_type != "regression" and is_default_label_names(space.labels):
         return LabelSpace(space.problem_type, tuple(str(i) for i in range(len(space.labels))), space.separator)
     return space
 

@@ -3,13 +3,16 @@
 Sequence layout (BERT/ALBERT, as transformers' ``AlbertTokenizer`` builds it):
 ``[CLS] a [SEP]`` → ``token_type_ids`` all 0; ``[CLS] a [SEP] b [SEP]`` → 0 up to and including the first
 ``[SEP]``, 1 after. Pairs longer than ``max_seq_length`` are cut "longest first" (one token at a time from the
-longer side, as google-research/bert ``_truncate_seq_pair``); single texts keep their first
-``max_seq_length - 2`` tokens. Truncated rows are counted and reported, never dropped.
+longer side, the second on a tie, as google-research/bert ``_truncate_seq_pair``; transformers' Rust tokenizers
+give the spare token of an odd budget to the longer text, the second on a tie: docs/finetune.md); single texts
+keep their first ``max_seq_length - 2`` tokens. Truncated rows are counted and reported, never dropped.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +21,8 @@ import torch
 
 from litebert.errors import LitebertError
 from litebert.finetune.readers import Example, ReadResult
+
+log = logging.getLogger("litebert.finetune")
 
 
 # ----------------------------------------------------------------------------------------------------- labels
@@ -147,6 +152,71 @@ def build_label_space(
             f"needs at least two (use --problem-type regression for numbers)"
         )
     return LabelSpace(problem_type, labels, separator)
+
+
+def is_default_label_names(names: Sequence[str]) -> bool:
+    """Whether ``names`` are transformers' default label names ``LABEL_0, LABEL_1, ...`` in id order: a head saved
+    without names (or a config that never had a head), whose ids carry no names to match."""
+    return all(name == f"LABEL_{i}" for i, name in enumerate(names))
+
+
+def model_label_order(labels: Sequence[str], model_labels: Sequence[str]) -> tuple[str, ...] | None:
+    """The data's label names in the id order of a head the model already has (transformers' ``run_glue.py``: when
+    the model's ``label2id`` names the data's labels, its ids are used, so a fine-tuned head keeps its meaning).
+
+    Names are matched exactly, else case-insensitively (``str.casefold``, as ``run_glue.py`` lowercases the
+    model's names: a head of ``NEGATIVE``/``POSITIVE`` serves data labelled ``negative``/``positive``) when neither
+    side has two names that differ only in case; the result holds the data's spelling.
+
+    Args:
+        labels: the data's label names (``build_label_space`` order).
+        model_labels: the model's ``id2label`` names in id order.
+
+    Returns:
+        ``labels`` reordered by the model's ids when the names are the same set; ``labels`` unchanged when the
+        model's names are transformers' defaults ``LABEL_i`` (:func:`is_default_label_names`) or their number
+        differs (the head has another shape and is newly initialised anyway); ``None`` when the names differ but
+        their number is the same: the head's rows mean other labels and must be newly initialised.
+    """
+    labels, model_labels = tuple(labels), tuple(model_labels)
+    if len(model_labels) != len(labels) or is_default_label_names(model_labels):
+        return labels
+    if set(model_labels) == set(labels):
+        return model_labels
+    folded = {name.casefold(): name for name in labels}
+    model_folded = [name.casefold() for name in model_labels]
+    if len(folded) == len(labels) and len(set(model_folded)) == len(model_labels) and set(model_folded) == set(folded):
+        return tuple(folded[name] for name in model_folded)
+    return None
+
+
+def align_with_head(labels: Sequence[str], config, architecture: str) -> tuple[str, ...] | None:
+    """The label order for fine-tuning from the model of ``config`` (its ``config.json``): the model's ids when it
+    already has an ``architecture`` head (``architectures`` names it) whose ``id2label`` names ``labels``, else
+    ``labels`` as they are (a pretraining ``final/``, a head of another kind, transformers' default names
+    ``LABEL_i``, another number of labels: :func:`model_label_order`). Logs a kept order that differs from the
+    data's, and a head to newly initialise.
+
+    Returns:
+        the label names in id order, or ``None``: the head has as many labels under other names, its weights must
+        be newly initialised rather than reinterpreted.
+    """
+    labels = tuple(labels)
+    if architecture not in (config.architectures or []):
+        return labels
+    model_labels = tuple(config.id2label[i] for i in range(config.num_labels))
+    order = model_label_order(labels, model_labels)
+    if order is None:
+        log.warning(
+            "finetune: the model's %s head predicts the labels %s (config.json id2label), not the training labels "
+            "%s: its classifier is newly initialised",
+            architecture,
+            list(model_labels)[:20],
+            list(labels)[:20],
+        )
+    elif order != labels:
+        log.info("finetune: the model's %s head keeps its label ids: %s", architecture, dict(enumerate(order)))
+    return order
 
 
 def label_space_from_config(config) -> LabelSpace:

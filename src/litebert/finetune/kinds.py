@@ -7,6 +7,7 @@ A kind is a :class:`TaskKind` subclass in its own module (``classification.py``,
     kind = make_kind(data_options, problem_type=..., metrics=...)     # --task NAME / --task-type T
     read = kind.read(path, require_labels=True)                        # file -> ReadResult(examples, ...)
     kind.fit(train_read)            # finetune: label space etc. from train   | kind.from_config(config): evaluate
+    new_head = kind.align_head(config)  # finetune: label ids of a head --model already has; weights to re-init
     feats = kind.featurize(read, tokenizer, max_seq_length, split)     # -> Features (dataset items, lengths, ...)
     model = Cls(config.replace(**kind.config_overrides()))              # Cls = modeling.<kind.architecture>
     objective, count = kind.objective(device)                          # the training loop's objective
@@ -109,6 +110,16 @@ class TaskKind:
     def fit(self, train) -> None:
         """Derive what the model's head needs from the training ``ReadResult`` (label names …) and check the
         metric names. Called by ``finetune`` before any dev/test file is featurized."""
+
+    def align_head(self, config) -> tuple[str, ...]:
+        """Called by ``finetune`` after :meth:`fit` with the ``config.json`` of ``--model`` (pretrained init only):
+        make the label ids agree with a head the model already has, so that its kept weights keep their meaning.
+
+        Returns:
+            parameter-name prefixes of head weights that must be newly initialised rather than loaded (their rows
+            stand for labels the data does not have); default ``()``: nothing to align.
+        """
+        return ()
 
     def from_config(self, config) -> None:
         """The same as :meth:`fit`, from the ``config.json`` of a fine-tuned model (``evaluate``/``predict``)."""

@@ -66,8 +66,11 @@ class ReadResult:
         header: the header fields when the file has a header, else ``None``.
         has_labels: whether a label column was found (``False`` for unlabelled test files).
         format: ``"tsv"``, ``"csv"`` or ``"jsonl"``.
-        skipped: rows dropped by a layout's row filter (e.g. XNLI rows of other languages).
+        skipped: rows dropped by a layout's row filter (e.g. XNLI rows of other languages) or label
+            (``ColumnSpec.skip_labels``: OCNLI/CMNLI ``-``); the run layer logs and records the count.
         label_column: the label column as the spec named it (for messages), ``None`` without labels.
+        skip_reason: which rows the layout drops, in words (``"rows labelled '-'"``), for the log; ``""`` when it
+            drops none.
     """
 
     path: Path
@@ -77,6 +80,7 @@ class ReadResult:
     format: str
     skipped: int = 0
     label_column: Column | None = None
+    skip_reason: str = ""
 
     @property
     def list_labels(self) -> list[Example]:
@@ -111,6 +115,16 @@ class ColumnSpec:
     filter_value: str | None = None
     label_map: tuple[tuple[str, str], ...] = field(default=())
     skip_labels: tuple[str, ...] = ()
+
+    def skip_reason(self, has_labels: bool) -> str:
+        """The rows this spec drops, in words (``"rows whose 'language' is not 'zh'"``, ``"rows labelled '-'"``),
+        ``""`` when it drops none (labels are only read, and skipped, when ``has_labels``)."""
+        reasons = []
+        if self.filter_column is not None:
+            reasons.append(f"rows whose {self.filter_column!r} is not {self.filter_value!r}")
+        if has_labels and self.skip_labels:
+            reasons.append(f"rows labelled {' or '.join(repr(x) for x in self.skip_labels)}")
+        return ", ".join(reasons)
 
     def wants_header(self) -> bool:
         if self.header is not None:
@@ -342,6 +356,7 @@ def read_examples(
         format=fmt,
         skipped=skipped,
         label_column=spec.label if has_labels else None,
+        skip_reason=spec.skip_reason(has_labels),
     )
 
 
@@ -430,4 +445,5 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
         format="jsonl",
         skipped=skipped,
         label_column=spec.label if has_labels else None,
+        skip_reason=spec.skip_reason(has_labels),
     )

@@ -15,7 +15,7 @@ kind's objective (summed loss) and a dev-set ``eval_fn``. Output directory::
                                predictions.json + nbest_predictions.json (+ null_odds.json for SQuAD v2))
     OUTPUT/test_predictions.*  with --test: the same for the test file (labels when it has them)
     OUTPUT/test_results.json   with a labelled --test file: its metrics
-    OUTPUT/finetune_config.json  the settings of the run, the label space, truncation counts
+    OUTPUT/finetune_config.json  the settings of the run, the label space, truncation and dropped-row counts
     OUTPUT/run_settings.json   the same with the settings under "finetune_config" (read back by ``--config``)
     OUTPUT/metrics.jsonl, tb/, train.log, checkpoints/   written by the training loop (a checkpoint at every
                                evaluation by default, --save-steps N: what --resume auto continues from)
@@ -403,6 +403,7 @@ class EvalResult:
         predictions: per row, the decoded prediction (label name / float / joined names).
         labels: per row, the gold label string, or ``None`` for unlabelled files.
         num_examples: rows evaluated. truncated: rows cut to ``max_seq_length``.
+        dropped: rows of the file the task's layout drops (OCNLI/CMNLI ``-`` labels, XNLI's other languages).
         results_file / predictions_file: what was written (``None`` when nothing was).
     """
 
@@ -411,6 +412,7 @@ class EvalResult:
     labels: list[str] | None
     num_examples: int
     truncated: int
+    dropped: int = 0
     results_file: Path | None = None
     predictions_file: Path | None = None
 
@@ -427,6 +429,8 @@ class FinetuneResult:
         steps: optimizer steps run; stopped_early: early stopping fired.
         num_train / num_dev: examples used; truncated: ``{"train": n, "dev": n, "test": n}``.
         labels: the label names in id order; seconds: wall time.
+        dropped: rows each file's layout dropped when read (OCNLI/CMNLI ``-`` labels, XNLI's other languages),
+            ``{"train": n, "dev": n, "test": n}``.
     """
 
     output_dir: Path
@@ -443,6 +447,7 @@ class FinetuneResult:
     truncated: dict[str, int]
     labels: list[str]
     seconds: float
+    dropped: dict[str, int] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------ model loading
@@ -498,6 +503,7 @@ def build_model(
     init: str = "pretrained",
     seed: int = 0,
     head_prefixes: tuple[str, ...] = ("classifier.",),
+    new_head: tuple[str, ...] = (),
     classifier_dropout: float | None = None,
     hidden_dropout: float | None = None,
     extra: dict | None = None,
@@ -507,7 +513,8 @@ def build_model(
     The encoder (``albert.*``) comes from the directory's weights — a pretraining ``final/``
     (``AlbertForPreTraining``: its MLM/SOP heads are dropped), a masked-LM or a fine-tuned model. The head
     (parameters under ``head_prefixes``) is new (initialised from ``seed``) unless the directory already holds one
-    of the same shape. ``init="random"`` keeps only the architecture. ``overrides`` are ``AlbertConfig`` fields
+    of the same shape; weights under ``new_head`` (:meth:`TaskKind.align_head`: a head of other labels) are new
+    whatever the directory holds. ``init="random"`` keeps only the architecture. ``overrides`` are ``AlbertConfig`` fields
     (``num_labels``, ``id2label`` …); ``config.json`` names ``architecture`` in ``architectures``.
 
     Returns:
@@ -534,6 +541,8 @@ def build_model(
     if init == "random":
         return model, {"missing": sorted(model.state_dict()), "unexpected": [], "mismatched": []}
     state, source = load_state_dict_file(directory)
+    if new_head:  # left at their seeded init, so they are reported as newly initialised
+        state = {k: v for k, v in state.items() if not k.startswith(new_head)}
     report = load_weights(model, state, source, ignore_mismatched_sizes=True)
     encoder_missing = [k for k in report["missing"] if not k.startswith(head_prefixes)]
     if encoder_missing:
@@ -612,6 +621,26 @@ def _report_truncation(name: str, path: Path, feats, max_seq_length: int) -> Non
         )
 
 
+def _dropped(read) -> int:
+    """Rows of a file that its layout dropped when read (``ReadResult.skipped``: OCNLI/CMNLI ``-`` labels, XNLI's
+    other languages); 0 for a kind whose reader drops none and keeps no count (QA)."""
+    return getattr(read, "skipped", 0)
+
+
+def _report_dropped(name: str, read) -> None:
+    """Log the rows of ``read``'s file that its layout dropped (:func:`_dropped`), as truncation is."""
+    if _dropped(read):
+        log.info(
+            "%s: %d of %d rows of %s were dropped (%s); %d read",
+            name,
+            read.skipped,
+            read.skipped + len(read.examples),
+            read.path,
+            read.skip_reason or "by the task's layout",
+            len(read.examples),
+        )
+
+
 def _check_seq_length(config, max_seq_length: int, model_dir) -> None:
     if max_seq_length > config.max_position_embeddings:
         raise LitebertError(
@@ -655,10 +684,14 @@ class _Split:
 
 @dataclass
 class _Data:
+    """The splits of a run, their tokenizer, and ``new_head``: the head weights of ``--model`` that must be newly
+    initialised for these labels (:meth:`TaskKind.align_head`)."""
+
     tokenizer: Any
     train: _Split
     dev: _Split
     test: _Split | None
+    new_head: tuple[str, ...] = ()
 
     @property
     def truncated(self) -> dict[str, int]:
@@ -667,16 +700,27 @@ class _Data:
             out["test"] = self.test.feats.truncated
         return out
 
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Rows each file's layout dropped when it was read (before any subsampling)."""
+        out = {"train": _dropped(self.train.read), "dev": _dropped(self.dev.read)}
+        if self.test is not None:
+            out["test"] = _dropped(self.test.read)
+        return out
+
 
 def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
-    """Read train/dev(/test), fit the kind on train, subsample, load the tokenizer and featurize (dev/test labels
-    are checked against train's here: unseen labels fail or are counted, as the kind says)."""
+    """Read train/dev(/test), fit the kind on train and align its label ids with a head ``--model`` already has
+    (pretrained init), subsample, load the tokenizer and featurize (dev/test labels are checked against train's
+    here: unseen labels fail or are counted, as the kind says)."""
     train_read = kind.read(cfg.train_file, require_labels=True)
     dev_read = kind.read(cfg.dev_file, require_labels=True)
+    model_config = load_config(cfg.model)
     kind.fit(train_read)
+    new_head = kind.align_head(model_config) if cfg.init == "pretrained" else ()
     train_read = _subsample(train_read, cfg.max_train_examples, cfg.data_seed)
     dev_read = _subsample(dev_read, cfg.max_eval_examples, cfg.data_seed)
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, load_config(cfg.model).vocab_size)
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, model_config.vocab_size)
     train = _Split(train_read, kind.featurize(train_read, tokenizer, cfg.max_seq_length, "train"))
     dev = _Split(dev_read, kind.featurize(dev_read, tokenizer, cfg.max_seq_length, "dev"))
     test = None
@@ -685,8 +729,9 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
         test = _Split(test_read, kind.featurize(test_read, tokenizer, cfg.max_seq_length, "test"))
     for name, split in (("train", train), ("dev", dev), ("test", test)):
         if split is not None:
+            _report_dropped(name, split.read)
             _report_truncation(name, split.read.path, split.feats, cfg.max_seq_length)
-    return _Data(tokenizer, train, dev, test)
+    return _Data(tokenizer, train, dev, test, new_head)
 
 
 def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
@@ -699,6 +744,7 @@ def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
         init=cfg.init,
         seed=cfg.seed,
         head_prefixes=kind.head_prefixes,
+        new_head=data.new_head,
         classifier_dropout=cfg.classifier_dropout,
         hidden_dropout=cfg.hidden_dropout,
         # the length evaluate/predict then use by default (QA's kind records it too)
@@ -717,7 +763,7 @@ def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
     log.info(
         "finetune: %s init; newly initialised: %s",
         cfg.init,
-        ", ".join(load_info["missing"]) if cfg.init == "pretrained" else "all weights",
+        (", ".join(load_info["missing"]) or "(none)") if cfg.init == "pretrained" else "all weights",
     )
     return model, positions_warning
 
@@ -836,6 +882,7 @@ def _finish(
         truncated=data.truncated,
         labels=list(kind.labels),
         seconds=seconds,
+        dropped=data.dropped,
     )
 
 
@@ -866,6 +913,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     from litebert.training import distributed as D
     from litebert.training.distributed import unwrap_model, wrap_model
     from litebert.training.run import (
+        check_checkpoint_fits,
         check_output_dir,
         check_resume_settings,
         resolve_resume,
@@ -926,6 +974,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "eval_steps": eval_steps,
         "save_steps": save_steps,
         "truncated": data.truncated,
+        "dropped": data.dropped,
         "untrained_positions_warning": positions_warning,
         "world_size": dist.world_size,
         "global_batch_size": cfg.batch_size * dist.world_size,
@@ -938,6 +987,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     run_settings["precision"] = precision.to_dict()
     settings = make_run_settings("finetune", cfg, {k: v for k, v in run_settings.items() if k != "finetune_config"})
     # every rank refuses a resume that would change the run's trajectory or its data files
+    check_checkpoint_fits(resume_from, "finetune", unwrap_model(model))  # a pretrain checkpoint, another head ...
     check_resume_settings(resume_from, settings, cfg, steps=max_steps, may_change=RESUME_MAY_CHANGE)
     if dist.is_main:
         # run_settings.json first: it marks the directory as a finetune run (check_output_dir) from the start
@@ -1074,6 +1124,7 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
     tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)
     feats = kind.featurize(read, tokenizer, seq, "data")
+    _report_dropped("data", read)
     _report_truncation("data", read.path, feats, seq)
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (
@@ -1118,12 +1169,13 @@ def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
         labels=labels,
         num_examples=len(read.examples),
         truncated=split.feats.truncated,
+        dropped=_dropped(read),
     )
     if cfg.output_dir and dist.is_main:
         out = Path(cfg.output_dir)
         from litebert.training.run import run_settings, write_run_settings
 
-        write_run_settings(out, run_settings(name, cfg, {"max_seq_length": seq}))
+        write_run_settings(out, run_settings(name, cfg, {"max_seq_length": seq, "dropped": _dropped(read)}))
         if name == "evaluate":
             res.results_file = _write_json(
                 out / "eval_results.json", {**metrics, "num_examples": len(preds), "truncated": split.feats.truncated}

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
-from litebert.finetune.data import _batch_ids, pad_inputs
+from litebert.finetune.data import _batch_ids, align_with_head, pad_inputs
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.readers import ReadResult, _read_text
 
@@ -315,6 +315,17 @@ class TokenKind(TaskKind):
     def fit(self, train: ReadResult) -> None:
         self.tag_names = preset_tags(train, self.task) if self.task and self.task.labels else label_list(train)
         self._choose_metrics()
+
+    def align_head(self, config) -> tuple[str, ...]:
+        """Fine-tuning from a token classifier whose ``id2label`` names the same tags (in another order: a
+        transformers CoNLL-2003 model): the tags take the model's ids, so its kept head scores each tag as before;
+        as many tags under other names: the head is newly initialised
+        (:func:`~litebert.finetune.data.align_with_head`)."""
+        order = align_with_head(self.tag_names, config, self.architecture)
+        if order is None:
+            return self.head_prefixes
+        self.tag_names = order
+        return ()
 
     def from_config(self, config) -> None:
         self.tag_names = tuple(config.id2label[i] for i in range(config.num_labels))
