@@ -352,7 +352,13 @@ def run_finetuning(
 def table(workdir: Path, criterion: tuple[str, ...] = CRITERION_TASKS) -> str:
     """Markdown table: per task, mean ± std of each metric for pretrained and random, the gap, and the verdict;
     the closing line counts the passes among ``criterion`` (one protocol per task)."""
-    rows = [json.loads(line) for line in (workdir / "results.jsonl").read_text().splitlines() if line.strip()]
+    results = workdir / "results.jsonl"
+    if not results.is_file():
+        raise SystemExit(
+            f"error: {results} does not exist: run the `finetune` step with --workdir {workdir} first "
+            "(docs/finetune.md), or give the --workdir it wrote to"
+        )
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     lines = [
         "| task | metric | pretrained (mean ± std) | random init (mean ± std) | gap | 2 × std(random) | "
         "pretrained better by > 2σ? | seeds |",

@@ -39,7 +39,15 @@ def main() -> None:
     p.add_argument("--min-sop", type=float, default=0.52, help="leave out cells that did not learn SOP")
     p.add_argument("--bootstrap", type=int, default=5000)
     args = p.parse_args()
+    for path in args.results:
+        if not path.is_file():
+            raise SystemExit(f"error: {path}: no such file (give the results.jsonl of a `litebert ablate` output)")
     models = sop_models(args.results, args.min_sop)
+    if len({m["sop_accuracy"] for m in models}) < 2:
+        raise SystemExit(
+            f"error: {len(models)} SOP-trained model(s) with SOP accuracy >= {args.min_sop} in "
+            f"{', '.join(map(str, args.results))}: a slope needs at least two of different SOP accuracy"
+        )
     sop = np.array([m["sop_accuracy"] for m in models]) * 100
     nsp = np.array([m["nsp_accuracy"] for m in models]) * 100
     # NSP label 0 = same document, in order; label 1 = B from another document. Called abnormal = predicted 1.
@@ -51,7 +59,7 @@ def main() -> None:
         i = rng.integers(0, len(sop), len(sop))
         if np.ptp(sop[i]) > 0:
             slopes.append(np.polyfit(sop[i], nsp[i], 1)[0])
-    lo, hi = np.percentile(slopes, [2.5, 97.5])
+    lo, hi = np.percentile(slopes, [2.5, 97.5]) if slopes else (float("nan"), float("nan"))
     print(f"{len(models)} distinct SOP-trained models")
     print(f"SOP accuracy {sop.min():.1f}-{sop.max():.1f} %, NSP accuracy {nsp.min():.1f}-{nsp.max():.1f} %")
     print(f"correlation {np.corrcoef(sop, nsp)[0, 1]:+.2f}; slope of NSP on SOP {slope:+.2f} [{lo:+.2f}, {hi:+.2f}]")

@@ -69,3 +69,52 @@ def test_one_random_run_gives_no_verdict(compare, tmp_path):
     _write(tmp_path, {("mrpc", "pretrained"): [0.75], ("mrpc", "random"): [0.70]})
     text = compare.table(tmp_path)
     assert "not yet (one random run)" in text and "on 0 of 1 tasks" in text
+
+
+def test_table_of_a_workdir_without_results_is_one_error_line(tmp_path):
+    """`compare_pretraining.py table --workdir DIR` before the finetune step (or on a mistyped DIR) ended in a
+    FileNotFoundError traceback; now one `error:` line naming the file and the step to run."""
+    import subprocess
+
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "table", "--workdir", str(tmp_path)], capture_output=True, text=True
+    )
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr == (
+        f"error: {tmp_path / 'results.jsonl'} does not exist: run the `finetune` step with --workdir {tmp_path} first "
+        "(docs/finetune.md), or give the --workdir it wrote to\n"
+    )
+
+
+def test_sop_nsp_transfer_needs_two_models_of_different_sop_accuracy(tmp_path):
+    """scripts/sop_nsp_transfer.py (docs/ablations.md, "scale or bug?"): the slope of NSP on SOP accuracy, with a
+    clear error, not a numpy traceback, when fewer than two SOP-trained models of different SOP accuracy qualify;
+    and on three hand-made models the least-squares slope of NSP on SOP."""
+    import subprocess
+
+    script = SCRIPT.parent / "sop_nsp_transfer.py"
+
+    def rec(cell, sop, nsp):
+        return {
+            "study": "depth",
+            "cell": cell,
+            "sop_accuracy": sop,
+            "nsp_accuracy": nsp,
+            "mlm_loss": sop,
+            "nsp_accuracy_label0": 0.5,
+            "nsp_accuracy_label1": 0.5,
+        }
+
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(json.dumps(r) for r in [rec("L1", 0.60, 0.50), rec("nsp", 0.5, 0.65)]) + "\n")
+    res = subprocess.run([sys.executable, str(script), str(results)], capture_output=True, text=True)
+    assert (
+        res.returncode == 1
+        and "Traceback" not in res.stderr
+        and res.stderr.startswith("error: 1 SOP-trained model(s) with SOP accuracy >= 0.52 in")
+    )
+    rows = [rec("L1", 0.54, 0.50), rec("L2", 0.58, 0.52), rec("L4", 0.62, 0.54)]  # NSP = 0.5 * SOP + 0.23
+    results.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    res = subprocess.run([sys.executable, str(script), str(results)], capture_output=True, text=True)
+    assert res.returncode == 0 and "3 distinct SOP-trained models" in res.stdout
+    assert "correlation +1.00; slope of NSP on SOP +0.50" in res.stdout

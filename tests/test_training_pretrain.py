@@ -578,3 +578,21 @@ def test_resume_from_a_finetune_checkpoint_is_refused_before_anything_is_written
         "optimizer: missing predictions.bias, predictions.LayerNorm.weight, predictions.LayerNorm.bias (+6 more)" in err
     )
     assert err.endswith("; unexpected classifier.weight, classifier.bias\n")
+
+
+def test_closing_line_shows_the_loss_trend_only_over_two_logged_windows(tiny_data, tmp_path, capsys):
+    """A run shorter than --logging-steps has one train record: the closing line said "mlm_loss X -> X", as if
+    training did nothing; it now gives that window's mean, and over two or more windows first -> last with steps."""
+    from litebert.training.metrics import read_metrics
+
+    short = tmp_path / "short"
+    assert main(_args(tiny_data, short, "--max-steps", 3, "--batch-size", 4, "--logging-steps", 50)) == 0
+    rec = [r for r in read_metrics(short) if r["split"] == "train"]
+    cap = capsys.readouterr()
+    log = cap.out + cap.err
+    assert len(rec) == 1 and f"train mlm_loss {rec[0]['mlm_loss']:.3f} (mean of steps 1-3)" in log and "->" not in log
+    two = tmp_path / "two"
+    assert main(_args(tiny_data, two, "--max-steps", 4, "--batch-size", 4, "--logging-steps", 2)) == 0
+    a, b = [r for r in read_metrics(two) if r["split"] == "train"]
+    cap = capsys.readouterr()
+    assert f"train mlm_loss {a['mlm_loss']:.3f} (step 2) -> {b['mlm_loss']:.3f} (step 4)" in cap.out + cap.err

@@ -637,8 +637,15 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
         seconds = time.perf_counter() - t0
         if dist.is_main:
             summary = f"pretrain: done, {result.step} steps in {seconds:.0f} s"
-            if first and last:
-                summary += f"; train mlm_loss {first.get('mlm_loss', float('nan')):.3f} -> {last.get('mlm_loss', float('nan')):.3f}"
+            if first and last and first.get("step") != last.get("step"):
+                summary += (
+                    f"; train mlm_loss {first.get('mlm_loss', float('nan')):.3f} (step {first.get('step')}) -> "
+                    f"{last.get('mlm_loss', float('nan')):.3f} (step {last.get('step')})"
+                )
+            elif last:  # one logging window (a run shorter than --logging-steps): its mean, no trend to show
+                summary += (
+                    f"; train mlm_loss {last.get('mlm_loss', float('nan')):.3f} (mean of steps 1-{last.get('step')})"
+                )
             if eval_metrics:
                 summary += (
                     f"; eval mlm_accuracy {eval_metrics['mlm_accuracy']:.4f}, mlm_perplexity "
