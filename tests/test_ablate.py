@@ -144,6 +144,27 @@ def test_unknown_study_or_cell_is_a_clear_error(tmp_path, capsys):
     assert exc.value.code == 2 and "invalid choice: 'widht'" in capsys.readouterr().err
 
 
+def test_a_base_config_with_inner_groups_is_refused_before_anything_is_written(tmp_path, capsys):
+    """The cells are defined for inner_group_num 1 (the paper's ALBERT): with 2, "L1" ran 2 layers, "L8" 16 and
+    "all-shared" had 2 distinct layers, so the names, the tables and the closed-form count would be false."""
+    grouped = {**TINY, "num_hidden_groups": 2, "inner_group_num": 2}
+    base = AlbertConfig(**grouped)
+    with pytest.raises(LitebertError, match=r"^the base config: inner_group_num 2, expected 1: .*set inner_group_num"):
+        build_grid("depth", base)
+    # what the cells would be: depth "L1" with two distinct layers run (and more parameters than the closed form)
+    l1 = base.replace(num_hidden_layers=1, num_hidden_groups=1, sharing="all")
+    assert AlbertForPreTraining(l1).num_parameters() > expected_parameters(l1)
+    config = tmp_path / "grouped.json"
+    config.write_text(json.dumps(grouped))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c.\n")
+    argv = ["ablate", "--study", "sharing", "--corpus", str(corpus), "--output", str(tmp_path / "o"), "--steps", "2"]
+    assert main([*argv, "--base-config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --base-config {config}: inner_group_num 2, expected 1: ")
+    assert not (tmp_path / "o").exists()
+
+
 def test_wilson_interval_hand_computed():
     from litebert.ablate import wilson_interval
 
@@ -152,6 +173,28 @@ def test_wilson_interval_hand_computed():
     lo, hi = wilson_interval(0, 10)  # upper bound z²/(n + z²) = 3.8415 / 13.8415
     assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(3.841459 / 13.841459, abs=1e-6)
     assert all(math.isnan(x) for x in wilson_interval(0, 0))
+
+
+def test_wilson_interval_lies_in_0_1_and_is_exact_at_0_and_n():
+    """At 0 successes the Wilson bounds are 0 and z²/(n + z²), at n they are n/(n + z²) and 1 (closed form); the
+    formula centre ∓ half gave -2.2e-19 for 0 of 1,883 masked tokens, printed "[-0.0, 0.2]" (and 1 + 1e-16 at n)."""
+    from litebert.ablate import wilson_interval
+
+    z2 = 1.959964**2
+    from litebert.ablate.report import table_markdown
+
+    old = dict(study="dropout", cell="dropout-0", seed=42, parameters=1, steps=5, seconds=1.0, tokens=1, mlm_loss=8.6)
+    old.update(mlm_accuracy=0.0, mlm_tokens=1883, mlm_ci95=[-2.168404344971009e-19, 0.0020359203277065963])
+    old.update(sop_accuracy=0.5, sop_ci95=[0.4, 0.6], nsp_accuracy=0.5, nsp_ci95=[0.4, 0.6])
+    assert "| 0.0 [0.0, 0.2] |" in table_markdown("dropout", [old])  # a record written before the clamp
+    for n in [*range(1, 300), 1883]:
+        lo, hi = wilson_interval(0, n)
+        assert lo == 0.0 and hi == pytest.approx(z2 / (n + z2), rel=1e-12), n
+        lo, hi = wilson_interval(n, n)
+        assert hi == 1.0 and lo == pytest.approx(n / (n + z2), rel=1e-12), n
+        for c in (1, n // 2, n - 1):
+            lo, hi = wilson_interval(c, n)
+            assert 0.0 <= lo <= c / n <= hi <= 1.0
 
 
 @pytest.fixture(scope="module")
@@ -308,6 +351,9 @@ def test_budget_minutes_stops_by_time_and_alone_estimates_the_schedule(corpus, t
     rec = ablate(_cfg(corpus, out, steps=500, budget_minutes=1e-6, cells=["L1"]), log=lambda *a: None).records[0]
     assert rec["steps"] == 1 and rec["max_steps"] == 500 and rec["budget_minutes"] == 1e-6
     assert (out / "depth" / "L1" / "checkpoints" / "step-1").is_dir()
+    md = (out / "depth.md").read_text()  # the steps column is what the header says: run / schedule
+    assert "a schedule of 500 steps, stopped at 1e-06 wall-clock minutes (the steps column: steps run / schedule" in md
+    assert next(line for line in md.splitlines() if line.startswith("| L1 |")).split(" | ")[2] == "1 / 500"
     # --budget-minutes alone: the schedule length comes from a timed probe of the cell (at least 10 steps)
     plan_cfg = _cfg(corpus, tmp_path / "alone", steps=None, budget_minutes=1e-6, cells=["L2"])
     rec = ablate(plan_cfg, log=lambda *a: None).records[0]
@@ -620,3 +666,127 @@ def test_table_gives_the_mlm_interval_and_finetune_metrics_in_percent():
     seeds = [dict(one, seed=1, finetune_accuracy=0.50), dict(one, seed=2, finetune_accuracy=0.54)]
     row = next(ln for ln in table_markdown("dropout", seeds).splitlines() if ln.startswith("| dropout-0 "))
     assert "| 52.0 ± 2.8 |" in row  # mean 0.52, sd 0.0283
+
+
+def test_table_header_tells_every_evaluation_set_and_the_steps_column_reads_run_of_schedule():
+    """The header was written from the first record: rows scored on 200 and 100 held-out pairs shared one table under
+    "SOP 200, NSP 200", and under --budget-minutes it called the steps column the schedule while it held the steps
+    run (24 of a 25-step schedule showed as "24")."""
+    from litebert.ablate.report import table_markdown
+
+    def record(cell, steps, max_steps, sequences, tokens, **kw):
+        return dict(
+            study="embedding-size", cell=cell, seed=42, parameters=1000, steps=steps, max_steps=max_steps,
+            seconds=1.0, tokens=4096, mlm_loss=7.0, mlm_accuracy=0.01, mlm_tokens=tokens, sop_accuracy=0.5,
+            sop_sequences=sequences, nsp_accuracy=0.5, nsp_sequences=sequences, **kw,
+        )  # fmt: skip
+
+    same = [record("E16-all-shared", 20, 20, 200, 3783), record("E128-not-shared", 20, 20, 200, 3783)]
+    header = table_markdown("embedding-size", same).splitlines()[2]
+    assert (
+        "a schedule of 20 steps;" in header
+        and "held-out sequences: SOP 200, NSP 200; masked tokens scored: 3783" in header
+    )
+    mixed = [*same, record("E32-all-shared", 20, 20, 100, 1883)]
+    header = table_markdown("embedding-size", mixed).splitlines()[2]
+    assert "SOP 200" not in header.split("differs")[0]  # no single size claimed for every row
+    assert (
+        "held-out evaluation differs between cells, so their rows are not comparable: SOP 200, NSP 200, 3783 masked "
+        "tokens (E16-all-shared, E128-not-shared); SOP 100, NSP 100, 1883 masked tokens (E32-all-shared)"
+    ) in header
+
+    timed = [
+        record("dropout-0.1", 23, 23, 200, 3783, budget_minutes=0.3),
+        record("dropout-0", 24, 25, 200, 3783, budget_minutes=0.3),
+    ]
+    for r in timed:
+        r["study"] = "dropout"
+    lines = table_markdown("dropout", timed).splitlines()
+    assert lines[2].startswith(
+        "Budget per cell: schedules of 23, 25 steps, stopped at 0.3 wall-clock minutes (the steps column: steps run / "
+        "schedule, where a cell stopped before its schedule ended);"
+    )
+    steps = {ln.split(" | ")[0][2:]: ln.split(" | ")[2] for ln in lines if ln.startswith("| dropout-")}
+    assert steps == {"dropout-0.1": "23", "dropout-0": "24 / 25"}
+    # a time limit that stopped no cell: the column is the schedule, as the header says
+    header = table_markdown("dropout", [dict(timed[0])]).splitlines()[2]
+    assert header.startswith("Budget per cell: a schedule of 23 steps, stopped at 0.3 wall-clock minutes;")
+
+
+def test_a_rerun_with_other_evaluation_settings_is_refused(corpus, finished, tmp_path):
+    """--max-eval-sequences and --eval-corpus change what is measured: a study whose cells were scored on one held-out
+    set refuses a command that would score new cells on another (rows of 200 and 100 pairs shared one table)."""
+    _, held, _, _ = corpus
+    out = _copy(finished, tmp_path / "study")
+    before = _tree(out)
+    other = tmp_path / "valid-more.txt"
+    other.write_text(held.read_text() + "\nOne more held-out line .\n")
+    for kw, diff in (
+        ({"max_eval_sequences": 10}, "--max-eval-sequences all -> 10"),
+        ({"eval_corpus": [str(other)]}, f"--eval-corpus {held.resolve()} -> {other.resolve()}"),
+    ):
+        with pytest.raises(LitebertError, match="depth/L1 was planned with other settings than this command") as exc:
+            ablate(_cfg(corpus, out, cells=["L2"], **kw), log=lambda *a: None)
+        assert diff in str(exc.value) and "more cell(s) differ: depth/L4" in str(exc.value)
+    assert _tree(out) == before
+    recorded = json.loads((out / "depth" / "L1" / "ablate_plan.json").read_text())["settings"]
+    assert recorded["max_eval_sequences"] is None and recorded["eval_corpus"] == [str(held.resolve())]
+    assert recorded["eval_corpus_bytes"] == [held.stat().st_size]
+
+    # cells planned before the evaluation settings were recorded: the command line that scored them tells
+    for cell in ("L1", "L4"):
+        run = out / "depth" / cell
+        plan = json.loads((run / "ablate_plan.json").read_text())
+        for key in ("max_eval_sequences", "eval_corpus", "eval_corpus_bytes"):
+            plan["settings"].pop(key)
+        (run / "ablate_plan.json").write_text(json.dumps(plan))
+        settings = json.loads((run / "run_settings.json").read_text())
+        settings["argv"] = ["litebert", "ablate", "--study", "depth", "--max-eval-sequences", "4000"]
+        (run / "run_settings.json").write_text(json.dumps(settings))
+    with pytest.raises(LitebertError, match=r"depth/L1 .*: --max-eval-sequences 4000 -> all"):
+        ablate(_cfg(corpus, out, cells=["L1"]), log=lambda *a: None)
+    res = ablate(_cfg(corpus, out, cells=["L1"], max_eval_sequences=4000), log=lambda *a: None)
+    assert res.trained == []
+
+
+@pytest.fixture
+def sst2(shared_data, tmp_path):
+    """A tiny SST-2: the first 64 training and 32 dev rows."""
+    d = tmp_path / "sst2"
+    d.mkdir()
+    for name, rows in (("train.tsv", 65), ("dev.tsv", 33)):
+        lines = (shared_data / "glue" / "SST-2" / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        (d / name).write_text("".join(lines[:rows]), encoding="utf-8")
+    return d
+
+
+def test_finetune_task_added_to_a_finished_study_fine_tunes_its_cells(corpus, finished, sst2, tmp_path):
+    """--finetune-task on a study whose cells are finished was silently ignored (no fine-tuning, no finetune_*
+    fields, no FT column): a finished cell has final/, so it is fine-tuned then, without being retrained."""
+    out = _copy(finished, tmp_path / "study")
+    l1 = out / "depth" / "L1"
+    weights = (l1 / "final" / "model.safetensors").stat().st_mtime_ns
+    kw = {"cells": ["L1"], "finetune_task": "sst2", "finetune_data": str(sst2), "finetune_steps": 2}
+    res = ablate(_cfg(corpus, out, **kw), log=lambda *a: None)
+    rec = res.records[0]
+    assert res.trained == [] and (l1 / "final" / "model.safetensors").stat().st_mtime_ns == weights
+    dev = json.loads((l1 / "finetune-sst2" / "eval_results.json").read_text())  # the fine-tuning run's own metrics
+    assert rec["finetune_task"] == "sst2" and rec["finetune_accuracy"] == dev["accuracy"]
+    assert rec["finetune_num_examples"] == dev["num_examples"] == 32
+    assert json.loads((l1 / "ablate_result.json").read_text())["finetune_accuracy"] == dev["accuracy"]
+    lines = {json.loads(x)["cell"]: json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()}
+    assert lines["L1"]["finetune_accuracy"] == dev["accuracy"] and "finetune_task" not in lines["L4"]
+    md = (out / "depth.md").read_text().splitlines()
+    head = next(ln for ln in md if ln.startswith("| cell |")).split(" | ")
+    col = head.index("FT accuracy")
+    rows = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in md if ln.startswith("| L")}
+    assert rows["L1"][col] == f"{100 * dev['accuracy']:.1f}" and rows["L4"][col] == "–"
+    # the pretraining metrics are the record's as before
+    before = json.loads((finished / "depth" / "L1" / "ablate_result.json").read_text())
+    kept = {k: v for k, v in rec.items() if not k.startswith("finetune_")}
+    assert json.dumps(kept, sort_keys=True) == json.dumps(before, sort_keys=True)
+    # done once: a rerun reads the record
+    stamp = (l1 / "finetune-sst2" / "eval_results.json").stat().st_mtime_ns
+    again = ablate(_cfg(corpus, out, **kw), log=lambda *a: None).records
+    assert [json.dumps(r, sort_keys=True) for r in again] == [json.dumps(rec, sort_keys=True)]
+    assert (l1 / "finetune-sst2" / "eval_results.json").stat().st_mtime_ns == stamp

@@ -117,13 +117,31 @@ def _heads_for(hidden: int, head_size: int) -> int:
     return max(1, hidden // head_size) if hidden % head_size == 0 else 1
 
 
+def check_base(base, source: str = "the base config") -> None:
+    """Refuse a base config whose cells would not be what their names say.
+
+    The cells are defined for ``inner_group_num`` 1, the paper's ALBERT: with n > 1 every layer group runs n distinct
+    layers per layer, so "L1" would be n layers deep, "all-shared" n distinct layers and "not-shared" n·L, and the
+    parameter closed form of docs/ablations.md would not hold. Raises :class:`LitebertError` naming ``source`` (e.g.
+    ``"--base-config FILE"``).
+    """
+    if base.inner_group_num != 1:
+        raise LitebertError(
+            f"{source}: inner_group_num {base.inner_group_num}, expected 1: the ablation cells (depth 1, 2, 4, 8 "
+            f"layers; all-shared one layer, not-shared L layers) are defined for the paper's ALBERT, whose layer "
+            f"groups hold one layer each; set inner_group_num to 1"
+        )
+
+
 def build_grid(study: str, base) -> list[Cell]:
     """The cells of ``study`` for the base config ``base`` (an AlbertConfig).
 
-    Raises :class:`LitebertError` for an unknown study (listing the known ones).
+    Raises :class:`LitebertError` for an unknown study (listing the known ones) or a base config the cells are not
+    defined for (:func:`check_base`).
     """
     if study not in STUDIES:
         raise LitebertError(f"unknown study {study!r}; known studies: {', '.join(STUDIES)}")
+    check_base(base)
     H, L = base.hidden_size, base.num_hidden_layers
     all_shared = {"sharing": "all", "num_hidden_groups": 1}
     not_shared = {"sharing": "none", "num_hidden_groups": L}

@@ -1,25 +1,31 @@
-"""What made an ablation cell: its training-defining settings, recorded when the cell is planned and compared with
-the command on every rerun, so that a finished or half-finished cell is never reused under settings it was not
-trained with.
+"""What made an ablation cell: its training- and evaluation-defining settings, recorded when the cell is planned and
+compared with the command on every rerun, so that a finished or half-finished cell is never reused under settings it
+was not trained or scored with, and every row of a study's table is scored on the same held-out set.
 
 A setting is *training-defining* when changing it changes the trained weights: the cell's effective model config,
 the schedule (``--steps``, ``--budget-minutes``, the warmup steps), ``--batch-size``, ``--optimizer``,
 ``--learning-rate``, the data (the corpus files and their sizes, the held-out split, the tokenizer's vocabulary, the
-sentence task, the corpus fraction, ``--max-seq-length``, the masking, ``--data-seed``) and the seed. Threads, the
-checkpoint interval, the output path, the selected cells, progress bars and ``prepare``'s workers are not.
+sentence task, the corpus fraction, ``--max-seq-length``, the masking, ``--data-seed``) and the seed. It is
+*evaluation-defining* when changing it changes what the held-out evaluation measures: ``--eval-corpus`` (the files
+and their sizes) and ``--max-eval-sequences`` (the held-out split, the tokenizer, the sequence length, the masking
+and ``--data-seed`` define both). Threads, the checkpoint interval, ``--eval-batch-size``, the output path, the
+selected cells, progress bars and ``prepare``'s workers are not.
 
 A cell planned by this version stores the settings under ``"settings"`` in its ``ablate_plan.json``. A cell planned
 before (no ``"settings"``) is described from what it did store: the plan (steps, budget, seed, cell definition),
 ``run_settings.json`` (the pretraining settings, the data manifest's settings and tokenizer fingerprint, and the
-``litebert ablate`` command line that made it, for the corpus files) and, for every cell, ``cell_model_config.json``
+``litebert ablate`` command line that made it, for the corpus files; the evaluation settings from the command line of
+the cell's last training segment, the call that scored it) and, for every cell, ``cell_model_config.json``
 (the effective model config: a cell copied from an identical cell of another study compares equal whatever its
-override dict says). A setting a cell did not store is not compared. Paths are compared as the files they name
+override dict says). A cell planned before the evaluation settings were recorded takes them from its command line
+likewise. A setting a cell did not store is not compared. Paths are compared as the files they name
 (resolved, relative ones against the working directory), never as strings.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +59,9 @@ LABELS = {
     "corpus_bytes": "corpus file sizes (bytes)",
     "held_out": "held-out text (--eval-corpus / --eval-fraction)",
     "tokenizer": "--tokenizer",
+    "eval_corpus": "--eval-corpus",
+    "eval_corpus_bytes": "held-out corpus file sizes (bytes)",
+    "max_eval_sequences": "--max-eval-sequences",
 }
 
 
@@ -64,6 +73,7 @@ class StudyInputs:
         corpus: the training corpus files (directories expanded), resolved to absolute paths, in order.
         corpus_bytes: their sizes in bytes.
         eval_corpus: the held-out corpus files, resolved, or None (held out from the corpus).
+        eval_corpus_bytes: their sizes in bytes, or None.
         tokenizer: the vocabulary fingerprint (hex SHA-256, :meth:`litebert.tokenization.Tokenizer.vocab_fingerprint`)
             of ``--tokenizer``, or None when the tokenizer is trained on the corpus.
     """
@@ -71,6 +81,7 @@ class StudyInputs:
     corpus: tuple[str, ...]
     corpus_bytes: tuple[int, ...]
     eval_corpus: tuple[str, ...] | None
+    eval_corpus_bytes: tuple[int, ...] | None
     tokenizer: str | None
 
 
@@ -80,11 +91,17 @@ def held_out(eval_corpus: bool, eval_fraction: float) -> str:
 
 
 def current_settings(cfg, cell, seed: int, inputs: StudyInputs, max_steps: int) -> dict:
-    """The training-defining settings the command ``cfg`` gives ``cell`` (seed ``seed``), except the model config.
+    """The training- and evaluation-defining settings the command ``cfg`` gives ``cell`` (seed ``seed``), except the
+    model config.
 
     ``max_steps``: the cell's schedule (``--steps``, or the planned estimate under ``--budget-minutes`` alone), of
     which ``--warmup-ratio`` makes the warmup steps. ``"steps"`` is ``cfg.steps``: None when the schedule is estimated.
+    ``"eval_corpus"`` and ``"eval_corpus_bytes"`` are there only with ``--eval-corpus`` (without it ``"held_out"``
+    says which text is held out).
     """
+    evaluation: dict = {"max_eval_sequences": cfg.max_eval_sequences}
+    if inputs.eval_corpus is not None:
+        evaluation.update(eval_corpus=list(inputs.eval_corpus), eval_corpus_bytes=list(inputs.eval_corpus_bytes or ()))
     return {
         "system": cell.system,
         "inter_sentence_task": cell.inter_sentence_task,
@@ -104,6 +121,7 @@ def current_settings(cfg, cell, seed: int, inputs: StudyInputs, max_steps: int) 
         "corpus_bytes": list(inputs.corpus_bytes),
         "held_out": held_out(inputs.eval_corpus is not None, cfg.eval_fraction),
         "tokenizer": inputs.tokenizer or TRAINED_TOKENIZER,
+        **evaluation,
     }
 
 
@@ -118,12 +136,14 @@ def model_settings(path: Path) -> dict | None:
 
 
 def stored_settings(run: Path, plan: dict | None = None) -> dict:
-    """The training-defining settings the cell run directory ``run`` was planned with, with ``"model"`` (see the
-    module docstring); only those it stored. ``plan``: its ``ablate_plan.json``, when already read. Raises
-    :class:`LitebertError` for an unreadable plan or config."""
+    """The training- and evaluation-defining settings the cell run directory ``run`` was planned with, with
+    ``"model"`` (see the module docstring); only those it stored. ``plan``: its ``ablate_plan.json``, when already
+    read. Raises :class:`LitebertError` for an unreadable plan or config."""
     if plan is None:
         plan = read_json(run / PLAN_FILE, what="ablate plan", expect=dict)
     settings = dict(plan.get("settings") or _legacy_settings(run, plan))
+    if "max_eval_sequences" not in settings:  # planned before the evaluation settings were recorded
+        settings.update({k: v for k, v in _legacy_evaluation(run).items() if k not in settings})
     model = model_settings(run / CELL_CONFIG_FILE)
     if model is not None:
         settings["model"] = model
@@ -183,6 +203,34 @@ def _legacy_settings(run: Path, plan: dict) -> dict:
     return out
 
 
+def _legacy_evaluation(run: Path) -> dict:
+    """The evaluation settings (``max_eval_sequences``, ``eval_corpus``) of the ``litebert ablate`` command line
+    that ran the cell's last training segment (``run_settings.resume-step-N.json`` of the highest N, else
+    ``run_settings.json``): the call that scored it. Empty when there is no such command line."""
+    segments = sorted(
+        run.glob("run_settings.resume-step-*.json"),
+        key=lambda p: int(m.group(1)) if (m := re.search(r"step-(\d+)\.json$", p.name)) else -1,
+    )
+    path = segments[-1] if segments else run / "run_settings.json"
+    if not path.is_file():
+        return {}
+    options = _ablate_options(read_json(path, what="run settings", expect=dict).get("argv"))
+    if options is None:
+        return {}
+    from_file = "--config" in options  # the options it does not name may have come from that file
+    out: dict = {}
+    given = options.get("--max-eval-sequences")
+    if given:
+        if given[0].isdigit():  # (the command parsed it: it is)
+            out["max_eval_sequences"] = int(given[0])
+    elif not from_file:
+        out["max_eval_sequences"] = None
+    eval_corpus = _resolved(options.get("--eval-corpus"))
+    if eval_corpus is not None:
+        out["eval_corpus"] = eval_corpus
+    return out
+
+
 def _ablate_options(argv) -> dict[str, list[str]] | None:
     """``{"--option": [values]}`` of a recorded ``litebert ablate ...`` command line, or None for another command."""
     if not isinstance(argv, list) or "ablate" not in argv[1:3]:
@@ -237,7 +285,7 @@ def _number(value) -> bool:
 
 def _show(value, key: str = "") -> str:
     if value is None:
-        return "none"
+        return "all" if key == "max_eval_sequences" else "none"
     if key == "tokenizer" and value != TRAINED_TOKENIZER:
         return f"vocabulary sha256 {str(value)[:12]}"
     if isinstance(value, list):
@@ -264,7 +312,7 @@ def planned_runs(study_dir: Path) -> list[tuple[Path, str, int]]:
 
 def check_study(cfg, base, root: Path, inputs: StudyInputs) -> None:
     """Refuse the command ``cfg`` when a planned cell of its study under ``root`` (any cell and seed, selected or not:
-    ``DIR/<study>.md`` reports them all) was planned with other training-defining settings.
+    ``DIR/<study>.md`` reports them all) was planned with other training- or evaluation-defining settings.
 
     Raises :class:`LitebertError`, one line naming the first such cell, each differing setting with its stored and
     its current value, and what to do (the cell's settings, a new ``--output``, or deleting the cell's directory).
@@ -293,5 +341,5 @@ def check_study(cfg, base, root: Path, inputs: StudyInputs) -> None:
     more = f" ({len(refused) - 1} more cell(s) differ: {', '.join(r[1] for r in refused[1:])})" if refused[1:] else ""
     raise LitebertError(
         f"{label} was planned with other settings than this command: {'; '.join(diffs)}{more}; rerun with the "
-        f"settings it was trained with, give a new --output, or delete {os.fspath(run)} to train it again"
+        f"settings it was planned with, give a new --output, or delete {os.fspath(run)} to train it again"
     )

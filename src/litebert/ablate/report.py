@@ -25,14 +25,21 @@ TITLES = {
 
 
 def wilson_interval(correct: float, n: float, z: float = 1.959964) -> tuple[float, float]:
-    """95 % Wilson score interval of a proportion ``correct / n`` (Wilson 1927); (nan, nan) when n = 0."""
+    """95 % Wilson score interval of a proportion ``correct / n`` (Wilson 1927); (nan, nan) when n = 0.
+
+    The bounds lie in [0, 1]: at 0 successes the lower bound is exactly 0 and at n the upper bound exactly 1 (the
+    closed form), which ``centre ∓ half`` misses by a rounding error (-2e-19 was printed as "-0.0"); the others are
+    clamped to [0, 1] for the same reason.
+    """
     if n <= 0:
         return float("nan"), float("nan")
     p = correct / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return centre - half, centre + half
+    low = 0.0 if correct <= 0 else max(0.0, centre - half)
+    high = 1.0 if correct >= n else min(1.0, centre + half)
+    return low, high
 
 
 def _mean(values: list[float]) -> tuple[float, float | None]:
@@ -49,8 +56,8 @@ def _pct(values: list[float], ci: list | None = None) -> str:
     s = f"{100 * m:.1f}"
     if sd is not None:
         s += f" ± {100 * sd:.1f}"
-    elif ci:
-        s += f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    elif ci:  # clamped too: a record written before wilson_interval clamped holds -2e-19 for 0 % ("-0.0")
+        s += f" [{100 * max(0.0, ci[0]):.1f}, {100 * min(1.0, ci[1]):.1f}]"
     return s
 
 
@@ -72,6 +79,63 @@ def _group(records: list[dict]) -> dict[str, list[dict]]:
     return cells
 
 
+def _schedule(record: dict) -> int:
+    """The optimizer steps the record's cell was scheduled for (records before ``max_steps``: the steps run)."""
+    return record.get("max_steps", record["steps"])
+
+
+def _stopped_early(record: dict) -> bool:
+    """Whether the cell stopped before its schedule ended (its time limit, ``--budget-minutes``, came first)."""
+    return record["steps"] != _schedule(record)
+
+
+def _budget(records: list[dict]) -> str:
+    """The budget sentence of the table's header, from every record: the schedules, the time limits, and how the
+    steps column reads (the steps run, "run / schedule" for a cell stopped before its schedule ended)."""
+    schedules = sorted({_schedule(r) for r in records})
+    budget = (
+        f"a schedule of {schedules[0]} steps"
+        if len(schedules) == 1
+        else f"schedules of {', '.join(map(str, schedules))} steps"
+    )
+    limits = sorted({r["budget_minutes"] for r in records if r.get("budget_minutes")})
+    if limits:
+        budget += f", stopped at {' or '.join(f'{m:g}' for m in limits)} wall-clock minutes"
+    if any(_stopped_early(r) for r in records):
+        budget += " (the steps column: steps run / schedule, where a cell stopped before its schedule ended)"
+    elif len(schedules) > 1:
+        budget += " (per cell: the steps column)"
+    return budget
+
+
+def _steps(rs: list[dict]) -> str:
+    """A cell's steps column: the steps run (mean over seeds), with " / schedule" when a seed stopped early."""
+    run = str(round(_mean([r["steps"] for r in rs])[0]))
+    if not any(_stopped_early(r) for r in rs):
+        return run
+    return f"{run} / {round(_mean([_schedule(r) for r in rs])[0])}"
+
+
+def _evaluation(cells: dict[str, list[dict]]) -> str:
+    """The held-out evaluation sentence of the table's header, from every record: one set when every cell was scored
+    on the same number of sequences and masked tokens, else each size with the cells scored on it (such rows are
+    not comparable)."""
+    sizes: dict[tuple, list[str]] = {}
+    for name, rs in cells.items():
+        for r in rs:
+            size = (r.get("sop_sequences"), r.get("nsp_sequences"), r.get("mlm_tokens"))
+            if name not in sizes.setdefault(size, []):
+                sizes[size].append(name)
+    if len(sizes) == 1:
+        sop, nsp, tokens = next(iter(sizes))
+        return f"held-out sequences: SOP {sop}, NSP {nsp}; masked tokens scored: {tokens}"
+    parts = [
+        f"SOP {sop}, NSP {nsp}, {tokens} masked tokens ({', '.join(names)})"
+        for (sop, nsp, tokens), names in sizes.items()
+    ]
+    return f"held-out evaluation differs between cells, so their rows are not comparable: {'; '.join(parts)}"
+
+
 def table_markdown(study: str, records: list[dict], paper_keys: dict[str, str | None] | None = None) -> str:
     """The study's table: one row per cell (seeds averaged, ± their standard deviation; a single seed shows the 95 %
     Wilson interval of the accuracy), with the paper's row for the same cell beside it: ``paper_keys`` (cell name →
@@ -90,20 +154,10 @@ def table_markdown(study: str, records: list[dict], paper_keys: dict[str, str | 
     ft = sorted({k for r in records for k in r if k.startswith("finetune_") and k not in not_metrics})
     lines = [f"# {study}: {title}", ""]
     if records:
-        r0 = records[0]
-        schedules = sorted({r.get("max_steps", r["steps"]) for r in records})
-        budget = (
-            f"a schedule of {schedules[0]} steps"
-            if len(schedules) == 1
-            else f"schedules of {', '.join(map(str, schedules))} steps (per cell: the steps column)"
-        )
-        if r0.get("budget_minutes"):
-            budget += f", stopped at {r0['budget_minutes']:g} wall-clock minutes"
         lines += [
             (
-                f"Budget per cell: {budget}; seeds per cell: {max(len(v) for v in cells.values())}; held-out "
-                f"sequences: SOP {r0.get('sop_sequences')}, NSP {r0.get('nsp_sequences')}; masked tokens scored: "
-                f"{r0.get('mlm_tokens')}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds."
+                f"Budget per cell: {_budget(records)}; seeds per cell: {max(len(v) for v in cells.values())}; "
+                f"{_evaluation(cells)}. Accuracies in %; [95 % Wilson interval] for one seed, ± sd over seeds."
             ),
             "",
         ]
@@ -120,7 +174,7 @@ def table_markdown(study: str, records: list[dict], paper_keys: dict[str, str | 
         row = [
             name,
             f"{rs[0]['parameters']:,}",
-            f"{round(_mean([r['steps'] for r in rs])[0])}",
+            _steps(rs),
             f"{round(_mean([r['seconds'] for r in rs])[0])}",
             f"{_mean([r.get('tokens') for r in rs])[0] / 1e6:.2f} M",
             f"{_mean([r['mlm_loss'] for r in rs])[0]:.3f}",

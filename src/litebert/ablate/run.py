@@ -7,11 +7,12 @@ Pipeline of :func:`ablate` (each stage cached on disk, so an interrupted study r
    of every corpus file's lines), the training shards per inter-sentence task and corpus fraction the grid needs,
    and the evaluation shards in **both** SOP and NSP form, so every model is scored on both tasks (paper Table 5).
 2. cells: each is an ordinary :func:`litebert.training.pretrain.pretrain` run in ``DIR/<study>/<cell>/`` (seed k ≥ 1
-   in ``DIR/<study>/<cell>/seed-k/``). A cell whose ``ablate_result.json`` exists is not rerun; one whose
-   ``final/`` exists is only evaluated; otherwise it runs with ``resume="auto"`` (continues from its newest
+   in ``DIR/<study>/<cell>/seed-k/``). A cell whose ``ablate_result.json`` exists is not rerun (with
+   ``finetune_task``, it is fine-tuned when its record lacks that task's metrics); one whose ``final/`` exists is
+   only evaluated; otherwise it runs with ``resume="auto"`` (continues from its newest
    checkpoint). The ``system`` study's "transformers" cell is trained by :mod:`litebert.ablate.system`. Every cell
-   records its training-defining settings in ``ablate_plan.json``; a command whose settings differ from a planned
-   cell's is refused before anything is written (:mod:`litebert.ablate.provenance`).
+   records its training- and evaluation-defining settings in ``ablate_plan.json``; a command whose settings differ
+   from a planned cell's is refused before anything is written (:mod:`litebert.ablate.provenance`).
 3. evaluation (:func:`evaluate_model`): MLM loss/accuracy on the held-out SOP set's masked tokens, and the sentence
    head's accuracy on the held-out SOP set and on the held-out NSP set, with 95 % Wilson intervals.
 4. outputs: ``DIR/results.jsonl`` (one record per evaluated cell, every study), ``DIR/<study>.md`` (the table beside
@@ -41,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, select_cells
+from litebert.ablate.grid import DEFAULT_BASE, STUDIES, Cell, build_grid, check_base, select_cells
 from litebert.ablate.provenance import PLAN_FILE, StudyInputs, check_study, current_settings, planned_runs
 from litebert.ablate.report import wilson_interval
 from litebert.corpus import resolve_corpus_files
@@ -272,6 +273,7 @@ def check_inputs(cfg: AblateConfig) -> StudyInputs:
         corpus=tuple(str(f) for f in corpus),
         corpus_bytes=tuple(f.stat().st_size for f in corpus),
         eval_corpus=tuple(str(f) for f in eval_corpus) if eval_corpus is not None else None,
+        eval_corpus_bytes=tuple(f.stat().st_size for f in eval_corpus) if eval_corpus is not None else None,
         tokenizer=tokenizer,
     )
 
@@ -487,9 +489,16 @@ def evaluate_model(model, eval_sets: dict[str, str], batch_size: int = 128, max_
 
 # ---------------------------------------------------------------------------------------------- one cell
 def _load_base(base_config: str | None):
+    """The base model config: ``--base-config`` (a config.json or preset), or :data:`DEFAULT_BASE`. Raises
+    :class:`LitebertError` for an unreadable config or one the cells are not defined for
+    (:func:`~litebert.ablate.grid.check_base`)."""
     from litebert.config import AlbertConfig
 
-    return AlbertConfig(**DEFAULT_BASE) if base_config is None else AlbertConfig.load(base_config)
+    if base_config is None:
+        return AlbertConfig(**DEFAULT_BASE)
+    base = AlbertConfig.load(base_config)
+    check_base(base, f"--base-config {base_config}")
+    return base
 
 
 def run_dir(root: Path, cell: Cell, seed_index: int) -> Path:
@@ -536,6 +545,25 @@ def _finetune_metric(model_dir: Path, out: Path, cfg: AblateConfig, seed: int) -
     )
 
 
+def _with_finetune(cfg: AblateConfig, record: dict, out: Path, log=print) -> dict:
+    """``record`` (of the cell run directory ``out``) with the dev metrics of ``--finetune-task``: fine-tuned now,
+    from ``out/final``, unless the record already holds that task's metrics (or no task is given). Metrics of
+    another task are replaced (their run stays in ``out/finetune-<task>/``). Raises :class:`LitebertError` when the
+    cell's ``final/`` model is gone."""
+    if not cfg.finetune_task or record.get("finetune_task") == cfg.finetune_task:
+        return record
+    final = out / "final"
+    if not (final / "config.json").is_file():
+        raise LitebertError(
+            f"{record['study']}/{record['cell']} seed {record['seed']}: --finetune-task {cfg.finetune_task} needs "
+            f"the cell's model {final}, which is gone: delete {out} to train the cell again, or drop --finetune-task"
+        )
+    replaced = f" (replacing its {record['finetune_task']} metrics)" if "finetune_task" in record else ""
+    log(f"ablate: {record['cell']} seed {record['seed']}: fine-tuning on {cfg.finetune_task}{replaced}")
+    kept = {k: v for k, v in record.items() if not k.startswith("finetune_")}
+    return {**kept, **_finetune_metric(final, out / f"finetune-{cfg.finetune_task}", cfg, record["seed"])}
+
+
 def _resumable(out: Path) -> bool:
     """Whether the cell run directory ``out`` holds something a rerun continues from: a result, a final model or a
     complete checkpoint."""
@@ -553,7 +581,8 @@ def run_cell(
     base,
     log=print,
 ) -> tuple[dict, bool]:
-    """Train (or resume) and evaluate one cell; returns (its results record, whether it trained now).
+    """Train (or resume) and evaluate one cell; returns (its results record, whether it trained now). A finished cell
+    (``ablate_result.json``) returns its record, fine-tuned first when ``cfg.finetune_task`` is new to it.
 
     ``eval_sets``: the held-out shards, or None for ``data.eval_sets()`` (prepared when a cell first needs them).
     Raises :class:`LitebertError` when the cell's training data holds less than one batch (before its directory is
@@ -564,8 +593,12 @@ def run_cell(
 
     out = run_dir(Path(cfg.output), cell, seed_index)
     result_path = out / RESULT_FILE
-    if result_path.is_file():
-        return json.loads(result_path.read_text(encoding="utf-8")), False
+    if result_path.is_file():  # finished: not retrained, fine-tuned when --finetune-task is new to it
+        record = json.loads(result_path.read_text(encoding="utf-8"))
+        finetuned = _with_finetune(cfg, record, out, log)
+        if finetuned is not record:
+            _write_json(result_path, finetuned)
+        return finetuned, False
     eval_sets = eval_sets if eval_sets is not None else data.eval_sets()
     train_dir = data.train(cell.inter_sentence_task, cell.data_fraction)
     manifest, dataset = _read_data(train_dir, "--data")
@@ -717,8 +750,7 @@ def _train_and_evaluate(
         },
         **metrics,
     }
-    if cfg.finetune_task:
-        record.update(_finetune_metric(out / "final", out / f"finetune-{cfg.finetune_task}", cfg, seed))
+    record = _with_finetune(cfg, record, out, log)
     record["wall_seconds_this_call"] = round(time.perf_counter() - t0, 1)
     _write_json(result_path, record)
     return record, trained
@@ -797,10 +829,12 @@ def ablate(cfg: AblateConfig, log=print) -> AblateResult:
     """Run (or finish) ``cfg.study``'s grid; see the module docstring.
 
     Nothing is written before the inputs are checked (:func:`check_inputs`) and every planned cell of the study
-    agrees with ``cfg`` on its training-defining settings (:func:`litebert.ablate.provenance.check_study`); a call
-    that fails leaving no cell with something to resume removes what it created.
+    agrees with ``cfg`` on its training- and evaluation-defining settings
+    (:func:`litebert.ablate.provenance.check_study`); a call that fails leaving no cell with something to resume
+    removes what it created.
 
-    Raises :class:`LitebertError` for an unknown study or cell, a bad base config, a missing, unreadable or empty
+    Raises :class:`LitebertError` for an unknown study or cell, a bad base config (also one with ``inner_group_num``
+    other than 1), a missing, unreadable or empty
     corpus file, a directory that is not a tokenizer, an ``--output`` that cannot be a directory, a planned cell with
     other settings, a base config that transformers cannot represent (system study), training data of less than one
     batch, or any error of ``prepare``/``pretrain``.

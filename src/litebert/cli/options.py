@@ -22,6 +22,7 @@ from litebert import settings as S
 _SECTION = "_settings_section"
 _CLASS = "_settings_class"
 _PARSER = "_settings_parser"
+_CONFIG_FILE = "_config_file"
 
 
 def _int(text: str) -> int:
@@ -55,6 +56,9 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | N
     """Add one option per field of ``cls`` to ``parser``; ``section`` names the settings in a run_settings.json."""
     if not prefix:
         parser.set_defaults(**{_CLASS: cls, _SECTION: section, _PARSER: parser})
+        config = next((a for a in parser._actions if a.dest == _CONFIG_FILE), None)
+        if config is not None:  # --config's example key: one this command takes (ablate has steps, not max_steps)
+            config.help = _config_help(_example_key(cls))
     ftypes = S.field_types(cls)
     for f in dataclasses.fields(cls):
         m = S.meta(f)
@@ -90,15 +94,23 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | N
         target.add_argument(*names, **kwargs)
 
 
-def add_config_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        dest="_config_file",
-        metavar="FILE",
-        default=None,
-        help="read settings from a JSON or TOML file (keys: the settings' field names, e.g. "
-        "max_steps; a run's run_settings.json works too); options given here override it",
+def _config_help(example: str | None) -> str:
+    keys = "the settings' field names" + (f", e.g. {example}" if example else "")
+    return (
+        f"read settings from a JSON or TOML file (keys: {keys}; a run's run_settings.json works too); options "
+        "given here override it"
     )
+
+
+def _example_key(cls: type) -> str | None:
+    """A key of ``cls``'s settings for ``--config``'s help: its first numeric setting."""
+    ftypes = S.field_types(cls)
+    return next((f.name for f in dataclasses.fields(cls) if ftypes[f.name].scalar in (int, float)), None)
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config FILE``; :func:`add_settings` then names one of the command's own keys in its help."""
+    parser.add_argument("--config", dest=_CONFIG_FILE, metavar="FILE", default=None, help=_config_help(None))
 
 
 def _missing(cls: type, values: dict[str, Any]) -> list[str]:
@@ -113,7 +125,7 @@ def settings_from_args(args: argparse.Namespace, cls: type | None = None) -> dic
     """The settings of ``args``' command as keyword arguments of its config class: file, then command line."""
     cls = cls or getattr(args, _CLASS)
     given = {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in ("func", "command")}
-    path = getattr(args, "_config_file", None)
+    path = getattr(args, _CONFIG_FILE, None)
     values: dict[str, Any] = dict(S.read_settings_file(path, cls, getattr(args, _SECTION, None))) if path else {}
     ftypes = S.field_types(cls)
     for name, ft in ftypes.items():
