@@ -790,3 +790,42 @@ def test_finetune_task_added_to_a_finished_study_fine_tunes_its_cells(corpus, fi
     again = ablate(_cfg(corpus, out, **kw), log=lambda *a: None).records
     assert [json.dumps(r, sort_keys=True) for r in again] == [json.dumps(rec, sort_keys=True)]
     assert (l1 / "finetune-sst2" / "eval_results.json").stat().st_mtime_ns == stamp
+
+
+def test_finetune_rerun_with_other_settings_fine_tunes_again(corpus, finished, sst2, tmp_path):
+    """`--finetune-task T` rerun with another --finetune-steps silently kept the first run's metrics (the record
+    held T's metrics; short_finetune read any eval_results.json). The settings are recorded beside the metrics; other
+    settings fine-tune again, the same ones reuse the run, also when the record was of another task meanwhile."""
+    out = _copy(finished, tmp_path / "study")
+    run = out / "depth" / "L1" / "finetune-sst2"
+    kw = {"cells": ["L1"], "finetune_task": "sst2", "finetune_data": str(sst2)}
+
+    def fine_tune(steps, **more):
+        rec = ablate(_cfg(corpus, out, **kw, finetune_steps=steps, **more), log=lambda *a: None).records[0]
+        config = json.loads((run / "run_settings.json").read_text())["finetune_config"]
+        dev = json.loads((run / "eval_results.json").read_text())
+        return rec, config, dev
+
+    rec2, config, dev = fine_tune(2)
+    assert rec2["finetune_settings"]["steps"] == 2 and config["max_steps"] == 2
+    stamp = (run / "eval_results.json").stat().st_mtime_ns
+    rec3, config, dev = fine_tune(3)
+    assert config["max_steps"] == 3 and rec3["finetune_settings"]["steps"] == 3  # fine-tuned again
+    assert rec3["finetune_accuracy"] == dev["accuracy"] and rec3["finetune_num_examples"] == dev["num_examples"]
+    assert json.loads((out / "depth" / "L1" / "ablate_result.json").read_text())["finetune_settings"]["steps"] == 3
+    assert (run / "eval_results.json").stat().st_mtime_ns != stamp
+    # the FT columns hold metrics only, never the settings
+    head = next(ln for ln in (out / "depth.md").read_text().splitlines() if ln.startswith("| cell |"))
+    assert "FT settings" not in head and "FT accuracy" in head
+    # same settings again: the record is kept, nothing rerun
+    stamp = (run / "eval_results.json").stat().st_mtime_ns
+    assert fine_tune(3)[0] == rec3 and (run / "eval_results.json").stat().st_mtime_ns == stamp
+    # the record of another task in between, then T with other steps than T's run directory: fine-tuned again
+    from litebert.ablate.finetune_cell import short_finetune
+
+    result = out / "depth" / "L1" / "ablate_result.json"
+    record = json.loads(result.read_text())
+    result.write_text(json.dumps({**record, "finetune_task": "mrpc", "finetune_settings": {"task": "mrpc"}}))
+    got = short_finetune(out / "depth" / "L1" / "final", run, "sst2", 2, record["seed"], str(sst2), log=lambda m: None)
+    assert got["finetune_settings"]["steps"] == 2
+    assert json.loads((run / "run_settings.json").read_text())["finetune_config"]["max_steps"] == 2

@@ -196,3 +196,50 @@ def test_fine_tuned_model_exports_only_with_its_own_head_or_as_encoder(tmp_path,
     with pytest.raises(LitebertError, match=r"is a fine-tuned model \(AlbertForSequenceClassification\)"):
         export_model(hf_style, tmp_path / "out", format="onnx", head="AlbertForQuestionAnswering")
     assert export_model(hf_style, tmp_path / "hf_own", format="onnx").head == "AlbertForSequenceClassification"
+
+
+def test_pretraining_model_refuses_a_task_head(tmp_path, capsys):
+    """A pretraining final/ (or a masked-LM / bare encoder directory) exported with a task head wrote a freshly
+    initialised head, different at every export, that `predict` then ran as a classifier: refused, one line, nothing
+    written; its own head, masked-lm and base still export."""
+    torch.manual_seed(0)
+    pre = _save_model(tmp_path / "pre", AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+    mlm = _save_model(tmp_path / "mlm", MODEL_CLASSES["AlbertForMaskedLM"](_config(1, num_hidden_layers=2)))
+    base = _save_model(tmp_path / "base", MODEL_CLASSES["AlbertModel"](_config(1, num_hidden_layers=2)))
+    heads = ("sequence-classification", "token-classification", "question-answering", "multiple-choice")
+    for src, arch in ((pre, "AlbertForPreTraining"), (mlm, "AlbertForMaskedLM"), (base, "AlbertModel")):
+        for head, fmt in zip(heads, ("onnx", "hf", "onnx", "hf"), strict=True):
+            argv = ["export", str(src), "--output", str(tmp_path / "out"), "--format", fmt, "--head", head]
+            assert main(argv) == 2, (src, head)
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and err.startswith("error:"), err
+            assert f"{src} holds an {arch}, not a fine-tuned model: exporting it with --head " in err, err
+            assert _no_leftovers(tmp_path, "out")
+    with pytest.raises(LitebertError, match=r"holds an AlbertForPreTraining, not a fine-tuned model"):
+        export_model(pre, tmp_path / "out", head="AlbertForSequenceClassification")
+    assert _no_leftovers(tmp_path, "out")
+    for head in ("pretraining", "masked-lm", "base"):
+        assert export_model(pre, tmp_path / f"ok-{head}", format="onnx", head=head).output_dir.is_dir()
+
+
+def test_every_output_axis_is_named_as_the_inputs_name_it(tmp_path):
+    """The multiple-choice export's logits (B, C) had its choice axis named `Reshapelogits_dim_1` (a symbol of the
+    exporter's), not the inputs' `choice`: every dynamic output axis carries one of the input axes' names."""
+    import onnx
+
+    def dims(value):
+        return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+    for head in sorted(ONNX_OUTPUTS):
+        torch.manual_seed(0)
+        cfg = _config(1, num_labels=2 if head == "AlbertForQuestionAnswering" else 3)
+        path = export_onnx(MODEL_CLASSES[head](cfg).eval(), tmp_path / f"{head}.onnx")
+        graph = onnx.load(str(path)).graph
+        named = {d for i in graph.input for d in dims(i) if isinstance(d, str)}
+        assert named == (
+            {"batch", "choice", "sequence"} if head == "AlbertForMultipleChoice" else {"batch", "sequence"}
+        )
+        for out in graph.output:
+            assert all(isinstance(d, int) or d in named for d in dims(out)), (head, out.name, dims(out))
+            if head == "AlbertForMultipleChoice":
+                assert dims(out) == ["batch", "choice"]

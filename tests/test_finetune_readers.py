@@ -235,3 +235,65 @@ def test_dropped_rows_keep_the_file_row_numbers(tmp_path):
     tsv = write(tmp_path, "dev.tsv", "s1\ts2\tlabel\n" + "".join(f"{a}\t{b}\t{y}\n" for a, b, y in rows))
     spec = ColumnSpec(text="s1", text_pair="s2", label="label", skip_labels=("-",))
     assert [e.index for e in read_examples(tsv, spec).examples] == [0, 2, 4]
+
+
+#: the characters ``str.splitlines`` ends a line at besides ``\n`` and ``\r``: text inside a row, never a row end
+UNICODE_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+@pytest.mark.parametrize("ch", UNICODE_BREAKS, ids=[f"U+{ord(c):04X}" for c in UNICODE_BREAKS])
+def test_unicode_line_breaks_inside_a_field_do_not_end_the_row(tmp_path, ch):
+    """str.splitlines() split rows at \\v, \\f, \\x1c-\\x1e, U+0085, U+2028, U+2029: a valid TSV row or JSON line
+    holding one in a field was refused ("row has 1 field(s)", "not a JSON line") with a wrong line number. A row ends
+    at \\n (\\r\\n) in every reader; the oracle is json.loads of each \\n-terminated line and the csv module."""
+    from litebert.finetune.choice import read_choice_file
+    from litebert.finetune.qa import read_qa_file
+    from litebert.finetune.readers import data_lines
+    from litebert.finetune.token import read_token_file
+
+    assert data_lines(f"a{ch}b\r\nc\n\nd") == [f"a{ch}b", "c", "", "d"]
+    tsv = write(tmp_path, "d.tsv", f"sentence\tlabel\r\nfirst row\t1\na{ch}b\t1\n\nlast row\t0")
+    res = read_examples(tsv, ColumnSpec(text="sentence", label="label"))
+    assert [(e.text, e.label, e.line) for e in res.examples] == [
+        ("first row", "1", 2),
+        (f"a{ch}b", "1", 3),
+        ("last row", "0", 5),
+    ]
+    # CSV goes through the csv module, which already read it so: the TSV reader now agrees with it
+    csv_file = write(tmp_path, "d.csv", f"sentence,label\r\nfirst row,1\na{ch}b,1\n\nlast row,0")
+    assert [
+        (e.text, e.label) for e in read_examples(csv_file, ColumnSpec(text="sentence", label="label")).examples
+    ] == [(e.text, e.label) for e in res.examples]
+    rows = [{"text": "first", "labels": ["pos"]}, {"text": f"a{ch}b line", "labels": ["pos"]}, {"text": "last"}]
+    jsonl = write(tmp_path, "d.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    oracle = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").split("\n") if line]
+    got = read_examples(jsonl, ColumnSpec(text="text"))
+    assert [e.text for e in got.examples] == [r["text"] for r in oracle] and [e.line for e in got.examples] == [1, 2, 3]
+
+    ner = write(tmp_path, "ner.txt", f"EU\tB-ORG\nre{ch}jects\tO\n\nGerman\tS-MISC\n")
+    assert [ex.words for ex in read_token_file(ner).examples] == [["EU", f"re{ch}jects"], ["German"]]
+    ner_jl = write(
+        tmp_path,
+        "ner.jsonl",
+        json.dumps({"tokens": ["a", f"x{ch}y"], "tags": ["O", "O"]}, ensure_ascii=False)
+        + '\n{"tokens": ["b"], "tags": ["O"]}\n',
+    )
+    assert [ex.words for ex in read_token_file(ner_jl).examples] == [["a", f"x{ch}y"], ["b"]]
+
+    row = {"sent1": "a", "sent2": "b", "ending0": f"c{ch}c", "ending1": "d", "label": 1}
+    swag = write(tmp_path, "swag.jsonl", json.dumps(row, ensure_ascii=False) + "\n" + json.dumps(row) + "\n")
+    choice = read_choice_file(swag).examples
+    assert [ex.line for ex in choice] == [1, 2] and choice[0].options[0].endswith(f"c{ch}c")
+
+    qa_rows = [
+        {
+            "id": "q1",
+            "question": "Who?",
+            "context": f"Ann{ch}met Bob.",
+            "answers": {"text": ["Ann"], "answer_start": [0]},
+        },
+        {"id": "q2", "question": "Who?", "context": "Bob met Ann.", "answers": {"text": ["Bob"], "answer_start": [0]}},
+    ]
+    qa = write(tmp_path, "qa.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in qa_rows) + "\n")
+    read = read_qa_file(qa)
+    assert [ex.qid for ex in read.examples] == ["q1", "q2"] and read.examples[0].context == f"Ann{ch}met Bob."

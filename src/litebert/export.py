@@ -22,8 +22,9 @@ Heads (``--head``): a model exports with its own head (``architectures``), or wi
 pretraining model or checkpoint exports as ``AlbertForPreTraining``, ``AlbertForMaskedLM`` or the bare
 ``AlbertModel``; a fine-tuned model (a task head in ``architectures``, or ``finetuning_task`` /
 ``litebert_task_type`` in its config) exports with its own head or as ``AlbertModel`` (its encoder, with the task
-keys dropped from ``config.json``), and any other head is refused (:func:`check_head`): that head's weights would be a
-fresh random init under the fine-tuned task's metadata.
+keys dropped from ``config.json``). Any other head is refused (:func:`check_head`), before anything is written: its
+weights would be a fresh random init, under the fine-tuned task's metadata, or, for a pretraining source, as a task
+head that ``predict`` would run as if it were trained.
 """
 
 from __future__ import annotations
@@ -125,14 +126,24 @@ def fine_tuned_task(config) -> str | None:
 
 
 def check_head(config, cls_name: str, where: Path) -> None:
-    """Refuse to export a fine-tuned model with another task head (see the module docstring).
+    """Refuse a head whose weights the source does not hold (see the module docstring).
 
     Raises:
         LitebertError: ``config`` is fine-tuned (:func:`fine_tuned_task`) and ``cls_name`` is neither its own head
-            nor ``AlbertModel``.
+            nor ``AlbertModel``; or ``config`` is not fine-tuned (a pretraining, masked-LM or base model) and
+            ``cls_name`` is a task head (:data:`TASK_HEADS`), whose weights would be a fresh random init that
+            ``predict`` would run as a classifier.
     """
     task = fine_tuned_task(config)
-    if task is None or cls_name in (source_head(config), "AlbertModel"):
+    if task is None:
+        if cls_name not in TASK_HEADS:
+            return
+        raise LitebertError(
+            f"{where} holds an {source_head(config)}, not a fine-tuned model: exporting it with --head {cls_name} "
+            "would write that head as a fresh random init; fine-tune it first (`litebert "
+            "finetune`, then export OUTPUT/best), or export it with its own head, --head masked-lm or --head base"
+        )
+    if cls_name in (source_head(config), "AlbertModel"):
         return
     raise LitebertError(
         f"{where} is a fine-tuned model ({task}): exporting it with --head {cls_name} would write that head as a "
@@ -173,7 +184,7 @@ def export_model(
 
     Raises:
         LitebertError: ``output`` exists; ``source`` is neither a model directory (``config.json`` + weights) nor a
-            training checkpoint; an unknown head; a fine-tuned model with another task head (:func:`check_head`);
+            training checkpoint; an unknown head; a head the source does not hold (:func:`check_head`);
             ``quantize`` with ``format="hf"``; onnx/onnxruntime missing.
     """
     from litebert.checkpoint import CONFIG_NAME, SAFETENSORS_NAME, load_config
@@ -340,7 +351,7 @@ def export_onnx(model, path: str | os.PathLike, opset: int = OPSET) -> Path:
         "AlbertForMaskedLM": {0: "batch", 1: "sequence"},
         "AlbertForTokenClassification": {0: "batch", 1: "sequence"},
         "AlbertForSequenceClassification": {0: "batch"},
-        "AlbertForMultipleChoice": {0: "batch"},
+        "AlbertForMultipleChoice": {0: "batch", 1: "choice"},  # (B, C): the inputs' choice axis
     }
     dynamic = {n: axes for n in INPUT_NAMES}
     for o in outputs:

@@ -234,7 +234,7 @@ class TorchRunner(_Runner):
 
     ``precision="bf16"`` casts the weights to bfloat16 (activations follow); ``quantize="int8"`` applies
     ``torch.ao.quantization.quantize_dynamic`` to the Linear layers (int8 weights, activations quantized per batch;
-    CPU only). Both, and ``fuse=True``, change the model in place: pass a model that is only used for inference.
+    CPU only; with ``precision="fp32"`` only, since those layers take float32 activations). Both, and ``fuse=True``, change the model in place: pass a model that is only used for inference.
     ``fuse=True`` also fuses the QKV projections and, for fp32 on the CPU, packs the Linear layers for oneDNN
     (:func:`pack_linear_onednn`). Sequence-classification and multiple-choice models run with ``pooled_only``.
     """
@@ -257,8 +257,11 @@ class TorchRunner(_Runner):
         self.precision, self.quantize = precision, quantize
         if quantize and self.device.type != "cpu":
             raise LitebertError("--quantize int8 (dynamic int8) runs on the CPU only; drop --device cuda")
-        if quantize and precision != "fp32":
-            raise LitebertError("--quantize int8 and --precision bf16 exclude each other")
+        if quantize and precision != "fp32":  # torch's dynamic int8 Linear refuses bf16 input
+            raise LitebertError(
+                f"--quantize {quantize} and --precision {precision}: torch's dynamic int8 Linear layers take float32 "
+                "activations only"
+            )
         if fuse or quantize:
             from litebert.modeling import AlbertAttention
 
@@ -371,7 +374,10 @@ def load_runner(
                 "(`litebert export SOURCE --output DIR --format onnx --quantize int8`)"
             )
         if precision != "fp32":
-            raise LitebertError(f"--precision {precision} needs the torch backend (the ONNX file is fp32 or int8)")
+            raise LitebertError(
+                f"--precision {precision} with the onnxruntime backend: it runs the ONNX file as exported (fp32, or "
+                "int8 with `litebert export --quantize int8`)"
+            )
         return OrtRunner(directory, threads)
     if find_weight_files(directory)[1] is None and has_onnx:
         raise LitebertError(f"{directory} holds model.onnx but no torch weights: use --backend onnxruntime")

@@ -146,6 +146,7 @@ def table_markdown(study: str, records: list[dict], paper_keys: dict[str, str | 
     cells = _group(records)
     not_metrics = {
         "finetune_task",
+        "finetune_settings",
         "finetune_best_step",
         "finetune_num_examples",
         "finetune_truncated",

@@ -8,8 +8,8 @@ Pipeline of :func:`ablate` (each stage cached on disk, so an interrupted study r
    and the evaluation shards in **both** SOP and NSP form, so every model is scored on both tasks (paper Table 5).
 2. cells: each is an ordinary :func:`litebert.training.pretrain.pretrain` run in ``DIR/<study>/<cell>/`` (seed k ≥ 1
    in ``DIR/<study>/<cell>/seed-k/``). A cell whose ``ablate_result.json`` exists is not rerun (with
-   ``finetune_task``, it is fine-tuned when its record lacks that task's metrics); one whose ``final/`` exists is
-   only evaluated; otherwise it runs with ``resume="auto"`` (continues from its newest
+   ``finetune_task``, it is fine-tuned when its record lacks that task's metrics of these fine-tuning settings); one
+   whose ``final/`` exists is only evaluated; otherwise it runs with ``resume="auto"`` (continues from its newest
    checkpoint). The ``system`` study's "transformers" cell is trained by :mod:`litebert.ablate.system`. Every cell
    records its training- and evaluation-defining settings in ``ablate_plan.json``; a command whose settings differ
    from a planned cell's is refused before anything is written (:mod:`litebert.ablate.provenance`).
@@ -536,21 +536,31 @@ def _estimate_steps(model_config, data_dir: str, cfg: AblateConfig, minutes: flo
     return steps
 
 
-def _finetune_metric(model_dir: Path, out: Path, cfg: AblateConfig, seed: int) -> dict:
-    """A short fine-tuning run of ``model_dir`` on the task preset; {"finetune_task", "finetune_<metric>"}."""
+def _finetune_metric(model_dir: Path, out: Path, cfg: AblateConfig, seed: int, log=print) -> dict:
+    """A short fine-tuning run of ``model_dir`` on the task preset; {"finetune_task", "finetune_settings",
+    "finetune_<metric>"}."""
     from litebert.ablate.finetune_cell import short_finetune
 
     return short_finetune(
-        model_dir, out, cfg.finetune_task, cfg.finetune_steps, seed, cfg.finetune_data, cfg.max_seq_length
+        model_dir, out, cfg.finetune_task, cfg.finetune_steps, seed, cfg.finetune_data, cfg.max_seq_length, log
     )
 
 
 def _with_finetune(cfg: AblateConfig, record: dict, out: Path, log=print) -> dict:
     """``record`` (of the cell run directory ``out``) with the dev metrics of ``--finetune-task``: fine-tuned now,
-    from ``out/final``, unless the record already holds that task's metrics (or no task is given). Metrics of
-    another task are replaced (their run stays in ``out/finetune-<task>/``). Raises :class:`LitebertError` when the
+    from ``out/final``, unless the record already holds that task's metrics of the same fine-tuning settings
+    (``finetune_settings``: steps, data, seed, length), or no task is given. Metrics of another task or settings are
+    replaced (another task's run stays in ``out/finetune-<task>/``; one of other settings is redone there). Raises :class:`LitebertError` when the
     cell's ``final/`` model is gone."""
-    if not cfg.finetune_task or record.get("finetune_task") == cfg.finetune_task:
+    from litebert.ablate.finetune_cell import finetune_settings
+
+    if not cfg.finetune_task or (
+        record.get("finetune_task") == cfg.finetune_task
+        and record.get("finetune_settings")
+        == finetune_settings(
+            cfg.finetune_task, cfg.finetune_steps, record["seed"], cfg.finetune_data, cfg.max_seq_length
+        )
+    ):
         return record
     final = out / "final"
     if not (final / "config.json").is_file():
@@ -561,7 +571,7 @@ def _with_finetune(cfg: AblateConfig, record: dict, out: Path, log=print) -> dic
     replaced = f" (replacing its {record['finetune_task']} metrics)" if "finetune_task" in record else ""
     log(f"ablate: {record['cell']} seed {record['seed']}: fine-tuning on {cfg.finetune_task}{replaced}")
     kept = {k: v for k, v in record.items() if not k.startswith("finetune_")}
-    return {**kept, **_finetune_metric(final, out / f"finetune-{cfg.finetune_task}", cfg, record["seed"])}
+    return {**kept, **_finetune_metric(final, out / f"finetune-{cfg.finetune_task}", cfg, record["seed"], log)}
 
 
 def _resumable(out: Path) -> bool:

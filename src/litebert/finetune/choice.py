@@ -37,7 +37,7 @@ from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, _truncate_pair
 from litebert.finetune.kinds import Features, TaskKind
-from litebert.finetune.readers import ReadResult, _read_text
+from litebert.finetune.readers import ReadResult, _read_text, data_lines
 
 CHOICE_METRICS = ("accuracy",)
 
@@ -87,7 +87,7 @@ def read_choice_file(path: str | Path, *, require_labels: bool = True) -> ReadRe
         rows, fmt = [(1, json.loads(text))], "json"  # one RACE article per file
     else:
         rows, fmt = [], "jsonl"
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        for lineno, line in enumerate(data_lines(text), start=1):
             if line.strip():
                 try:
                     rows.append((lineno, json.loads(line)))

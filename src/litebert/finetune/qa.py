@@ -52,6 +52,7 @@ from litebert.fileio import atomic_write_json
 from litebert.finetune.data import pad_inputs
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.qa_metrics import cmrc_metrics, squad_v1_metrics, squad_v2_metrics
+from litebert.finetune.readers import data_lines
 
 log = logging.getLogger("litebert.finetune")
 
@@ -286,7 +287,7 @@ def read_qa_file(path: str | Path) -> QAReadResult:
         res = QAReadResult(path, "jsonl", [])
         if rows is None:
             rows = []
-            for n, line in enumerate(text.splitlines(), 1):
+            for n, line in enumerate(data_lines(text), 1):
                 if not line.strip():
                     continue
                 try:

@@ -4,7 +4,9 @@ A file is read into a list of :class:`Example` (``text``, optional ``text_pair``
 ``line`` it came from). What the readers handle, because GLUE/CLUE files do it:
 
 * a UTF-8 byte-order mark (GLUE MRPC starts with one) — files are opened as ``utf-8-sig``;
-* a missing final newline, ``\\r\\n`` line ends, blank lines (skipped, not counted as rows);
+* a missing final newline, ``\\r\\n`` line ends, blank lines (skipped, not counted as rows); a row ends at a line
+  end and nowhere else (:func:`data_lines`): ``\\f``, ``\\v``, ``\\x1c``-``\\x1e``, U+0085, U+2028 and U+2029 are
+  text inside a field, as for ``csv``, ``wc`` and JSON-lines tools;
 * TSV without quoting (GLUE text contains bare ``"``), CSV with standard quoting, JSON lines (one object or array
   per line);
 * headers: ``header=True`` (first row names the columns), ``False`` (no header; columns by index only).
@@ -98,8 +100,9 @@ class ColumnSpec:
         label: the label column, or ``None`` for unlabelled data.
         header: whether the first row is a header. ``None`` lets :func:`read_examples` decide: a header when any
             column is given by name (JSON lines never have one).
-        label_optional: when the label column is given by name and the header lacks it, read the file as
-            unlabelled instead of failing (test files of GLUE tasks have no label column).
+        label_optional: when the header lacks the label column's name (or, by index, the file has too few
+            columns for it), read the file as unlabelled instead of failing (test files of GLUE tasks have no label
+            column).
         filter_column / filter_value: keep only rows whose ``filter_column`` equals ``filter_value``.
         label_map: raw label → canonical label (e.g. XNLI-MT's ``contradictory`` → ``contradiction``).
         skip_labels: rows with one of these labels are dropped and counted in ``ReadResult.skipped`` (OCNLI/CMNLI
@@ -181,12 +184,27 @@ def _read_text(path: Path) -> str:
         raise LitebertError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
 
 
+def data_lines(text: str) -> list[str]:
+    """The lines of a data file's text, for every reader of this package (classification, token, choice, QA).
+
+    A line ends at ``\\n`` (``\\r\\n``, and a lone ``\\r`` as universal newlines decode it, since files are read in
+    text mode); a final newline adds no empty line. Unlike ``str.splitlines``, the other characters Unicode calls
+    line breaks (``\\v``, ``\\f``, ``\\x1c``-``\\x1e``, U+0085, U+2028, U+2029) stay inside the line: they are
+    legal raw in a JSON string, occur in scraped text, and ``csv``, ``wc`` and ``jq`` do not end a row at them.
+    Line ``i`` of the result is physical line ``i + 1`` of the file, as error messages count.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def iter_rows(path: Path, fmt: str, delimiter: str | None = None) -> Iterator[tuple[int, list[str] | dict]]:
     """Yield ``(line_number, fields)`` for every non-blank row; ``fields`` is a list (TSV/CSV/JSON arrays) or a dict
     (JSON objects). Line numbers are 1-based physical lines (a quoted CSV field spanning lines reports its first)."""
     text = _read_text(path)
     if fmt == "jsonl":
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        for lineno, line in enumerate(data_lines(text), start=1):
             if not line.strip():
                 continue
             try:
@@ -199,7 +217,7 @@ def iter_rows(path: Path, fmt: str, delimiter: str | None = None) -> Iterator[tu
     elif fmt == "tsv":
         sep = delimiter or "\t"
         # GLUE TSVs are unquoted: a field may contain a bare '"'; only the separator splits.
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        for lineno, line in enumerate(data_lines(text), start=1):
             if not line.strip():
                 continue
             yield lineno, line.split(sep)
@@ -305,6 +323,8 @@ def read_examples(
         raise LitebertError(f"{path}: a label column is required here (got {spec.label!r}; header {header})")
 
     ncols = len(header) if header is not None else len(first[1])
+    if spec.label_optional and index["label"] is not None and index["label"] >= ncols:
+        index["label"] = None  # an unlabelled file of a layout whose label column is given by index
     for what, i in index.items():
         if i is not None and i >= ncols:
             raise LitebertError(
@@ -400,14 +420,12 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
     examples: list[Example] = []
     skipped = 0
     has_labels = spec.label is not None
-    if (
-        has_labels
-        and spec.label_optional
-        and isinstance(first[1], dict)
-        and isinstance(spec.label, str)
-        and spec.label not in first[1]
-    ):
-        has_labels = False
+    if has_labels and spec.label_optional:  # an unlabelled file: its first row lacks the label key or index
+        row = first[1]
+        if isinstance(spec.label, int):
+            has_labels = spec.label < len(row)
+        elif isinstance(row, dict):
+            has_labels = spec.label in row
     if require_label and not has_labels:
         raise LitebertError(f"{path}: a label column is required here (got {spec.label!r})")
     for lineno, obj in _chain(first, rows):

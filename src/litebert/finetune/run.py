@@ -29,7 +29,6 @@ was fine-tuned with (``litebert_max_seq_length`` in its ``config.json``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -204,11 +203,11 @@ class DataOptions:
                 if not user or not named:
                     raise
                 spec = named[0]
-        if spec is None:
+        if spec is None:  # the label column is read whenever the file has it, as a task layout's is (predict)
             spec = ColumnSpec(
                 text=self.text_column,
                 text_pair=self.text_pair_column,
-                label=self.label_column if labels else None,
+                label=self.label_column,
                 header=self.header,
                 label_optional=not labels,
             )
@@ -380,11 +379,15 @@ class EvaluateConfig:
     precision: str = setting(
         "auto",
         choices=PRECISIONS,
-        help="auto: bf16 where the device computes bf16 natively, else fp32 (the onnxruntime "
-        "backend: the ONNX file's own precision); bf16: bf16 weights (torch backend); "
-        "fp16: fp16 autocast",
+        help="auto: bf16 autocast where the device computes bf16 natively, else fp32; fp32 with --quantize and with "
+        "the onnxruntime backend (it runs the ONNX file as exported); bf16, fp16: autocast (torch backend without "
+        "--quantize: refused with either)",
     )
-    quantize: str | None = setting(None, choices=("int8",), help="torch backend: dynamic int8 Linear layers (CPU)")
+    quantize: str | None = setting(
+        None,
+        choices=("int8",),
+        help="torch backend: dynamic int8 Linear layers (CPU; fp32 activations, so no --precision bf16/fp16)",
+    )
     threads: int | None = setting(None, gt=0, metavar="N", help="CPU threads (torch and onnxruntime)")
 
     def __post_init__(self) -> None:
@@ -1119,6 +1122,13 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     kind.from_config(config)
     seq = _eval_seq_length(cfg, config, kind, directory)
     _check_seq_length(config, seq, directory)
+    # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
+    dist = (
+        D.init_distributed(cfg.device)
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1
+        else D.DistInfo(device=_device(cfg.device))
+    )
+    backend, precision = _eval_runtime(cfg, directory, dist.device)  # option conflicts: before the data is read
     read = kind.read(cfg.data_file, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
@@ -1126,40 +1136,71 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     feats = kind.featurize(read, tokenizer, seq, "data")
     _report_dropped("data", read)
     _report_truncation("data", read.path, feats, seq)
-    # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
-    dist = (
-        D.init_distributed(cfg.device)
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1
-        else D.DistInfo(device=_device(cfg.device))
-    )
-    from litebert.inference import load_runner, onnx_dir
+    log.info("%s: %s backend, %s", command, backend, precision)
+    from litebert.inference import load_runner
 
-    if cfg.precision == "auto" and (cfg.backend == "onnxruntime" or (cfg.backend is None and onnx_dir(directory))):
-        precision = PrecisionChoice("fp32", "auto", "the onnxruntime backend runs the ONNX file as exported")
-    elif cfg.precision == "auto" and cfg.quantize:
-        precision = PrecisionChoice("fp32", "auto", f"--quantize {cfg.quantize} runs its own integer path")
-    else:
-        precision = resolve_precision(cfg.precision, dist.device)
-    log.info("%s: %s", command, precision)
-    # with --quantize an explicit bf16 casts the runner's weights (litebert.inference); otherwise bf16/fp16 run as
-    # autocast around the fp32 runner (_evaluate_file), the numerics of fine-tuning's own evaluation
-    runner_bf16 = precision.precision == "bf16" and bool(cfg.quantize)
+    # bf16/fp16 run as autocast around the fp32 torch runner (_evaluate_file), the numerics of fine-tuning's own
+    # evaluation; the onnxruntime backend and --quantize run fp32 (_eval_runtime)
     model = load_runner(
         directory,
         kind.architecture,
-        backend=cfg.backend,
-        precision="bf16" if runner_bf16 else "fp32",
+        backend=backend,
+        precision="fp32",
         quantize=cfg.quantize,
         threads=cfg.threads,
         device=dist.device,
     )
-    autocast = precision.dtype is not None and not runner_bf16
-    return kind, _Split(read, feats), tokenizer, model, dist, precision, autocast, seq
+    record = {"backend": backend, "precision": precision.to_dict(), "max_seq_length": seq, "dropped": _dropped(read)}
+    return kind, _Split(read, feats), tokenizer, model, dist, precision, record
+
+
+def _eval_runtime(cfg: EvaluateConfig, directory: Path, device: torch.device) -> tuple[str, PrecisionChoice]:
+    """The backend and precision ``evaluate``/``predict`` run ``directory`` with (docs/deploy.md), checked before
+    any data is read.
+
+    Backend: ``--backend``, else onnxruntime when the directory holds ``model.onnx``, else torch. Precision: the
+    onnxruntime backend runs the ONNX file as exported (fp32 activations; int8 weights when exported with
+    ``--quantize int8``), and ``--quantize int8`` runs torch's dynamic int8 Linear layers, which take float32
+    activations only (torch refuses bf16 input to them, also under autocast, where the attention hands them bf16):
+    with either, ``auto`` is fp32. Otherwise :func:`~litebert.precision.resolve_precision` (bf16/fp16 autocast).
+
+    Raises:
+        LitebertError: ``--quantize`` with the onnxruntime backend (quantize at export instead) or with a device
+            other than the CPU; an explicit ``--precision bf16/fp16`` with the onnxruntime backend or ``--quantize``.
+    """
+    from litebert.inference import onnx_dir
+
+    backend = cfg.backend or ("onnxruntime" if onnx_dir(directory) else "torch")
+    explicit = cfg.precision not in ("auto", "fp32")
+    if backend == "onnxruntime":
+        if cfg.quantize:
+            raise LitebertError(
+                f"--quantize {cfg.quantize} with the onnxruntime backend: quantize at export instead "
+                "(`litebert export SOURCE --output DIR --format onnx --quantize int8`)"
+            )
+        if explicit:
+            raise LitebertError(
+                f"--precision {cfg.precision} with the onnxruntime backend: it runs {directory}/model.onnx as "
+                "exported (fp32, or int8 with `litebert export --quantize int8`); drop --precision, or use "
+                "--backend torch on a directory with torch weights"
+            )
+        return backend, PrecisionChoice("fp32", cfg.precision, "the onnxruntime backend runs the ONNX file as exported")
+    if cfg.quantize:
+        if device.type != "cpu":
+            raise LitebertError(f"--quantize {cfg.quantize} (dynamic int8) runs on the CPU only; drop --device cuda")
+        if explicit:
+            raise LitebertError(
+                f"--quantize {cfg.quantize} and --precision {cfg.precision}: torch's dynamic int8 Linear layers take "
+                f"float32 activations only; drop --precision {cfg.precision} (int8 runs fp32 around its integer "
+                "matmuls) or --quantize"
+            )
+        return backend, PrecisionChoice("fp32", cfg.precision, f"--quantize {cfg.quantize} runs fp32 activations")
+    return backend, resolve_precision(cfg.precision, device)
 
 
 def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
-    kind, split, tokenizer, model, dist, precision, autocast, seq = _prepare_eval(cfg, name)
-    with precision.autocast(dist.device) if autocast else contextlib.nullcontext():
+    kind, split, tokenizer, model, dist, precision, record = _prepare_eval(cfg, name)
+    with precision.autocast(dist.device):
         preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
     read = split.read
     labels = [ex.label for ex in read.examples] if read.has_labels else None
@@ -1175,7 +1216,7 @@ def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
         out = Path(cfg.output_dir)
         from litebert.training.run import run_settings, write_run_settings
 
-        write_run_settings(out, run_settings(name, cfg, {"max_seq_length": seq, "dropped": _dropped(read)}))
+        write_run_settings(out, run_settings(name, cfg, record))
         if name == "evaluate":
             res.results_file = _write_json(
                 out / "eval_results.json", {**metrics, "num_examples": len(preds), "truncated": split.feats.truncated}

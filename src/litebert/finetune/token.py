@@ -54,7 +54,7 @@ from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, align_with_head, pad_inputs
 from litebert.finetune.kinds import Features, TaskKind
-from litebert.finetune.readers import ReadResult, _read_text
+from litebert.finetune.readers import ReadResult, _read_text, data_lines
 
 log = logging.getLogger("litebert.finetune")
 
@@ -128,7 +128,7 @@ def read_token_file(
     if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         return _read_token_jsonl(path, text, require_labels)
     word_col = 0 if word_column is None else word_column
-    lines = text.splitlines()
+    lines = data_lines(text)
     first = next((ln for ln in lines if ln.strip() and not ln.startswith("-DOCSTART-")), None)
     if first is None:
         raise LitebertError(f"{path}: no sentences (the file is empty or holds only -DOCSTART- lines)")
@@ -184,7 +184,7 @@ def read_token_file(
 def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult:
     examples: list[TokenExample] = []
     has_labels: bool | None = None
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(data_lines(text), start=1):
         if not line.strip():
             continue
         try:
