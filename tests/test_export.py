@@ -213,7 +213,7 @@ def test_pretraining_model_refuses_a_task_head(tmp_path, capsys):
             assert main(argv) == 2, (src, head)
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and err.startswith("error:"), err
-            assert f"{src} holds an {arch}, not a fine-tuned model: exporting it with --head " in err, err
+            assert f"{src} holds an {arch}, not a fine-tuned model: exporting it with --head {head} would" in err, err
             assert _no_leftovers(tmp_path, "out")
     with pytest.raises(LitebertError, match=r"holds an AlbertForPreTraining, not a fine-tuned model"):
         export_model(pre, tmp_path / "out", head="AlbertForSequenceClassification")

@@ -135,18 +135,19 @@ def check_head(config, cls_name: str, where: Path) -> None:
             ``predict`` would run as a classifier.
     """
     task = fine_tuned_task(config)
+    alias = {v: k for k, v in HEAD_ALIASES.items()}.get(cls_name, cls_name)  # as the user types it
     if task is None:
         if cls_name not in TASK_HEADS:
             return
         raise LitebertError(
-            f"{where} holds an {source_head(config)}, not a fine-tuned model: exporting it with --head {cls_name} "
+            f"{where} holds an {source_head(config)}, not a fine-tuned model: exporting it with --head {alias} "
             "would write that head as a fresh random init; fine-tune it first (`litebert "
             "finetune`, then export OUTPUT/best), or export it with its own head, --head masked-lm or --head base"
         )
     if cls_name in (source_head(config), "AlbertModel"):
         return
     raise LitebertError(
-        f"{where} is a fine-tuned model ({task}): exporting it with --head {cls_name} would write that head as a "
+        f"{where} is a fine-tuned model ({task}): exporting it with --head {alias} would write that head as a "
         f"fresh random init under the fine-tuned task's config; drop --head (or --head base for the encoder alone)"
     )
 
