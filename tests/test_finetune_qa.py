@@ -694,3 +694,24 @@ def test_a_json_list_is_read_as_rows_or_refused_as_not_qa(tmp_path):
     )
     with pytest.raises(LitebertError, match=r"c3\.json: a JSON list whose item \[0\] is list: expected SQuAD layout"):
         read_qa_file(c3)
+
+
+def test_a_broken_pretty_printed_json_file_is_reported_where_it_breaks(tmp_path):
+    """A SQuAD-layout file spread over lines with an error on line 5 (a missing comma) was reported at line 1
+    ("Expecting property name"), where the JSON-lines fallback failed; now at the line json reports."""
+    broken = tmp_path / "dev.json"
+    broken.write_text('{\n  "version": "1.1",\n  "data": [\n    {"title": "t"\n     "paragraphs": []}\n  ]\n}\n')
+    with pytest.raises(LitebertError) as e:
+        read_qa_file(broken)
+    try:
+        json.loads(broken.read_text())
+    except json.JSONDecodeError as exc:  # the oracle: json's own position
+        assert str(e.value) == f"{broken}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})"
+        assert exc.lineno == 5
+    lines = tmp_path / "rows.jsonl"  # JSON lines broken on line 2: still that line
+    lines.write_text('{"id": "a", "question": "q", "context": "c", "answers": []}\n{"id": "b",\n')
+    with pytest.raises(LitebertError, match=r"rows\.jsonl:2: not valid JSON"):
+        read_qa_file(lines)
+    lines.write_text('{"id": "b",\n{"id": "a", "question": "q", "context": "c", "answers": []}\n')  # line 1 broken
+    with pytest.raises(LitebertError, match=r"rows\.jsonl:1: not valid JSON"):
+        read_qa_file(lines)

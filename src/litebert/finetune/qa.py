@@ -215,6 +215,19 @@ def _make_example(res: QAReadResult, qid, question, context, raw_answers, imposs
     )
 
 
+def _spread_over_lines(text: str) -> bool:
+    """Whether ``text`` looks like one JSON document over several lines rather than JSON lines: its second
+    non-blank line is not a JSON value of its own."""
+    lines = [line for line in data_lines(text) if line.strip()]
+    if len(lines) < 2:
+        return False
+    try:
+        json.loads(lines[1])
+    except json.JSONDecodeError:
+        return True
+    return False
+
+
 def read_qa_file(path: str | Path) -> QAReadResult:
     """Read a SQuAD-layout JSON file or JSON lines of ``{id, question, context, answers[, is_impossible]}``.
 
@@ -231,11 +244,12 @@ def read_qa_file(path: str | Path) -> QAReadResult:
     except UnicodeDecodeError as exc:
         raise LitebertError(f"{path}: not UTF-8 ({exc})") from None
     whole = None
+    whole_error: json.JSONDecodeError | None = None  # the file is not one JSON document: JSON lines, or broken
     if text.lstrip().startswith(("{", "[")):
         try:
             whole = json.loads(text)
-        except json.JSONDecodeError:
-            whole = None  # JSON lines: one object per line
+        except json.JSONDecodeError as exc:
+            whole, whole_error = None, exc  # JSON lines: one object per line
     rows: list[tuple[str, Any]] | None = None  # (where, row) of JSON lines or of a JSON list of rows
     if isinstance(whole, list):  # one JSON document holding a list: rows {id, question, context, answers}
         if not all(isinstance(r, dict) and {"question", "context"} <= set(r) for r in whole):
@@ -293,6 +307,13 @@ def read_qa_file(path: str | Path) -> QAReadResult:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as exc:
+                    if not rows and whole_error is not None and _spread_over_lines(text):
+                        # the first line is no JSON object of its own and neither is the second: one (pretty-printed)
+                        # JSON document, broken somewhere; the document's own error says where
+                        doc = whole_error
+                        raise LitebertError(
+                            f"{path}:{doc.lineno}: not valid JSON ({doc.msg}, column {doc.colno})"
+                        ) from None
                     raise LitebertError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
                 if not isinstance(row, dict):
                     raise LitebertError(f"{path}:{n}: expected a JSON object with id, question, context, answers")
