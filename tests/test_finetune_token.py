@@ -172,17 +172,9 @@ def test_transformers_token_classification_pipeline_gives_the_same_tags(conll_ru
     A few fine-tuning steps leave a tiny model predicting "O" everywhere, so the classifier of best/ is redrawn
     (std 1) first: entity tags occur, and the comparison can fail."""
     transformers = pytest.importorskip("transformers")
-    from litebert.modeling import AlbertForTokenClassification
-    from litebert.tokenization import load_tokenizer
 
-    _, out, _, test = conll_run
-    model = AlbertForTokenClassification.from_pretrained(out / "best")
-    torch.manual_seed(0)
-    with torch.no_grad():
-        model.classifier.weight.normal_(0.0, 1.0)
-    best = tmp_path / "model"
-    model.save_pretrained(best)
-    load_tokenizer(out / "best").save(best)
+    test = conll_run[3]
+    _, best = _redrawn_tagger(conll_run, tmp_path / "model")
     pr = predict(
         EvaluateConfig(
             model=str(best), data_file=str(test), output_dir=str(tmp_path / "pr"), max_seq_length=24, precision="fp32"
@@ -240,17 +232,10 @@ def test_finetuning_a_token_classifier_of_another_tag_order_keeps_its_tags(conll
     B-MISC/I-MISC first), fine-tuned with --task conll2003 for one step at lr 1e-12: it tags the words as it did
     before (the oracle: the same function with the preset's ids, predicted by `predict`). Before, its rows were
     renamed in the preset's order."""
-    from litebert.modeling import AlbertForTokenClassification
     from litebert.tokenization import load_tokenizer
 
-    _, out, _, test = conll_run
-    model = AlbertForTokenClassification.from_pretrained(out / "best")
-    torch.manual_seed(0)
-    with torch.no_grad():  # the few steps of conll_run predict "O" everywhere: redraw the classifier
-        model.classifier.weight.normal_(0.0, 1.0)
-    same = tmp_path / "same"
-    model.save_pretrained(same)
-    load_tokenizer(out / "best").save(same)
+    out, test = conll_run[1], conll_run[3]
+    model, same = _redrawn_tagger(conll_run, tmp_path / "same")
     oracle = predict(
         EvaluateConfig(
             model=str(same), data_file=str(test), output_dir=str(tmp_path / "pr"), max_seq_length=24, precision="fp32"
@@ -516,3 +501,19 @@ def test_cli_ner_refuses_a_classification_file(conll_run, shared_data, tmp_path,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{sst}:1: tag 'label'" in err, err
     assert not [w for w in seen if "NE tag" in str(w.message)]
+
+
+def _redrawn_tagger(conll_run, directory):
+    """conll_run's tagger with its classifier redrawn (its few steps predict "O" everywhere), saved with its
+    tokenizer to ``directory``: a model whose predictions hold several tags. Returns (model, directory)."""
+    from litebert.modeling import AlbertForTokenClassification
+    from litebert.tokenization import load_tokenizer
+
+    out = conll_run[1]
+    model = AlbertForTokenClassification.from_pretrained(out / "best")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 1.0)
+    model.save_pretrained(directory)
+    load_tokenizer(out / "best").save(directory)
+    return model, directory
