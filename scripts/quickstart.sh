@@ -56,6 +56,12 @@ PY="${PYTHON:-python}"
 # against other processes cost far more than they bring (measured here: ~10x slower with 2 threads on 2 busy cores).
 export OMP_NUM_THREADS="${QS_THREADS:-${OMP_NUM_THREADS:-2}}"
 litebert() { "$PY" -m litebert "$@"; }
+# the last step (fill-mask) runs transformers' pipeline: say so now, not after half an hour of pretraining
+if ! "$PY" -c "import transformers" 2>/dev/null; then
+  echo "error: the quick start ends with transformers' fill-mask pipeline, and transformers is not installed:" \
+    "pip install -e '.[test,hub]' (or pip install transformers)" >&2
+  exit 1
+fi
 
 mkdir -p "$OUT"
 START=$(date +%s)

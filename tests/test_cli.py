@@ -109,3 +109,51 @@ def test_no_suggestion_is_better_than_a_generic_one(command, capsys):
         main([command, "--lr", "3"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith("error: unrecognized arguments: --lr 3"), err
+
+
+def test_quickstart_checks_for_transformers_before_training(tmp_path):
+    """scripts/quickstart.sh ends with transformers' fill-mask pipeline; on an install without transformers
+    (`pip install -e .`, which docs/pretraining.md once gave) it failed there, after the whole pretraining run. It
+    now stops at once with one line naming the package, and writes nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "quickstart.sh"
+    blocker = tmp_path / "site"  # a `transformers` that cannot be imported, ahead of the installed one
+    (blocker / "transformers").mkdir(parents=True)
+    (blocker / "transformers" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    out = tmp_path / "qs"
+    proc = subprocess.run(
+        ["bash", str(script), str(out)],
+        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "PYTHONPATH": str(blocker)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("error:") == 1 and "transformers is not installed" in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+def test_log_lines_go_to_the_stderr_of_the_moment(monkeypatch):
+    """The litebert log handler, set up by the first evaluate/predict/finetune in a process, held the sys.stderr of
+    that moment: once it was replaced and closed (pytest's capture, a notebook cell), every later log line was a
+    "--- Logging error ---" traceback. It now writes to whatever sys.stderr is."""
+    import io
+    import logging
+    import sys
+
+    from litebert.cli.finetune_cmds import _setup_logging
+
+    root = logging.getLogger("litebert")
+    monkeypatch.setattr(root, "handlers", [])
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    _setup_logging()
+    logging.getLogger("litebert.test").info("one")
+    first.close()
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", second)
+    logging.getLogger("litebert.test").info("two")
+    assert second.getvalue() == "two\n"

@@ -363,7 +363,7 @@ def test_finetuning_a_fine_tuned_classifier_keeps_its_labels(en_model, shared_da
     torch.testing.assert_close(new["albert.pooler.weight"], old["albert.pooler.weight"])  # the rest is kept
 
 
-def test_dropped_rows_are_logged_and_recorded(zh_model, shared_data, tmp_path, caplog):
+def test_dropped_rows_are_logged_and_recorded(zh_model, shared_data, tmp_path, caplog, capsys):
     """OCNLI rows labelled '-' (no annotator majority) and XNLI rows of other languages are dropped by the task's
     layout: the count per file (here counted from the file's JSON) is logged by finetune and evaluate and saved in
     finetune_config.json, FinetuneResult and EvalResult; before, it was never reported."""
@@ -405,6 +405,13 @@ def test_dropped_rows_are_logged_and_recorded(zh_model, shared_data, tmp_path, c
         )
     assert ev.dropped == 2 and ev.num_examples == 3
     assert f"data: 2 of 5 rows of {xnli} were dropped (rows whose 'language' is not 'zh'); 3 read" in caplog.text
+    # the kept rows are data rows 0, 2 and 4: predict's standard output numbers them so, as predictions.tsv does
+    # (it printed 0, 1, 2, so the second line named the French row)
+    assert ev.indices == [0, 2, 4]
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tmp_path / "run/best"), "--data", str(xnli), "--task", "xnli"]) == 0
+    printed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [int(i) for i, _ in printed] == [0, 2, 4] and [label for _, label in printed] == ev.predictions
 
 
 def test_bad_input(en_model, tmp_path):

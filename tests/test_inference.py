@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from litebert import inference
 from litebert.cli import main
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
@@ -114,15 +116,17 @@ def test_fp32_runner_packs_linear_on_onednn_with_equal_outputs(monkeypatch):
     rounding (GELU, exact GELU, ReLU), a shared layer's Linear is packed once, and the tied MLM decoder still
     works. (Calls below ``OneDnnLinear.min_macs`` take nn.Linear's path: set to 0 so that every call here runs
     oneDNN's kernel; the default's fallback is checked at the end.)"""
+    from litebert import inference
     from litebert.inference import OneDnnLinear, pack_linear_onednn
     from litebert.modeling import AlbertForMaskedLM, AlbertLayer
 
     monkeypatch.setattr(OneDnnLinear, "min_macs", 0)
+    monkeypatch.setattr(inference, "onednn_gemm_preferred", lambda: True)  # whatever this CPU is (next test)
 
     enc = _encoded(30, seed=5)
     ref = _logits(_classifier(seed=2), enc, 8)
     runner = TorchRunner(_classifier(seed=2), fuse=True)
-    assert runner.forward_kwargs == {"pooled_only": True}
+    assert runner.forward_kwargs == {"pooled_only": True} and runner.kernel == "onednn"
     packed = [m for m in runner.model.modules() if isinstance(m, OneDnnLinear)]
     assert packed and not any(type(m) is torch.nn.Linear for m in runner.model.modules())
     np.testing.assert_allclose(_logits(runner, enc, 8), ref, atol=1e-5, rtol=0)
@@ -166,6 +170,28 @@ def test_fp32_runner_packs_linear_on_onednn_with_equal_outputs(monkeypatch):
         assert op in {e.key for e in prof.key_averages()}
         want = torch.nn.functional.gelu(torch.nn.functional.linear(x, ffn.weight, ffn.bias), approximate="tanh")
         torch.testing.assert_close(y, want, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("avx512", [True, False])
+def test_fp32_runner_takes_onednn_on_avx512_cpus_only(monkeypatch, avx512):
+    """On an AVX2-only AMD EPYC oneDNN's packed GEMM made predict 1.12-1.19x slower than nn.Linear's MKL (on an
+    AVX-512 one, 1.5x faster: docs/deploy.md), so the fp32 runner packs only where the CPU has AVX-512; either way
+    the logits are the plain model's to float rounding, and ``kernel`` says which ran."""
+    from litebert import inference
+    from litebert.inference import OneDnnLinear
+
+    caps = {**inference.cpu_capabilities(), "avx512": avx512}
+    monkeypatch.setattr(inference, "cpu_capabilities", lambda: caps)
+    assert inference.onednn_gemm_preferred() is avx512
+    monkeypatch.setattr(OneDnnLinear, "min_macs", 0)
+    enc = _encoded(30, seed=5)
+    ref = _logits(_classifier(seed=2), enc, 8)
+    runner = TorchRunner(_classifier(seed=2), fuse=True)
+    packed = any(isinstance(m, OneDnnLinear) for m in runner.model.modules())
+    onednn = avx512 and torch.backends.mkldnn.is_available()
+    assert packed is onednn and runner.kernel == ("onednn" if onednn else "blas")
+    np.testing.assert_allclose(_logits(runner, enc, 8), ref, atol=1e-5, rtol=0)
+    assert TorchRunner(_classifier(seed=2), quantize="int8").kernel == "int8"
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +329,10 @@ def test_precision_conflicts_refused_before_reading_and_the_backend_recorded(sst
         (onnx_dir, ["--precision", "bf16"], "--precision bf16 with the onnxruntime backend: it runs"),
         (onnx_dir, ["--precision", "fp16"], "--precision fp16 with the onnxruntime backend: it runs"),
         (onnx_dir, ["--quantize", "int8"], "--quantize int8 with the onnxruntime backend: quantize at export"),
-        (model_dir, ["--backend", "onnxruntime", "--precision", "bf16"], "--precision bf16 with the onnxruntime"),
+        (onnx_dir, ["--backend", "onnxruntime", "--precision", "bf16"], "--precision bf16 with the onnxruntime"),
+        # the directory lacks what the backend runs: found after the whole file was read and tokenized, before
+        (onnx_dir, ["--backend", "torch"], "holds model.onnx but no torch weights: use --backend onnxruntime"),
+        (model_dir, ["--backend", "onnxruntime"], "model.onnx not found: export one with `litebert export"),
     ]
     for command in ("predict", "evaluate"):
         for model, extra, message in cases:
@@ -322,6 +351,8 @@ def test_precision_conflicts_refused_before_reading_and_the_backend_recorded(sst
         assert main(argv) == 0, name
         settings = json.loads((tmp_path / name / "run_settings.json").read_text())
         assert settings["backend"] == backend and settings["precision"]["precision"] == precision, name
+        want_kernel = {"int8": "int8", "torch-fp32": "onednn" if inference.onednn_gemm_preferred() else "blas"}
+        assert settings.get("linear_kernel") == want_kernel.get(name), name  # torch runners only
     assert _predictions(tmp_path / "ort/predictions.tsv") == _predictions(tmp_path / "torch-fp32/predictions.tsv")
 
 
@@ -361,3 +392,50 @@ def test_predictions_keep_the_label_column_however_the_columns_are_named(sst2_cl
     argv = ["predict", "--model", str(model_dir), "--data", str(headerless), "--output", str(tmp_path / "i")]
     assert main([*argv, *by_index]) == 0
     assert _predictions(tmp_path / "i/predictions.tsv")[0] == ["index", "prediction"]
+
+
+def test_layout_options_alone_are_laid_over_the_saved_task(sst2_classifier, tmp_path, capsys):
+    """`evaluate/predict --delimiter ';'` (or --no-header ...) without --task or a column was silently dropped: a
+    semicolon file failed with "text column ... is not in the header", and `--delimiter bogus` ran and exited 0.
+    Layout options alone now go over the task saved with the model: the same rows give the same predictions and
+    metrics as the TSV, and a bad value is refused as finetune refuses it."""
+    model_dir, dev = sst2_classifier
+    rows = [line.split("\t") for line in dev.read_text(encoding="utf-8").splitlines()]
+    semi = tmp_path / "dev.csv"
+    semi.write_text("\n".join(";".join(r) for r in rows if ";" not in r[0]) + "\n", encoding="utf-8")
+    keep = [r for r in rows[1:] if ";" not in r[0]]
+    assert 60 < len(keep) < len(rows) - 1  # some rows hold a ';' and are left out of the CSV
+    tsv = tmp_path / "dev_kept.tsv"
+    tsv.write_text("\n".join("\t".join(r) for r in [rows[0], *keep]) + "\n", encoding="utf-8")
+    for name, data, extra in (("tsv", tsv, []), ("semi", semi, ["--delimiter", ";"])):
+        argv = ["--model", str(model_dir), "--data", str(data), *extra]
+        assert main(["predict", *argv, "--output", str(tmp_path / name)]) == 0, name
+        capsys.readouterr()
+        assert main(["evaluate", *argv]) == 0, name
+        metrics = json.loads(capsys.readouterr().out)
+        assert metrics["num_examples"] == len(keep), name
+        if name == "tsv":
+            want = metrics
+    assert metrics == want
+    assert _predictions(tmp_path / "semi/predictions.tsv") == _predictions(tmp_path / "tsv/predictions.tsv")
+    for extra, message in (
+        (["--delimiter", "bogus"], "--delimiter must be one character"),
+        (["--label-column", "label"], "give --task NAME or --text-column"),  # a column alone still needs the text
+    ):
+        assert main(["predict", "--model", str(model_dir), "--data", str(semi), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and message in err, err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, a directory no file can be made in")
+def test_unwritable_output_refused_before_the_data_is_read(sst2_classifier, capsys):
+    """`evaluate/predict --output` in a place that cannot be written (/proc, /sys, a read-only mount) ran the model
+    over the whole file, then failed with a bare `[Errno 2]`: the output is now probed first, one error line that
+    names --output, before the data is read (a missing --data file would be reported otherwise)."""
+    model_dir, _ = sst2_classifier
+    for command in ("evaluate", "predict"):
+        argv = [command, "--model", str(model_dir), "--data", "/no/such.tsv", "--output", "/proc/litebert-out/x"]
+        assert main(argv) == 2, command
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and "--output /proc/litebert-out/x: cannot write in /proc" in err, err
+        assert "such.tsv" not in err

@@ -15,9 +15,10 @@ Where the speed comes from (docs/deploy.md has the measurements):
   (:meth:`~litebert.modeling.AlbertAttention.fuse_qkv`);
 - bf16 weights and activations where the processor has bf16 dot products (AVX512-BF16 / AMX), int8 weights with
   ``torch.ao.quantization.quantize_dynamic`` (Linear layers) or onnxruntime's quantized MatMuls (VNNI);
-- fp32 Linear layers on oneDNN's prepacked GEMM (:func:`pack_linear_onednn`) instead of the BLAS that ``nn.Linear``
-  calls (MKL in stock torch CPU builds, 1.3-1.6x slower on the AMD EPYC of docs/deploy.md:
-  ``benchmarks/bench_gemm.py``), the FFN's GELU fused into its GEMM as a post-op;
+- fp32 Linear layers on oneDNN's prepacked GEMM (:func:`pack_linear_onednn`) where the CPU has AVX-512, instead of
+  the BLAS that ``nn.Linear`` calls (MKL in stock torch CPU builds, which runs its AVX2 kernels on AMD processors:
+  1.3-1.6x slower on the AVX-512 AMD EPYC of docs/deploy.md, ``benchmarks/bench_gemm.py``), the FFN's GELU fused
+  into its GEMM as a post-op; on AVX2-only CPUs ``nn.Linear`` stays (:func:`onednn_gemm_preferred`);
 - heads that read only the pooled [CLS] vector (sequence classification, multiple choice): the last layer runs for
   position 0 only (``pooled_only``, :meth:`litebert.modeling.AlbertModel.forward`), all of that layer's
   matmuls but the QKV projection saved;
@@ -143,6 +144,19 @@ def _gelu_algorithm(activation) -> str | None:
     return None
 
 
+def onednn_gemm_preferred() -> bool:
+    """Whether predict's fp32 torch backend moves its Linear layers onto oneDNN (:func:`pack_linear_onednn`): on CPUs
+    with AVX-512 (:func:`cpu_capabilities`), else it keeps ``nn.Linear``'s BLAS.
+
+    Measured on albert-base-sized and quick-start-sized classifiers over SST-2 dev, 2 threads (docs/deploy.md): on an
+    AMD EPYC with AVX-512 oneDNN made the whole forward 1.5x faster (MKL, the BLAS of stock torch CPU builds, runs
+    its AVX2 kernels on AMD processors); on an AMD EPYC with AVX2 only it made it 1.12-1.19x *slower* (MKL 162,
+    oneDNN 149 GFLOP/s on 1024 x 768 @ 768 x 3072, ``benchmarks/bench_gemm.py``). A rule, not a timing at load, so
+    that one machine always runs the same kernels (the two differ by float rounding).
+    """
+    return cpu_capabilities()["avx512"]
+
+
 def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
@@ -235,8 +249,10 @@ class TorchRunner(_Runner):
     ``precision="bf16"`` casts the weights to bfloat16 (activations follow); ``quantize="int8"`` applies
     ``torch.ao.quantization.quantize_dynamic`` to the Linear layers (int8 weights, activations quantized per batch;
     CPU only; with ``precision="fp32"`` only, since those layers take float32 activations). Both, and ``fuse=True``, change the model in place: pass a model that is only used for inference.
-    ``fuse=True`` also fuses the QKV projections and, for fp32 on the CPU, packs the Linear layers for oneDNN
-    (:func:`pack_linear_onednn`). Sequence-classification and multiple-choice models run with ``pooled_only``.
+    ``fuse=True`` also fuses the QKV projections and, for fp32 on a CPU with AVX-512, packs the Linear layers for
+    oneDNN (:func:`pack_linear_onednn`, :func:`onednn_gemm_preferred`). Sequence-classification and multiple-choice
+    models run with ``pooled_only``. ``kernel`` names what the Linear layers run on: ``"onednn"``, ``"blas"``
+    (``nn.Linear``), ``"int8"`` (dynamic int8) or ``"bf16"``.
     """
 
     def __init__(
@@ -269,14 +285,15 @@ class TorchRunner(_Runner):
                 if isinstance(module, AlbertAttention):
                     module.fuse_qkv()
         model = model.to(self.device).eval()
+        self.kernel = "bf16" if precision == "bf16" else "int8" if quantize else "blas"
         if precision == "bf16":
             if not native_bf16(self.device):
                 log.warning(
                     "predict: %s has no native bf16 matmuls; bf16 runs emulated (slower than fp32)", self.device
                 )
             model = model.to(torch.bfloat16)
-        elif quantize is None and self.device.type == "cpu" and fuse:
-            pack_linear_onednn(model)
+        elif quantize is None and self.device.type == "cpu" and fuse and onednn_gemm_preferred():
+            self.kernel = "onednn" if pack_linear_onednn(model) else "blas"
         if quantize == "int8":
             import warnings
 
@@ -399,5 +416,6 @@ __all__ = [
     "length_batches",
     "load_runner",
     "native_bf16",
+    "onednn_gemm_preferred",
     "onnx_dir",
 ]

@@ -14,22 +14,41 @@ from litebert.cli.options import add_config_option, add_settings, config_from_ar
 
 
 def _eval_data_rule(values: dict) -> dict:
-    """evaluate/predict: data options count only with a task or a column; else the model's saved layout is used."""
+    """evaluate/predict: QA options alone (no task, column or task type) ask for a QA model, so that a model of another
+    kind is refused rather than given options it ignores. Other layout options alone (``--delimiter``,
+    ``--no-header`` …) go through: :func:`litebert.finetune.run.evaluate` lays them over the layout saved with the
+    model."""
     data = values.get("data")
     qa = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")
-    if isinstance(data, dict) and not any(
+    alone = isinstance(data, dict) and not any(
         data.get(k) is not None for k in ("task", "text_column", "label_column", "task_type")
-    ):
-        if any(data.get(k) is not None for k in qa):  # QA options alone: a QA model, the rest as saved with it
-            return {**values, "data": {"task_type": "qa", **{k: data[k] for k in qa if data.get(k) is not None}}}
-        values = {k: v for k, v in values.items() if k != "data"}
+    )
+    if alone and any(data.get(k) is not None for k in qa):  # QA options alone: a QA model, the rest as saved with it
+        return {**values, "data": {"task_type": "qa", **{k: data[k] for k in qa if data.get(k) is not None}}}
     return values
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A StreamHandler on whatever ``sys.stderr`` is when a record is written, as logging's own last-resort handler:
+    one set up by an earlier command in the same process (a notebook, a test, a script calling ``cli.main`` twice)
+    then writes where stderr is now, not into a stream that was replaced and closed since."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
 
 
 def _setup_logging() -> None:
     root = logging.getLogger("litebert")
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
         # under torchrun only rank 0 reports (the other ranks read the same files and would repeat every line)
@@ -80,7 +99,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints
         return 0
     if result.predictions_file is None:  # no --output: predictions to stdout
-        for i, pred in enumerate(result.predictions):
+        for i, pred in zip(result.indices, result.predictions, strict=True):  # i: the row in the file
             print(f"{i}\t{' '.join(pred) if isinstance(pred, list) else pred}")  # NER: the tags of a sentence
     else:
         print(f"wrote {result.num_examples} predictions to {result.predictions_file}", file=sys.stderr)

@@ -175,6 +175,11 @@ class DataOptions:
                 get_task(self.task)  # fail early on an unknown name (get_task also takes sst-2, STS-B ...)
             except LitebertError:
                 fail(self, "task", f"unknown task; known tasks: {', '.join(TASKS)}")
+
+    def require_source(self) -> None:
+        """Raise LitebertError unless these options say what the data is: a task, a text column, or a task type
+        other than classification. (``evaluate``/``predict`` accept layout options alone, such as ``--delimiter``,
+        and lay them over the layout saved with the model; ``finetune`` needs a source.)"""
         if self.task is None and self.text_column is None and self.task_type in (None, "classification"):
             raise LitebertError(
                 "give --task NAME or --text-column (and --label-column) to say where the data is, "
@@ -328,6 +333,7 @@ class FinetuneConfig:
         if isinstance(self.data, dict):
             self.data = DataOptions(**self.data)
         check(self)
+        self.data.require_source()
         if not self.epochs > 0 and self.max_steps is None:
             fail(self, "epochs", "must be > 0 (or give --max-steps)")
 
@@ -407,6 +413,8 @@ class EvalResult:
         labels: per row, the gold label string, or ``None`` for unlabelled files.
         num_examples: rows evaluated. truncated: rows cut to ``max_seq_length``.
         dropped: rows of the file the task's layout drops (OCNLI/CMNLI ``-`` labels, XNLI's other languages).
+        indices: per row, its 0-based data row in the file (``Example.index``; differs from the position after a
+            dropped row), the index ``predictions.tsv`` and predict's standard output give.
         results_file / predictions_file: what was written (``None`` when nothing was).
     """
 
@@ -416,6 +424,7 @@ class EvalResult:
     num_examples: int
     truncated: int
     dropped: int = 0
+    indices: list[int] = field(default_factory=list)
     results_file: Path | None = None
     predictions_file: Path | None = None
 
@@ -1077,6 +1086,17 @@ def _eval_seq_length(cfg: EvaluateConfig, config, kind: TaskKind, directory: Pat
     return cfg.max_seq_length
 
 
+#: data options that name what the data is; without one, evaluate/predict start from the layout saved with the model
+_LAYOUT_KEYS = ("task", "text_column", "label_column", "task_type")
+
+
+def _non_default(options: DataOptions) -> dict:
+    """The fields of ``options`` that differ from :class:`DataOptions`' defaults."""
+    return {
+        f.name: getattr(options, f.name) for f in dataclasses.fields(options) if getattr(options, f.name) != f.default
+    }
+
+
 def _prepare_eval(cfg: EvaluateConfig, command: str):
     """Everything ``evaluate``/``predict`` need before the forward passes; refuses an ``--output`` that holds a
     file they would write before anything is loaded (:func:`litebert.training.run.check_no_overwrite`)."""
@@ -1091,14 +1111,18 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     data = cfg.data
     saved_task, saved_columns = extra.get("finetuning_task"), extra.get("litebert_data_options")
     saved_type = extra.get("litebert_task_type")
-    if data is None:
+    # no task, column or task type given: the layout saved with the model, with any layout option given laid over it
+    # (--delimiter, --no-header ...); one of those four replaces the saved layout
+    if data is None or not any(getattr(data, k) is not None for k in _LAYOUT_KEYS):
         if not saved_task and not saved_columns and saved_type in (None, "classification"):
             raise LitebertError(f"{directory}/config.json names no finetuning_task: give --task or --text-column")
+        given = {} if data is None else _non_default(data)
         data = DataOptions(
             task=saved_task if saved_task in TASKS else None,
             task_type=saved_type if saved_type != "classification" else None,
-            **(saved_columns or {}),
+            **{**(saved_columns or {}), **given},
         )
+    data.require_source()
     kind = make_kind(data, metrics=cfg.metrics)
     if cfg.output_dir:
         check_no_overwrite(cfg.output_dir, command, _output_files(kind, command))
@@ -1151,7 +1175,19 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
         device=dist.device,
     )
     record = {"backend": backend, "precision": precision.to_dict(), "max_seq_length": seq, "dropped": _dropped(read)}
+    kernel = getattr(model, "kernel", None)  # the torch runner's Linear kernels (inference.TorchRunner)
+    if kernel is not None and precision.dtype is None:  # under autocast the Linear layers run torch's bf16/fp16 path
+        record["linear_kernel"] = kernel
+        log.info("%s: Linear layers on %s", command, _KERNEL_NAMES[kernel])
     return kind, _Split(read, feats), tokenizer, model, dist, precision, record
+
+
+_KERNEL_NAMES = {
+    "onednn": "oneDNN's prepacked fp32 GEMM (AVX-512 CPU)",
+    "blas": "nn.Linear's BLAS",
+    "int8": "dynamic int8 (torch.ao quantize_dynamic)",
+    "bf16": "bf16 weights",
+}
 
 
 def _eval_runtime(cfg: EvaluateConfig, directory: Path, device: torch.device) -> tuple[str, PrecisionChoice]:
@@ -1168,10 +1204,21 @@ def _eval_runtime(cfg: EvaluateConfig, directory: Path, device: torch.device) ->
         LitebertError: ``--quantize`` with the onnxruntime backend (quantize at export instead) or with a device
             other than the CPU; an explicit ``--precision bf16/fp16`` with the onnxruntime backend or ``--quantize``.
     """
-    from litebert.inference import onnx_dir
+    from litebert.checkpoint import find_weight_files
+    from litebert.inference import ONNX_NAME, onnx_dir, require_onnx
 
     backend = cfg.backend or ("onnxruntime" if onnx_dir(directory) else "torch")
     explicit = cfg.precision not in ("auto", "fp32")
+    # what the backend needs from the directory and the environment: checked here, before the data is read
+    if backend == "onnxruntime":
+        if not onnx_dir(directory):
+            raise LitebertError(
+                f"{directory}/{ONNX_NAME} not found: export one with `litebert export {directory} --output DIR "
+                "--format onnx`, or drop --backend onnxruntime"
+            )
+        require_onnx()
+    elif onnx_dir(directory) and find_weight_files(directory)[1] is None:
+        raise LitebertError(f"{directory} holds {ONNX_NAME} but no torch weights: use --backend onnxruntime")
     if backend == "onnxruntime":
         if cfg.quantize:
             raise LitebertError(
@@ -1211,6 +1258,7 @@ def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
         num_examples=len(read.examples),
         truncated=split.feats.truncated,
         dropped=_dropped(read),
+        indices=[getattr(ex, "index", i) for i, ex in enumerate(read.examples)],
     )
     if cfg.output_dir and dist.is_main:
         out = Path(cfg.output_dir)

@@ -165,18 +165,31 @@ def check_output_dir(
 def check_no_overwrite(output_dir: str | os.PathLike, command: str, names: Collection[str]) -> None:
     """Refuse an output directory that already holds one of ``names``, the files ``command`` would write there
     (``evaluate``/``predict`` write into any directory, but never over a file, e.g. a finetune run's own
-    ``predictions.tsv`` or ``run_settings.json``). Reads only.
+    ``predictions.tsv`` or ``run_settings.json``). Creates nothing: it writes and removes one empty probe file in
+    ``output_dir``'s nearest existing directory, so that an output that cannot be written is refused before the
+    model runs over the data, not after.
 
     Raises:
-        LitebertError: ``output_dir`` or one of its parents is a file; or naming the first such file (and the run
-            that wrote the directory's ``run_settings.json``).
+        LitebertError: ``output_dir`` or one of its parents is a file; its nearest existing directory cannot be
+            written (read-only file system, permissions, /proc); or naming the first such file (and the run that
+            wrote the directory's ``run_settings.json``).
     """
+    import tempfile
+
     out = Path(output_dir)
     for path in (out, *out.parents):
         if path.exists():
             if not path.is_dir():
                 raise LitebertError(f"--output {out}: {path} is a file, not a directory: choose another --output")
             break
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".litebert-write-probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise LitebertError(
+            f"--output {out}: cannot write in {path} ({exc.strerror or exc}): choose another --output"
+        ) from None
     taken = [name for name in names if (out / name).exists()]
     if not taken:
         return
