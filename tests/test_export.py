@@ -4,7 +4,11 @@ int8 quantization runs, and bad input fails with one line and writes nothing. Ti
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -18,6 +22,7 @@ from litebert.modeling import MODEL_CLASSES, AlbertForPreTraining, AlbertForSequ
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
+import litebert.export  # noqa: E402
 from litebert.export import export_model, export_onnx  # noqa: E402
 from litebert.inference import ONNX_OUTPUTS  # noqa: E402
 
@@ -243,3 +248,129 @@ def test_every_output_axis_is_named_as_the_inputs_name_it(tmp_path):
             assert all(isinstance(d, int) or d in named for d in dims(out)), (head, out.name, dims(out))
             if head == "AlbertForMultipleChoice":
                 assert dims(out) == ["batch", "choice"]
+
+
+def test_output_that_cannot_be_created_is_one_error_naming_it_and_nothing_is_left(tmp_path, capsys, monkeypatch):
+    """`--output FILE/x` said `[Errno 17] File exists`; an unwritable parent named the hidden temporary directory;
+    a bad --head left the parents of --output it had made. Now: one line naming --output, and nothing left."""
+    torch.manual_seed(0)
+    src = _save_model(tmp_path / "model", AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+    (tmp_path / "dev.tsv").write_text("a\tb\n")
+    out = tmp_path / "dev.tsv" / "x"
+    assert main(["export", str(src), "--output", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --output {out}: {tmp_path / 'dev.tsv'} is not a directory; choose another --output\n"
+    )
+    assert (tmp_path / "dev.tsv").read_text() == "a\tb\n"
+    # bad input after the checks that come first: the parents of --output are not made
+    deep = tmp_path / "eo" / "x" / "y" / "z"
+    for argv, message in (
+        (["--head", "nonsense"], "error: unknown head 'nonsense' (--head); expected one of base,"),
+        (["--head", "sequence-classification"], f"error: {src} holds an AlbertForPreTraining, not a fine-tuned"),
+    ):
+        assert main(["export", str(src), "--output", str(deep), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(message) and err.count("\n") == 1, err
+        assert not (tmp_path / "eo").exists()
+    # a failure while writing (truncated weights): the parents it made are removed with the temporary directory
+    broken = _save_model(tmp_path / "broken", AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+    (broken / "model.safetensors").write_bytes((broken / "model.safetensors").read_bytes()[:1000])
+    (tmp_path / "eo").mkdir()
+    (tmp_path / "eo" / "keep").write_text("theirs")  # a parent that existed before is kept
+    assert main(["export", str(broken), "--output", str(deep), "--format", "onnx"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {broken / 'model.safetensors'}: truncated safetensors file") and err.count("\n") == 1
+    assert sorted(p.name for p in (tmp_path / "eo").iterdir()) == ["keep"]
+
+    # a parent the file system refuses (EPERM under /sys, EACCES, EROFS): named as --output, not the temp directory
+    def refuse(prefix, dir):
+        raise PermissionError(1, "Operation not permitted", os.path.join(dir, prefix + "abcd"))
+
+    monkeypatch.setattr(litebert.export.tempfile, "mkdtemp", refuse)
+    assert main(["export", str(src), "--output", str(deep)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --output {deep}: cannot create it (Operation not permitted); nothing was written\n"
+    )
+    assert sorted(p.name for p in (tmp_path / "eo").iterdir()) == ["keep"]
+
+
+def test_model_without_tokenizer_exports_and_the_warning_names_the_output(tmp_path, caplog):
+    torch.manual_seed(0)
+    src = _save_model(tmp_path / "model", AlbertForPreTraining(_config(1, num_hidden_layers=2)))  # no tokenizer
+    with caplog.at_level("WARNING", logger="litebert.export"):
+        result = export_model(src, tmp_path / "onnx", format="onnx")
+    assert sorted(p.name for p in result.output_dir.iterdir()) == ["config.json", "model.onnx"]
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "litebert.export"]
+    assert message.startswith(f"export: {src} has no tokenizer files, so {tmp_path / 'onnx'} has none: copy")
+    assert "--tokenizer DIR" in message and ".tmp-" not in message
+
+
+_SIGTERM_HELPER = """
+import json, os, sys, time
+from pathlib import Path
+
+import litebert.export
+
+def blocked(*args, **kwargs):  # the export, stopped inside its temporary directory until a signal comes
+    Path(sys.argv[3] + ".part").write_text(json.dumps(sorted(p.name for p in Path(sys.argv[4]).iterdir())))
+    os.replace(sys.argv[3] + ".part", sys.argv[3])
+    while True:
+        time.sleep(60)
+
+litebert.export._load_head = blocked
+from litebert.cli import main
+
+sys.exit(main(["export", sys.argv[1], "--output", sys.argv[2], "--format", "onnx"]))
+"""
+
+
+def test_sigterm_during_export_leaves_nothing_behind(tmp_path):
+    """A `kill` (SIGTERM) during an export left `.NAME.tmp-XXXX` beside --output for good: the clean-up in
+    `finally` never ran. Now SIGTERM exits with status 143 after the clean-up."""
+    torch.manual_seed(0)
+    src = _save_model(tmp_path / "model", AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+    out, ready = tmp_path / "new" / "sub" / "onnx", tmp_path / "ready"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SIGTERM_HELPER, str(src), str(out), str(ready), str(out.parent)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        (tmp,) = json.loads(ready.read_text())
+        assert tmp.startswith(".onnx.tmp-")  # it was writing into a temporary directory beside --output
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert not (tmp_path / "new").exists()  # the temporary directory and the parents the export made are gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "ready"]
+
+
+def test_sigterm_handler_is_restored_after_export(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    src = _save_model(tmp_path / "model", AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+    before = signal.getsignal(signal.SIGTERM)
+    during = []
+    real = litebert.export._load_head
+
+    def spy(*args, **kwargs):
+        during.append(signal.getsignal(signal.SIGTERM))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(litebert.export, "_load_head", spy)
+    export_model(src, tmp_path / "hf", head="base")
+    assert len(during) == 1 and during[0] is not before and callable(during[0])
+    assert signal.getsignal(signal.SIGTERM) is before
+    with pytest.raises(SystemExit) as exc:  # the handler, called as the signal would call it
+        during[0](signal.SIGTERM, None)
+    assert exc.value.code == 143

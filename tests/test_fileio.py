@@ -12,6 +12,7 @@ from litebert.fileio import (
     atomic_directory,
     atomic_write,
     atomic_write_json,
+    current_umask,
     install_directory,
     read_json,
     sha256_file,
@@ -62,6 +63,54 @@ def test_atomic_directory_replaces_whole_or_not_at_all(tmp_path):
         (tmp / "y").write_text("2")
     assert sorted(os.listdir(dest)) == ["y"]  # replaced, not merged
     assert sorted(os.listdir(tmp_path)) == ["best"]  # no temporary or old copy left behind
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_atomic_write_gives_the_file_the_umask_mode_not_the_writers(tmp_path, umask):
+    # safetensors' save_file creates 0600 files: a model.safetensors deployed for a server running as another user
+    # would be unreadable beside its 0644 config.json. The file gets the mode of any new file under the umask.
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    def private(tmp):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b"data")
+        os.close(fd)
+
+    old = os.umask(umask)
+    try:
+        assert current_umask() == umask
+        atomic_write(tmp_path / "a.bin", private)
+        atomic_write(tmp_path / "model.safetensors", lambda p: save_file({"w": torch.ones(2)}, str(p)))
+        atomic_write_json(tmp_path / "b.json", {"a": 1})
+    finally:
+        os.umask(old)
+    expected = 0o666 & ~umask  # 0644, 0640, 0664
+    assert {f: oct(os.stat(tmp_path / f).st_mode & 0o777) for f in ("a.bin", "model.safetensors", "b.json")} == {
+        "a.bin": oct(expected),
+        "model.safetensors": oct(expected),
+        "b.json": oct(expected),
+    }
+    assert (tmp_path / "a.bin").read_bytes() == b"data"
+    assert load_file(str(tmp_path / "model.safetensors"))["w"].tolist() == [1.0, 1.0]
+
+
+def test_current_umask_without_proc_sets_and_restores_it(monkeypatch):
+    import builtins
+
+    real_open = builtins.open
+
+    def no_proc(file, *args, **kwargs):
+        if str(file).startswith("/proc/"):
+            raise FileNotFoundError(file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    old = os.umask(0o027)
+    try:
+        assert current_umask() == 0o027 and current_umask() == 0o027  # read, and left as it was
+    finally:
+        os.umask(old)
 
 
 def test_install_directory_recovers_from_a_stale_old_copy(tmp_path):

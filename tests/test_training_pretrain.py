@@ -596,3 +596,48 @@ def test_closing_line_shows_the_loss_trend_only_over_two_logged_windows(tiny_dat
     a, b = [r for r in read_metrics(two) if r["split"] == "train"]
     cap = capsys.readouterr()
     assert f"train mlm_loss {a['mlm_loss']:.3f} (step 2) -> {b['mlm_loss']:.3f} (step 4)" in cap.out + cap.err
+
+
+def test_export_finds_the_tokenizer_of_a_relative_data_path_from_any_directory(
+    tiny_data, tmp_path, capsys, monkeypatch
+):
+    """A run given `--data data` (relative) records it so, with its working directory (`cwd`). Exporting one of its
+    checkpoints from another directory looked for ./data/tokenizer there, warned about a temporary directory and
+    wrote no tokenizer; the path is now resolved against the run's recorded directory first. Without any tokenizer
+    the weights are still exported, and the warning names --output and how to add one."""
+    monkeypatch.chdir(tiny_data.parent)
+    run = tmp_path / "run"
+    assert main(_args(tiny_data.name, run, "--max-steps", 2, "--batch-size", 4, "--save-steps", 2)) == 0
+    settings = json.loads((run / "run_settings.json").read_text())
+    assert settings["pretrain_config"]["data"] == "data" and settings["cwd"] == str(tiny_data.parent)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    step = run / "checkpoints" / "step-2"
+    formats = [("hf", [])]
+    if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):
+        formats.append(("onnx", ["--format", "onnx", "--head", "masked-lm"]))
+    for name, extra in formats:
+        assert main(["export", str(step), "--output", str(tmp_path / name), *extra]) == 0, name
+        assert "warning" not in capsys.readouterr().err, name
+        for f in (tiny_data / "tokenizer").iterdir():
+            assert (tmp_path / name / f.name).read_bytes() == f.read_bytes(), (name, f.name)
+    # the data moved away: the weights are exported, without a tokenizer, and the warning says where and what to do
+    settings["pretrain_config"]["data"] = "moved"
+    (run / "run_settings.json").write_text(json.dumps(settings))
+    for name, extra in formats:
+        out = tmp_path / f"{name}-notok"
+        assert main(["export", str(step), "--output", str(out), *extra]) == 0, name
+        weights = "model.safetensors" if name == "hf" else "model.onnx"
+        assert sorted(p.name for p in out.iterdir()) == sorted(["config.json", weights]), name
+        err = (
+            capsys.readouterr().err
+        )  # (plus litebert's info lines when an earlier command in this process set them up)
+        assert err.count("warning:") == 1, (name, err)
+        assert (
+            f"warning: {out} has no tokenizer files (the run's training data has no tokenizer at "
+            f"{tiny_data.parent / 'moved' / 'tokenizer'} nor {elsewhere / 'moved' / 'tokenizer'}): copy the "
+            "tokenizer files of the run's data (DATA/tokenizer/*) into it, or pass --tokenizer DIR to "
+            "finetune/evaluate/predict"
+        ) in err.splitlines(), (name, err)

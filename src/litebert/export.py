@@ -16,7 +16,10 @@ onnxruntime's dynamic quantizer (``onnxruntime.quantization.quantize_dynamic``: 
 activations quantized per batch at run time) and dedupes again.
 
 Everything is written to a temporary directory beside ``--output`` and renamed at the end, so a failure leaves nothing
-half-written.
+half-written: the source, its config and the head are checked before anything is created; on a failure, or a
+``kill`` (SIGTERM, turned into ``SystemExit(143)`` while the export runs), the temporary directory and the parent
+directories of ``--output`` that the export created are removed. An ``--output`` that cannot be created (a file
+among its parents, a read-only file system) is one error naming it.
 
 Heads (``--head``): a model exports with its own head (``architectures``), or with one whose weights it holds. A
 pretraining model or checkpoint exports as ``AlbertForPreTraining``, ``AlbertForMaskedLM`` or the bare
@@ -29,12 +32,15 @@ head that ``predict`` would run as if it were trained.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,12 +189,17 @@ def export_model(
     ``format="hf"``: an HF model directory with the tokenizer (for a checkpoint: what ``RUN/final/`` would have been
     at step N). ``format="onnx"``: see the module docstring. ``head`` overrides the class in ``architectures``.
 
+    Without tokenizer files in the source (for a checkpoint: in the run's training data) the model is exported
+    without them, with a warning naming ``output`` and how to add them.
+
     Raises:
-        LitebertError: ``output`` exists; ``source`` is neither a model directory (``config.json`` + weights) nor a
-            training checkpoint; an unknown head; a head the source does not hold (:func:`check_head`);
-            ``quantize`` with ``format="hf"``; onnx/onnxruntime missing.
+        LitebertError: ``output`` exists or cannot be created (a parent is a file, permission denied); ``source``
+            is neither a model directory (``config.json`` + weights) nor a complete training checkpoint; an unknown
+            head; a head the source does not hold (:func:`check_head`); ``quantize`` with ``format="hf"``;
+            onnx/onnxruntime missing. Nothing is left behind (see the module docstring).
+        SystemExit: SIGTERM while exporting (status 143), after the clean-up.
     """
-    from litebert.checkpoint import CONFIG_NAME, SAFETENSORS_NAME, load_config
+    from litebert.checkpoint import CONFIG_NAME, load_config
 
     src, out = Path(source), Path(output)
     if format not in FORMATS:
@@ -208,49 +219,122 @@ def export_model(
         raise LitebertError(
             f"{src}: not a model directory (no {CONFIG_NAME}) nor a training checkpoint (no COMPLETE marker)"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_root = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        model_dir = src
-        if checkpoint:
-            from litebert.training.pretrain import export_checkpoint
+    # everything that can be checked before writing: the source, its config and the head
+    if checkpoint:
+        from litebert.training.pretrain import checkpoint_run
 
-            model_dir = export_checkpoint(src, tmp_root / "hf")
-        config = load_config(model_dir)
-        cls_name = resolve_head(head, config)
-        check_head(config, cls_name, src)
-        config = config_for_head(config, cls_name)
-        weights = model_dir / SAFETENSORS_NAME
-        weights_bytes = weights.stat().st_size if weights.is_file() else None
-        if format == "hf":
-            if checkpoint and head is None:
-                staged = model_dir
-            else:
-                staged = tmp_root / "out"
-                _load_head(model_dir, cls_name, config).save_pretrained(staged)
-                _copy_tokenizer(model_dir, staged)
-            result = ExportResult(out, "hf", cls_name, weights_bytes=weights_bytes)
+        source_config = load_config(checkpoint_run(src))
+    else:
+        source_config = load_config(src)
+    if head is not None or not checkpoint:  # a checkpoint without --head exports as the model it trains
+        check_head(source_config, resolve_head(head, source_config), src)
+    created = _missing_parents(out)  # before anything is made, to remove them again if the export fails
+    tmp_root = None
+    done = False
+    with _sigterm_exits():  # a `kill` (SIGTERM) runs the clean-up below, as Ctrl-C does
+        try:
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                tmp_root = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+            except OSError as exc:
+                raise LitebertError(
+                    f"--output {out}: cannot create it ({exc.strerror or exc}); nothing was written"
+                ) from None
+            result = _export(src, out, tmp_root, checkpoint, format, quantize, head, opset)
+            done = True
+        finally:
+            if tmp_root is not None:
+                shutil.rmtree(tmp_root, ignore_errors=True)
+            if not done:
+                for parent in created:  # deepest first; only those still empty
+                    with contextlib.suppress(OSError):
+                        parent.rmdir()
+    return result
+
+
+def _missing_parents(out: Path) -> list[Path]:
+    """The parent directories of ``out`` that do not exist yet, deepest first.
+
+    Raises:
+        LitebertError: one of them is a file (the nearest existing parent is not a directory).
+    """
+    missing = []
+    for parent in out.parents:
+        if parent.is_dir():
+            break
+        if parent.exists() or parent.is_symlink():
+            raise LitebertError(f"--output {out}: {parent} is not a directory; choose another --output")
+        missing.append(parent)
+    return missing
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """While the block runs, SIGTERM raises ``SystemExit(143)`` (128 + 15, the status of a process killed by it)
+    in the main thread, so that ``finally`` clauses run and remove what they must; a second SIGTERM during that
+    clean-up is ignored. The previous handler is restored after. Outside the main thread (where no handler can be
+    set) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def handler(signum, frame):
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _export(src, out, tmp_root, checkpoint, format, quantize, head, opset) -> ExportResult:
+    """:func:`export_model`'s writing part: everything in ``tmp_root``, the result renamed to ``out`` at the end."""
+    from litebert.checkpoint import CONFIG_NAME, SAFETENSORS_NAME, load_config
+
+    model_dir = src
+    if checkpoint:
+        from litebert.training.pretrain import export_checkpoint
+
+        model_dir = export_checkpoint(src, tmp_root / "hf", shown_as=out, checked=True)
+    config = load_config(model_dir)
+    cls_name = resolve_head(head, config)
+    check_head(config, cls_name, src)
+    config = config_for_head(config, cls_name)
+    weights = model_dir / SAFETENSORS_NAME
+    weights_bytes = weights.stat().st_size if weights.is_file() else None
+    if format == "hf":
+        if checkpoint and head is None:
+            staged = model_dir
         else:
             staged = tmp_root / "out"
-            staged.mkdir()
-            model = _load_head(model_dir, cls_name, config)
-            onnx_path = staged / ONNX_NAME
-            export_onnx(model, onnx_path, opset=opset)
-            if quantize == "int8":
-                quantize_onnx(onnx_path)
-            config = model.config
-            config.extra = {
-                **(config.extra or {}),
-                "litebert_onnx": {"opset": opset, "quantize": quantize, "outputs": list(ONNX_OUTPUTS[cls_name])},
-            }
-            (staged / CONFIG_NAME).write_text(config.to_json_string(), encoding="utf-8")
-            _copy_tokenizer(model_dir, staged)
-            result = ExportResult(
-                out, "onnx", cls_name, onnx_bytes=onnx_path.stat().st_size, weights_bytes=weights_bytes
-            )
+            _load_head(model_dir, cls_name, config).save_pretrained(staged)
+            _copy_tokenizer(model_dir, staged, out, warn=not checkpoint)
+        result = ExportResult(out, "hf", cls_name, weights_bytes=weights_bytes)
+    else:
+        staged = tmp_root / "out"
+        staged.mkdir()
+        model = _load_head(model_dir, cls_name, config)
+        onnx_path = staged / ONNX_NAME
+        export_onnx(model, onnx_path, opset=opset)
+        if quantize == "int8":
+            quantize_onnx(onnx_path)
+        config = model.config
+        config.extra = {
+            **(config.extra or {}),
+            "litebert_onnx": {"opset": opset, "quantize": quantize, "outputs": list(ONNX_OUTPUTS[cls_name])},
+        }
+        (staged / CONFIG_NAME).write_text(config.to_json_string(), encoding="utf-8")
+        _copy_tokenizer(model_dir, staged, out, warn=not checkpoint)
+        result = ExportResult(out, "onnx", cls_name, onnx_bytes=onnx_path.stat().st_size, weights_bytes=weights_bytes)
+    try:
         staged.rename(out)
-    finally:
-        shutil.rmtree(tmp_root, ignore_errors=True)
+    except OSError as exc:  # e.g. another process made --output meanwhile
+        raise LitebertError(f"--output {out}: cannot create it ({exc.strerror or exc}); nothing was written") from None
     return result
 
 
@@ -286,15 +370,24 @@ def _load_head(model_dir: Path, cls_name: str, config):
     return model.eval()
 
 
-def _copy_tokenizer(model_dir: Path, out: Path) -> None:
+def _copy_tokenizer(model_dir: Path, staged: Path, out: Path, warn: bool = True) -> None:
+    """Write the tokenizer of ``model_dir`` into ``staged`` (to become ``out``, the user's ``--output``). Without
+    one, the export goes on without tokenizer files, with a warning that names ``out`` and how to add them (none
+    with ``warn=False``: a checkpoint's export has already said so)."""
     from litebert.tokenization import load_tokenizer
 
     try:
         tokenizer = load_tokenizer(model_dir)
     except LitebertError:
-        log.warning("export: %s has no tokenizer files; none written", model_dir)
+        if warn:
+            log.warning(
+                "export: %s has no tokenizer files, so %s has none: copy the model's tokenizer files (spiece.model "
+                "or vocab.txt, tokenizer_config.json ...) into it, or pass --tokenizer DIR to finetune/evaluate/predict",
+                model_dir,
+                out,
+            )
         return
-    tokenizer.save(out)
+    tokenizer.save(staged)
 
 
 class _OnnxWrapper(torch.nn.Module):

@@ -37,6 +37,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "check_output_target",
+    "current_umask",
     "fsync_dir",
     "install_directory",
     "json_text",
@@ -66,11 +67,28 @@ def _tmp_name(path: Path, tag: str = "tmp") -> Path:
     return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
 
 
+def current_umask() -> int:
+    """The process's file-mode creation mask, read without changing it where Linux shows it (``/proc/self/status``,
+    Linux ≥ 4.7); elsewhere set and restored at once (``os.umask`` can only be read by setting it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)  # briefly a strict mask, never a permissive one, should another thread create a file now
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
     """Call ``write(tmp_path)`` to write the file, then fsync it and rename it to ``path``.
 
     For writers that want a path (``safetensors.torch.save_file``, ``torch.save``); the temporary file is removed if
-    ``write`` raises. Returns ``path``.
+    ``write`` raises. The file gets the mode of any new file, ``0o666 & ~umask`` (0644 under the usual umask),
+    whatever mode the writer created it with: safetensors' ``save_file`` creates 0600 files, which a server running
+    as another user could not read. Returns ``path``.
 
     Raises:
         OSError: the write failed. ``torch.save`` and safetensors report a failed write (a full disk, an I/O error)
@@ -88,6 +106,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
                 f"writing {path} failed ({reason}); {free_space(path.parent)} free on its file system"
             ) from None
         with open(tmp, "rb+") as f:
+            os.fchmod(f.fileno(), 0o666 & ~current_umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:

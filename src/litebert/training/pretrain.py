@@ -380,12 +380,16 @@ def _copy_tokenizer(data_dir: Path, dest: Path) -> bool:
     return True
 
 
-def _write_model_dir(model: nn.Module, data_dir: Path | None, dest: Path) -> Path:
-    """``dest``: the HF model directory + the data's tokenizer files, written to a temp dir and renamed over it."""
+def _write_model_dir(model: nn.Module, data_dir: Path | None, dest: Path, missing: str | None = None) -> Path:
+    """``dest``: the HF model directory + the data's tokenizer files, written to a temp dir and renamed over it.
+
+    Without ``data_dir/tokenizer`` the weights are still written, with a warning on stderr: ``missing`` when given,
+    else one naming ``data_dir`` and ``dest``."""
     with atomic_directory(dest) as tmp:
         model.save_pretrained(tmp)
         if data_dir is None or not _copy_tokenizer(data_dir, tmp):
-            print(f"warning: {data_dir}/tokenizer not found; {dest} has no tokenizer files", file=sys.stderr)
+            missing = missing or f"{data_dir}/tokenizer not found; {dest} has no tokenizer files"
+            print(f"warning: {missing}", file=sys.stderr)
     return dest
 
 
@@ -671,21 +675,38 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
         R.teardown()
 
 
-def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) -> Path:
-    """Write a training checkpoint (``RUN/checkpoints/step-N``) as an HF model directory with the tokenizer.
+def run_data_dirs(run: Path) -> list[Path]:
+    """Where a pretraining run's training data may be (``run_settings.json`` → ``pretrain_config.data``), most
+    likely first: an absolute path as recorded; a relative one against the run's recorded working directory
+    (``"cwd"``: what its relative paths were given relative to), then against the current one. ``[]`` when the run
+    records no data (no ``run_settings.json``, or no ``data`` in it)."""
+    settings = run / "run_settings.json"
+    if not settings.is_file():
+        return []
+    recorded = read_json(settings, what="run settings", expect=dict)
+    data = (recorded.get("pretrain_config") or {}).get("data")
+    if not data or not isinstance(data, str):
+        return []
+    if Path(data).is_absolute():
+        return [Path(data)]
+    bases = [Path(recorded["cwd"])] if isinstance(recorded.get("cwd"), str) and recorded["cwd"] else []
+    bases.append(Path.cwd())
+    found: list[Path] = []
+    for base in bases:
+        if (base / data) not in found:
+            found.append(base / data)
+    return found
 
-    The model config is ``RUN/config.json`` and the tokenizer is the one of the run's training data
-    (``run_settings.json`` → ``pretrain_config.data``/tokenizer), so the result is what ``RUN/final/`` would have
-    been had the run stopped at step N. ``output`` is written to a temp directory and renamed; it must not exist.
 
-    Raises :class:`LitebertError` when ``checkpoint`` is not a complete checkpoint (missing ``COMPLETE`` marker or
-    a sha256 mismatch), when the run directory lacks ``config.json``, or when ``output`` exists.
+def checkpoint_run(checkpoint: str | os.PathLike) -> Path:
+    """The run directory of a training checkpoint ``RUN/checkpoints/step-N``, after checking the checkpoint against
+    its ``COMPLETE`` marker (:func:`~litebert.training.state.verify_checkpoint`) and that ``RUN/config.json`` exists.
+
+    Raises :class:`LitebertError` naming the incomplete or corrupt file, or the missing ``config.json``.
     """
-    from litebert.checkpoint import load_config
     from litebert.training.state import verify_checkpoint
 
     ckpt = Path(checkpoint)
-    out = Path(output)
     verify_checkpoint(ckpt)  # raises with the reason when incomplete or corrupt
     run = ckpt.parent.parent
     if not (run / "config.json").is_file():
@@ -693,16 +714,50 @@ def export_checkpoint(checkpoint: str | os.PathLike, output: str | os.PathLike) 
             f"{run}/config.json not found: {ckpt} is not inside a `litebert pretrain` run directory "
             f"(expected RUN/checkpoints/step-N)"
         )
+    return run
+
+
+def export_checkpoint(
+    checkpoint: str | os.PathLike,
+    output: str | os.PathLike,
+    shown_as: str | os.PathLike | None = None,
+    *,
+    checked: bool = False,
+) -> Path:
+    """Write a training checkpoint (``RUN/checkpoints/step-N``) as an HF model directory with the tokenizer.
+
+    The model config is ``RUN/config.json`` and the tokenizer is the one of the run's training data
+    (``run_settings.json`` → ``pretrain_config.data``/tokenizer, a relative path resolved by :func:`run_data_dirs`),
+    so the result is what ``RUN/final/`` would have been had the run stopped at step N. ``output`` is written to a
+    temp directory and renamed; it must not exist. Without the tokenizer the weights are still written, with a
+    warning that names ``shown_as`` (the directory the user asked for, when ``output`` is a staging directory; by
+    default ``output``) and how to add one.
+
+    Raises :class:`LitebertError` when ``checkpoint`` is not a complete checkpoint (missing ``COMPLETE`` marker or
+    a sha256 mismatch), when the run directory lacks ``config.json`` (:func:`checkpoint_run`; ``checked=True``:
+    the caller has just run those checks), or when ``output`` exists.
+    """
+    from litebert.checkpoint import load_config
+
+    ckpt = Path(checkpoint)
+    out = Path(output)
+    run = ckpt.parent.parent if checked else checkpoint_run(ckpt)
     if out.exists():
         raise LitebertError(f"{out} exists; choose a new output directory")
     state = torch.load(ckpt / "model.pt", map_location="cpu", weights_only=True)
     model = pretraining_model(load_config(run), sop="sop_classifier.classifier.weight" in state)
     model.load_state_dict(state)
-    data_dir = None
-    settings = run / "run_settings.json"
-    if settings.is_file():
-        data = read_json(settings, what="run settings", expect=dict).get("pretrain_config", {}).get("data")
-        if data:
-            data_dir = Path(data) if Path(data).is_absolute() else Path.cwd() / data
+    candidates = run_data_dirs(run)
+    data_dir = next((d for d in candidates if (d / "tokenizer").is_dir()), None)
+    shown = Path(shown_as) if shown_as is not None else out
+    if candidates:
+        where = " nor ".join(str(d / "tokenizer") for d in candidates)
+        why = f"the run's training data has no tokenizer at {where}"
+    else:
+        why = f"{run}/run_settings.json records no training data"
+    missing = (
+        f"{shown} has no tokenizer files ({why}): copy the tokenizer files of the run's data (DATA/tokenizer/*) "
+        "into it, or pass --tokenizer DIR to finetune/evaluate/predict"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
-    return _write_model_dir(model, data_dir, out)
+    return _write_model_dir(model, data_dir, out, missing=missing)
