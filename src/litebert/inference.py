@@ -355,6 +355,27 @@ def onnx_dir(directory: str | os.PathLike) -> bool:
     return (Path(directory) / ONNX_NAME).is_file()
 
 
+def check_backend_files(directory: str | os.PathLike, backend: str) -> None:
+    """Check that ``directory`` holds what ``backend`` runs (and, for onnxruntime, that it is installed), before any
+    data is read.
+
+    Raises:
+        LitebertError: onnxruntime on a directory without ``model.onnx``, or without the onnx packages; torch on a
+            directory that holds ``model.onnx`` but no torch weights.
+    """
+    from litebert.checkpoint import find_weight_files
+
+    if backend == "onnxruntime":
+        if not onnx_dir(directory):
+            raise LitebertError(
+                f"{Path(directory) / ONNX_NAME} not found: export one with `litebert export {directory} --output DIR "
+                "--format onnx`, or drop --backend onnxruntime"
+            )
+        require_onnx()
+    elif onnx_dir(directory) and find_weight_files(directory)[1] is None:
+        raise LitebertError(f"{directory} holds {ONNX_NAME} but no torch weights: use --backend onnxruntime")
+
+
 def load_runner(
     directory: str | os.PathLike,
     head: str,
@@ -374,16 +395,14 @@ def load_runner(
             ``precision``/``quantize`` (quantize at export instead); torch asked for an ONNX-only directory; the
             loading errors of the directory.
     """
-    from litebert.checkpoint import find_weight_files
-
     if backend is not None and backend not in BACKENDS:
         raise LitebertError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if threads is not None:
         if threads < 1:
             raise LitebertError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
-    has_onnx = onnx_dir(directory)
-    backend = backend or ("onnxruntime" if has_onnx else "torch")
+    backend = backend or ("onnxruntime" if onnx_dir(directory) else "torch")
+    check_backend_files(directory, backend)
     if backend == "onnxruntime":
         if quantize:
             raise LitebertError(
@@ -396,8 +415,6 @@ def load_runner(
                 "int8 with `litebert export --quantize int8`)"
             )
         return OrtRunner(directory, threads)
-    if find_weight_files(directory)[1] is None and has_onnx:
-        raise LitebertError(f"{directory} holds model.onnx but no torch weights: use --backend onnxruntime")
     from litebert.modeling import MODEL_CLASSES
 
     model = MODEL_CLASSES[head].from_pretrained(Path(directory))
@@ -412,6 +429,7 @@ __all__ = [
     "InferenceOutput",
     "OrtRunner",
     "TorchRunner",
+    "check_backend_files",
     "cpu_capabilities",
     "length_batches",
     "load_runner",

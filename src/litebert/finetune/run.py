@@ -55,7 +55,7 @@ from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examp
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
-from litebert.settings import check, fail, jsonable, setting
+from litebert.settings import check, default_of, fail, jsonable, setting
 
 log = logging.getLogger("litebert.finetune")
 
@@ -1093,7 +1093,9 @@ _LAYOUT_KEYS = ("task", "text_column", "label_column", "task_type")
 def _non_default(options: DataOptions) -> dict:
     """The fields of ``options`` that differ from :class:`DataOptions`' defaults."""
     return {
-        f.name: getattr(options, f.name) for f in dataclasses.fields(options) if getattr(options, f.name) != f.default
+        f.name: getattr(options, f.name)
+        for f in dataclasses.fields(options)
+        if getattr(options, f.name) != default_of(f)
     }
 
 
@@ -1204,21 +1206,11 @@ def _eval_runtime(cfg: EvaluateConfig, directory: Path, device: torch.device) ->
         LitebertError: ``--quantize`` with the onnxruntime backend (quantize at export instead) or with a device
             other than the CPU; an explicit ``--precision bf16/fp16`` with the onnxruntime backend or ``--quantize``.
     """
-    from litebert.checkpoint import find_weight_files
-    from litebert.inference import ONNX_NAME, onnx_dir, require_onnx
+    from litebert.inference import check_backend_files, onnx_dir
 
     backend = cfg.backend or ("onnxruntime" if onnx_dir(directory) else "torch")
     explicit = cfg.precision not in ("auto", "fp32")
-    # what the backend needs from the directory and the environment: checked here, before the data is read
-    if backend == "onnxruntime":
-        if not onnx_dir(directory):
-            raise LitebertError(
-                f"{directory}/{ONNX_NAME} not found: export one with `litebert export {directory} --output DIR "
-                "--format onnx`, or drop --backend onnxruntime"
-            )
-        require_onnx()
-    elif onnx_dir(directory) and find_weight_files(directory)[1] is None:
-        raise LitebertError(f"{directory} holds {ONNX_NAME} but no torch weights: use --backend onnxruntime")
+    check_backend_files(directory, backend)  # before the data is read (load_runner checks it again, for library use)
     if backend == "onnxruntime":
         if cfg.quantize:
             raise LitebertError(
