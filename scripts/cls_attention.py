@@ -6,7 +6,7 @@ entropy of the ``[CLS]`` query's attention as a fraction of its maximum (1.0 = u
     python scripts/cls_attention.py runs/qs4/pretrain/final [MORE_DIRS...] [--random] [--data FILE] [-n 64]
 
 ``--random`` adds the first directory's architecture from random initialisation (seed 0), the baseline of
-``compare_pretraining.py``. Used in docs/finetune.md (session 4) to explain why the pretrained arm starts behind the
+``compare_pretraining.py``. Used in docs/finetune.md to explain why the pretrained arm starts behind the
 random one on SST-2.
 """
 

@@ -21,7 +21,7 @@ Subcommands::
     python scripts/compare_pretraining.py table [--criterion-tasks sst2-full3 mrpc chnsenticorp]   # results.md
     python scripts/compare_pretraining.py all        # the three in order
 
-``--learning-rate`` overrides the fine-tuning peak learning rate of both arms (the session-4 scan); each row of
+``--learning-rate`` overrides the fine-tuning peak learning rate of both arms (docs/finetune.md's lr scan); each row of
 ``results.jsonl`` records the learning rate and epochs it ran with. ``--criterion-tasks`` picks the protocol per task
 that the table's closing line counts (SST-2 has three: ``sst2``, ``sst2-full``, ``sst2-full3``).
 
@@ -58,16 +58,16 @@ class TaskRun:
 
 TASK_RUNS = {
     "sst2": TaskRun("sst2", "en", "glue/SST-2", 4000, 64),
-    # session 4: all 67,349 train rows (GLUE's protocol), 1 epoch (2,105 steps, 7 min a run here) and 3 epochs
+    # all 67,349 train rows (GLUE's protocol), 1 epoch (2,105 steps, 7 min a run here) and 3 epochs
     # (BERT's GLUE recipe); on 4,000 rows x 3 epochs (375 steps) the pretrained arm is still re-learning where its
-    # [CLS] attends when the random arm has learned its bag of words (docs/finetune.md, session 4)
+    # [CLS] attends when the random arm has learned its bag of words (docs/finetune.md)
     "sst2-full": TaskRun("sst2", "en", "glue/SST-2", None, 64, epochs=1.0),
     "sst2-full3": TaskRun("sst2", "en", "glue/SST-2", None, 64, epochs=3.0),
     "mrpc": TaskRun("mrpc", "en", "glue/MRPC", None, 128),
-    # all 9,600 train reviews (session 3): on the 2,000-row subsample of sessions 1-2 the random arm was still
+    # all 9,600 train reviews (since 2026-12-01): on the 2,000-row subsample used before the random arm was still
     # improving at its last epoch (66.9 -> 81.3 -> 82.7 % dev) and its seeds spread by +-2.3 points
     "chnsenticorp": TaskRun("chnsenticorp", "zh", "chnsenticorp", None, 128),
-    # the sessions 1-2 protocol, kept for comparison: a seeded 2,000-row subsample of train
+    # the 2026-11-29 protocol, kept for comparison: a seeded 2,000-row subsample of train
     "chnsenticorp-2000": TaskRun("chnsenticorp", "zh", "chnsenticorp", 2000, 128),
 }
 
@@ -91,8 +91,8 @@ FT = dict(
 # main job and BERT: (a) 3,600 steps x 64 SOP pairs of <= 64 characters, 30 % n-gram masking (at most 20 targets),
 # AdamW peak lr 2e-3, 10 % warmup, linear decay; (b) 400 steps x 32 pairs of <= 128 characters (at most 40 targets)
 # from a's model, peak lr 5e-4, 10 % warmup. Phase b trains the position vectors 64-127: ChnSentiCorp is fine-tuned
-# at 128 and 59 % of its reviews are longer than 64 characters. History: session 1's recipe (2 heads,
-# initializer_range 0.02, 128 characters, 15 % masking, LAMB 1e-2) and session 3's first try (this model and
+# at 128 and 59 % of its reviews are longer than 64 characters. History: the first recipe (2 heads,
+# initializer_range 0.02, 128 characters, 15 % masking, LAMB 1e-2) and a first try on 2026-12-01 (this model and
 # optimizer, but 128 characters from the start, 4,000 x 32) both stayed on the context-free MLM plateau (about
 # 12.6 % validation MLM accuracy, SOP at chance); 64 characters leave it sooner (docs/pretraining.md).
 ZH_MODEL_CONFIG = {
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=list(CRITERION_TASKS),
         choices=list(TASK_RUNS),
-        help="the issue's three tasks by default; chnsenticorp-2000 is the sessions 1-2 protocol",
+        help="the issue's three tasks by default; chnsenticorp-2000 is the earlier 2,000-row protocol",
     )
     p.add_argument(
         "--criterion-tasks",
