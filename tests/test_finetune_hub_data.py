@@ -138,7 +138,7 @@ def test_sst2_hub_rows_are_the_file_readers_examples(fake_hub, sst2_files):
         read_split(kind, test, require_labels=True)
 
 
-def test_token_qa_and_choice_hub_rows_are_the_file_readers_examples(fake_hub, shared_data, tmp_path):
+def test_token_qa_and_choice_hub_rows_are_the_file_readers_examples(fake_hub, shared_data, en_model, tmp_path):
     Seq, Value, ClassLabel = datasets.Sequence, datasets.Value, datasets.ClassLabel
     # CoNLL-2003: tokens + ner_tags ClassLabel ids, as eriktks/conll2003's parquet conversion has them
     conll = get_task("conll2003")
@@ -224,6 +224,24 @@ def test_token_qa_and_choice_hub_rows_are_the_file_readers_examples(fake_hub, sh
     assert [ex.label for ex in hub.examples] == [r["label"] for r in swag_rows]
     test = read_split(choice_kind, load_split(get_task("swag"), "test"), require_labels=False)
     assert not test.has_labels and [ex.options for ex in test.examples] == [ex.options for ex in hub.examples[:4]]
+
+    # each kind fine-tunes from its Hub splits alone (a few steps: the machinery, not accuracy)
+    for task, rows, metric in (
+        ("conll2003", conll_rows, "f1"),
+        ("squad", squad_rows, "f1"),
+        ("swag", swag_rows, "accuracy"),
+    ):
+        out = tmp_path / task
+        test_split = "test" if task == "swag" else None
+        data = DataOptions(task=task, **({"max_query_length": 16, "doc_stride": 8} if task == "squad" else {}))
+        result = finetune(_config(en_model, out, data=data, max_steps=2, eval_steps=2, test_split=test_split))
+        assert result.metric == metric and metric in result.eval_results
+        sources = json.loads((out / "run_settings.json").read_text())["data_sources"]
+        assert [sources[k]["rows"] for k in ("train", "dev")] == [
+            len(rows),
+            min(len(rows), 5 if task == "conll2003" else 4),
+        ]
+    assert (tmp_path / "swag/test_predictions.tsv").exists() and not (tmp_path / "swag/test_results.json").exists()
 
 
 # ------------------------------------------------------------------------------------ finetune / evaluate / predict
@@ -325,3 +343,29 @@ def test_hub_errors_name_the_data_set_before_any_training(fake_hub, sst2_files, 
     fake_hub.go_offline()
     with pytest.raises(LitebertError, match=r"allenai/swag \(regular\), split 'train'.*could not be reached"):
         load_split(get_task("swag"), "train")  # offline with nothing cached
+
+
+def test_cli_task_without_files_reads_the_hub(fake_hub, sst2_files, en_model, tmp_path, capsys):
+    """The README's one-line fine-tune (`litebert finetune --model M --task sst2 --output O`), then predict on the
+    test split and evaluate on dev with nothing but the model."""
+    from litebert.cli import main
+
+    _, repo = sst2_files
+    sha = fake_hub.add_repo("nyu-mll/glue", repo, repo_type="dataset")
+    out = tmp_path / "sst2"
+    argv = ["finetune", "--model", str(en_model), "--task", "sst2", "--output", str(out)]
+    assert main([*argv, "--max-steps", "2", "--max-seq-length", "48", "--no-progress", "--test-split", "test"]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(printed[printed.index("{\n") :])
+    assert result["test_results"] is None and (out / "test_predictions.tsv").exists()
+    settings = json.loads((out / "run_settings.json").read_text())
+    assert settings["finetune_config"]["train_file"] is None
+    assert settings["data_sources"]["train"]["revision"] == sha
+    assert main(["predict", "--model", str(out / "best")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 16 and [line.split("\t")[0] for line in lines] == [str(i) for i in range(16)]
+    assert main(["evaluate", "--model", str(out / "best"), "--dataset-revision", sha]) == 0
+    printed = capsys.readouterr().out
+    assert json.loads(printed[printed.index("{\n") :])["num_examples"] == 32
+    assert main(["evaluate", "--model", str(out / "best"), "--split", "test"]) == 2
+    assert "no row has a label" in capsys.readouterr().err
