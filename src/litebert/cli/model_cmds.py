@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from litebert.hub import REVISION_HELP
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -57,7 +59,10 @@ def register(subparsers) -> None:
         help="describe a model directory or a TensorFlow checkpoint",
         description="Print the layout, config, parameter count and tokenizer of a model directory or TF checkpoint.",
     )
-    q.add_argument("path", metavar="DIR_OR_CHECKPOINT")
+    q.add_argument(
+        "path", metavar="DIR_OR_CHECKPOINT", help="a model or run directory, a TF checkpoint, or a Hub id ORG/NAME"
+    )
+    q.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     q.set_defaults(func=run_info)
 
 
@@ -101,9 +106,10 @@ def run_convert_tf(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    from litebert.hub import resolve
     from litebert.info import inspect_path  # here, not at the top: keeps `litebert --help` fast
 
-    info = inspect_path(args.path)
+    info = inspect_path(resolve(args.path, args.revision, option="info"))
     print(info.to_text())
     return 0
 

@@ -27,6 +27,7 @@ from torch import nn
 from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, read_json
+from litebert.hub import revision_setting
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS
 from litebert.settings import check, fail, setting
@@ -92,6 +93,7 @@ class PretrainConfig:
         "al. 2020); pass its config.json as --model-config; a resumed run takes its weights from the "
         "checkpoint instead",
     )
+    revision: str | None = revision_setting()  # of a Hub id given as --init-from
     precision: str = setting(
         "auto",
         choices=PRECISIONS,

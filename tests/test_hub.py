@@ -1,0 +1,284 @@
+"""Models and tokenizers from the Hub (litebert.hub), through the real huggingface_hub client and the local Hub of
+tests/_fake_hub.py: transformers-layout ALBERT repositories (``pytorch_model.bin`` only, ``spiece.model``,
+``tokenizer.json``, a Chinese ``vocab.txt``) load with transformers' outputs, only the needed files are downloaded,
+a second run works offline from the cache, the command line takes Hub ids with ``--revision`` and records the
+commit in ``run_settings.json``, and every bad id / revision / access is one clear error before any work."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from litebert import hub
+from litebert.cli import main
+from litebert.errors import LitebertError
+from litebert.modeling import AlbertForMaskedLM
+from litebert.tokenization import load_tokenizer, train_tokenizer
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "ran",
+    "fast",
+    "slow",
+    "big",
+    "small",
+    "red",
+    "blue",
+    "green",
+    "house",
+    "tree",
+    "car",
+    "road",
+    "city",
+    "river",
+]
+TEXTS = ["the cat sat on the mat.", "a big red car ran fast on the road", "Blue river, green tree!"]
+
+
+@pytest.fixture(scope="module")
+def spm_tokenizer(tmp_path_factory) -> Path:
+    """A SentencePiece tokenizer (ALBERT's layout: spiece.model, tokenizer.json) trained on generated text."""
+    root = tmp_path_factory.mktemp("spm")
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(12)) + "." for _ in range(400)]
+    (root / "corpus.txt").write_text("\n\n".join(lines) + "\n", encoding="utf-8")
+    train_tokenizer([root / "corpus.txt"], "sentencepiece", 60, root / "tok")
+    return root / "tok"
+
+
+def _hf_albert(vocab_size: int, seed: int = 0):
+    torch.manual_seed(seed)
+    config = transformers.AlbertConfig(
+        vocab_size=vocab_size,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=64,
+    )
+    return transformers.AlbertForMaskedLM(config).eval()
+
+
+def _bin_files(model, tmp_path: Path) -> dict[str, bytes]:
+    """transformers' files of ``model`` with the weights as ``pytorch_model.bin`` only (the older Hub layout)."""
+    out = tmp_path / "hf_bin"
+    model.save_pretrained(out, safe_serialization=False)
+    if not (out / "pytorch_model.bin").exists():  # transformers 5 writes safetensors whatever is asked
+        torch.save(model.state_dict(), out / "pytorch_model.bin")
+    return {
+        "config.json": (out / "config.json").read_bytes(),
+        "pytorch_model.bin": (out / "pytorch_model.bin").read_bytes(),
+    }
+
+
+def _same_outputs(directory: Path, texts: list[str], hf_tokenizer) -> None:
+    """litebert and transformers, each loading ``directory``: same token ids, same MLM logits."""
+    ours_tok = load_tokenizer(directory)
+    ours = AlbertForMaskedLM.from_pretrained(directory)
+    theirs = transformers.AlbertForMaskedLM.from_pretrained(directory).eval()
+    for text in texts:
+        ids = ours_tok.encode(text, add_special_tokens=True)
+        assert ids == hf_tokenizer(text)["input_ids"], text
+        x = torch.tensor([ids])
+        with torch.no_grad():
+            torch.testing.assert_close(ours(x).logits, theirs(x).logits, rtol=1e-5, atol=1e-5)
+
+
+def _snapshot_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_bin_only_spiece_repository_matches_transformers(fake_hub, spm_tokenizer, tmp_path):
+    """albert-base-v1's layout: config.json, pytorch_model.bin, spiece.model (and files litebert does not read)."""
+    model = _hf_albert(load_tokenizer(spm_tokenizer).vocab_size)
+    files = {**_bin_files(model, tmp_path), "spiece.model": (spm_tokenizer / "spiece.model").read_bytes()}
+    sha = fake_hub.add_repo("albert/tiny-v1", {**files, "tf_model.h5": b"\0" * 64, "README.md": b"# tiny"})
+    directory = hub.resolve("albert/tiny-v1")
+    assert directory.name == sha and _snapshot_files(directory) == ["config.json", "pytorch_model.bin", "spiece.model"]
+    _same_outputs(directory, TEXTS, transformers.AlbertTokenizer.from_pretrained(directory))
+    assert hub.snapshot_source(directory) == {"repo_id": "albert/tiny-v1", "commit": sha}
+
+
+def test_safetensors_preferred_and_tokenizer_json_repository(fake_hub, spm_tokenizer, tmp_path):
+    """albert-base-v2's layout: both weight formats (only model.safetensors is downloaded, as transformers
+    prefers it) and tokenizer.json + spiece.model; a tokenizer option downloads the tokenizer files only."""
+    model = _hf_albert(load_tokenizer(spm_tokenizer).vocab_size, seed=1)
+    model.save_pretrained(tmp_path / "st")
+    files = {
+        **_bin_files(model, tmp_path),
+        "model.safetensors": (tmp_path / "st" / "model.safetensors").read_bytes(),
+        **{name: (spm_tokenizer / name).read_bytes() for name in ("spiece.model", "tokenizer.json")},
+        "flax_model.msgpack": b"\1" * 64,
+    }
+    fake_hub.add_repo("albert/tiny-v2", files)
+    directory = hub.resolve("albert/tiny-v2")
+    assert _snapshot_files(directory) == ["config.json", "model.safetensors", "spiece.model", "tokenizer.json"]
+    assert not any(path.endswith(("pytorch_model.bin", ".msgpack")) for _, path in fake_hub.requests)
+    _same_outputs(directory, TEXTS, transformers.AutoTokenizer.from_pretrained(directory))
+
+    json_only = {"config.json": files["config.json"], "model.safetensors": files["model.safetensors"]}
+    fake_hub.add_repo("org/json-tokenizer", {**json_only, "tokenizer.json": files["tokenizer.json"]})
+    tok_dir = hub.resolve("org/json-tokenizer", kind="tokenizer", option="--tokenizer")
+    assert _snapshot_files(tok_dir) == ["tokenizer.json"]
+    ours = load_tokenizer(tok_dir)
+    assert [ours.encode(t) for t in TEXTS] == [load_tokenizer(spm_tokenizer).encode(t) for t in TEXTS]
+
+
+def test_chinese_vocab_txt_repository_matches_transformers(fake_hub, tmp_path):
+    """voidful/albert_chinese_*'s layout: vocab.txt read by BertTokenizer, pytorch_model.bin."""
+    chars = [chr(c) for c in range(0x4E00, 0x4E00 + 300)]
+    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(1, 100)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += [*chars, "the", "a", "##b"]
+    model = _hf_albert(len(vocab), seed=2)
+    tokenizer_config = {"tokenizer_class": "BertTokenizer", "do_lower_case": True}
+    files = {
+        **_bin_files(model, tmp_path),
+        "vocab.txt": "\n".join(vocab) + "\n",
+        "tokenizer_config.json": json.dumps(tokenizer_config),
+    }
+    fake_hub.add_repo("voidful/albert-chinese-tiny", files)
+    directory = hub.resolve("voidful/albert-chinese-tiny")
+    assert _snapshot_files(directory) == ["config.json", "pytorch_model.bin", "tokenizer_config.json", "vocab.txt"]
+    texts = ["一丁七万丈三上下", "三 the ab 丈"]
+    _same_outputs(directory, texts, transformers.BertTokenizer.from_pretrained(directory))
+
+
+@pytest.fixture
+def tiny_repo(fake_hub, spm_tokenizer, tmp_path):
+    """A litebert-written model repository at two revisions: main and v1 (other weights)."""
+    files = {}
+    for revision, seed in (("main", 0), ("v1", 1)):
+        model = _hf_albert(load_tokenizer(spm_tokenizer).vocab_size, seed=seed)
+        model.save_pretrained(tmp_path / revision)
+        files[revision] = {p.name: p.read_bytes() for p in (tmp_path / revision).iterdir()}
+        files[revision].update({n: (spm_tokenizer / n).read_bytes() for n in ("spiece.model", "tokenizer.json")})
+    shas = {revision: fake_hub.add_repo("org/tiny", files[revision], revision=revision) for revision in files}
+    return shas
+
+
+def test_revisions_and_offline_cache(fake_hub, tiny_repo):
+    main_dir, v1_dir = hub.resolve("org/tiny"), hub.resolve("org/tiny", "v1")
+    assert (main_dir.name, v1_dir.name) == (tiny_repo["main"], tiny_repo["v1"])
+    assert hub.resolve("org/tiny", tiny_repo["v1"]) == v1_dir  # a commit sha
+    a, b = (AlbertForMaskedLM.from_pretrained(d).albert.embeddings.word_embeddings.weight for d in (main_dir, v1_dir))
+    assert not torch.equal(a, b)
+
+    served = len(fake_hub.requests)
+    fake_hub.go_offline()
+    assert hub.resolve("org/tiny") == main_dir and hub.resolve("org/tiny", "v1") == v1_dir
+    assert len(fake_hub.requests) == served  # from the cache, nothing asked
+    with pytest.raises(
+        LitebertError,
+        match=r"--model org/never: no local directory org/never; as a Hub id: HF_HUB_OFFLINE is set and the files are not in",
+    ):
+        hub.resolve("org/never")
+
+
+def test_unreachable_hub_uses_the_cache(fake_hub, tiny_repo, monkeypatch):
+    import huggingface_hub.constants as hc
+
+    directory = hub.resolve("org/tiny")
+    fake_hub.stop()  # the Hub goes away: the cached snapshot still resolves, an uncached one is a clear error
+    assert hub.resolve("org/tiny") == directory
+    with pytest.raises(LitebertError, match="the Hub could not be reached and the files are not in the Hub cache"):
+        hub.resolve("org/tiny", "v1")
+    assert not hc.HF_HUB_OFFLINE
+
+
+@pytest.mark.parametrize(
+    ("name", "revision", "message"),
+    [
+        ("org/nothing", None, r"--model org/nothing: no local directory org/nothing, and no Hub repository"),
+        ("org/tiny", "v9", r"--model org/tiny --revision v9: the Hub repository org/tiny has no branch, tag or commit"),
+        ("org/gated", None, r"--model org/gated: gated repository; ask for access .* set HF_TOKEN"),
+        ("org/private", None, r"no Hub repository org/private \(a private one needs HF_TOKEN\)"),
+        ("no/such/dir", None, r"--model no/such/dir: no such file or directory \(and not a Hub id ORG/NAME\)"),
+        ("org/data-only", None, r"--model org/data-only: the Hub repository holds no config.json: not a model"),
+        ("org/no-weights", None, r"holds no weights \(model.safetensors"),
+    ],
+)
+def test_errors_name_the_option_and_the_id(fake_hub, tiny_repo, name, revision, message):
+    files = fake_hub.repos["model", "org/tiny"].files()
+    fake_hub.add_repo("org/gated", files, gated=True)
+    fake_hub.add_repo("org/private", files, private=True)
+    fake_hub.add_repo("org/data-only", {"train.csv": b"a,b\n"})
+    fake_hub.add_repo("org/no-weights", {"config.json": files["config.json"], "spiece.model": files["spiece.model"]})
+    with pytest.raises(LitebertError, match=message):
+        hub.resolve(name, revision)
+
+
+def test_gated_and_private_with_token(fake_hub, tiny_repo, monkeypatch):
+    files = fake_hub.repos["model", "org/tiny"].files()
+    fake_hub.add_repo("org/gated", files, gated=True)
+    fake_hub.add_repo("org/private", files, private=True)
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    for repo_id in ("org/gated", "org/private"):
+        assert (hub.resolve(repo_id) / "model.safetensors").read_bytes() == files["model.safetensors"]
+
+
+def test_local_path_wins(fake_hub, tiny_repo, tmp_path, monkeypatch):
+    local = tmp_path / "org" / "tiny"
+    local.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    served = len(fake_hub.requests)
+    assert hub.resolve("org/tiny") == Path("org/tiny") and len(fake_hub.requests) == served
+
+
+def test_recorded_snapshot_path_from_another_cache_downloads_that_commit(fake_hub, tiny_repo):
+    foreign = f"/elsewhere/hub/models--org--tiny/snapshots/{tiny_repo['v1']}"
+    assert hub.resolve(foreign).name == tiny_repo["v1"]
+
+
+def _cli_error(capsys) -> str:
+    return capsys.readouterr().err
+
+
+def test_cli_info_export_and_finetune_take_hub_ids(fake_hub, tiny_repo, tmp_path, capsys, caplog):
+    assert main(["info", "org/tiny", "--revision", "v1"]) == 0
+    assert "albert" in capsys.readouterr().out.lower()
+    assert main(["export", "org/tiny", "--output", str(tmp_path / "exported")]) == 0
+    assert (tmp_path / "exported" / "model.safetensors").is_file()
+
+    train = tmp_path / "train.tsv"
+    rows = ["sentence\tlabel"] + [f"{t}\t{i % 2}" for i, t in enumerate(TEXTS * 6)]
+    train.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    data = ["--train", str(train), "--dev", str(train), "--text-column", "sentence", "--label-column", "label"]
+    argv = ["finetune", "--model", "org/tiny", "--revision", "v1", *data]
+    argv += ["--output", str(out), "--max-steps", "2", "--batch-size", "4", "--max-seq-length", "16", "--no-progress"]
+    assert main(argv) == 0
+    settings = json.loads((out / "run_settings.json").read_text())
+    assert settings["hub"] == {"model": {"repo_id": "org/tiny", "commit": tiny_repo["v1"], "revision": "v1"}}
+    assert settings["finetune_config"]["model"].endswith(f"models--org--tiny/snapshots/{tiny_repo['v1']}")
+    # errors come before any work: no run directory is created
+    bad = tmp_path / "bad"
+    for model, extra, message in (
+        ("org/tiny", ["--revision", "nope"], "has no branch, tag or commit 'nope'"),
+        ("org/absent", [], "no Hub repository org/absent"),
+    ):
+        args = ["finetune", "--model", model, *extra, *data]
+        assert main([*args, "--output", str(bad)]) == 2
+        assert message in _cli_error(capsys) and not bad.exists()
+    with caplog.at_level("WARNING", logger="litebert.hub"):  # a local model: --revision is said to be ignored
+        assert main(["info", str(tmp_path / "exported"), "--revision", "v1"]) == 0
+
+    # the recorded settings reproduce the run: read back with --config (offline now), the same snapshot
+    fake_hub.go_offline()
+    assert main(["finetune", "--config", str(out / "run_settings.json"), "--output", str(tmp_path / "again")]) == 0
+    assert json.loads((tmp_path / "again" / "run_settings.json").read_text())["hub"] == settings["hub"]
