@@ -346,14 +346,15 @@ def test_hub_errors_name_the_data_set_before_any_training(fake_hub, sst2_files, 
 
 
 def test_cli_task_without_files_reads_the_hub(fake_hub, sst2_files, en_model, tmp_path, capsys):
-    """The README's one-line fine-tune (`litebert finetune --model M --task sst2 --output O`), then predict on the
-    test split and evaluate on dev with nothing but the model."""
+    """The README's one-line fine-tune (`litebert finetune --model albert/albert-base-v2 --task sst2 --output O`:
+    model and data from the Hub), then predict on the test split and evaluate on dev with nothing but the model."""
     from litebert.cli import main
 
     _, repo = sst2_files
     sha = fake_hub.add_repo("nyu-mll/glue", repo, repo_type="dataset")
+    fake_hub.add_dir("albert/albert-base-v2", en_model)  # the tiny model under the README's Hub id
     out = tmp_path / "sst2"
-    argv = ["finetune", "--model", str(en_model), "--task", "sst2", "--output", str(out)]
+    argv = ["finetune", "--model", "albert/albert-base-v2", "--task", "sst2", "--output", str(out)]
     assert main([*argv, "--max-steps", "2", "--max-seq-length", "48", "--no-progress", "--test-split", "test"]) == 0
     printed = capsys.readouterr().out
     result = json.loads(printed[printed.index("{\n") :])
