@@ -244,6 +244,28 @@ def test_token_qa_and_choice_hub_rows_are_the_file_readers_examples(fake_hub, sh
     assert (tmp_path / "swag/test_predictions.tsv").exists() and not (tmp_path / "swag/test_results.json").exists()
 
 
+def test_a_labelled_splits_rows_without_a_label_are_dropped_and_counted(fake_hub):
+    """OCNLI-like rows (CLUE's ``-`` rows as -1 in a labelled split): dropped as the file reader drops ``-`` rows,
+    counted, and the other rows keep their row numbers (the ``index`` of predictions.tsv)."""
+    names = ["neutral", "entailment", "contradiction"]
+    rows = [{"sentence1": f"a{i}", "sentence2": f"b{i}", "label": y} for i, y in enumerate([0, -1, 2, 1, -1])]
+    features = datasets.Features(
+        {
+            "sentence1": datasets.Value("string"),
+            "sentence2": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=names),
+        }
+    )
+    fake_hub.add_repo("clue/clue", _repo("ocnli", {"train": rows, "validation": rows}, features), repo_type="dataset")
+    read = read_split(make_kind(DataOptions(task="ocnli")), load_split(get_task("ocnli"), "dev"), require_labels=True)
+    assert [(ex.index, ex.text, ex.text_pair, ex.label) for ex in read.examples] == [
+        (0, "a0", "b0", "neutral"),
+        (2, "a2", "b2", "contradiction"),
+        (3, "a3", "b3", "entailment"),
+    ]
+    assert read.skipped == 2 and read.skip_reason == "rows labelled '-1'"
+
+
 # ------------------------------------------------------------------------------------ finetune / evaluate / predict
 def test_finetune_from_the_hub_then_offline_evaluate_and_predict(fake_hub, sst2_files, en_model, tmp_path):
     files, repo = sst2_files

@@ -30,6 +30,7 @@ from litebert.finetune.data import (
     is_default_label_names,
     label_space_from_config,
 )
+from litebert.finetune.hub_data import SKIPPED_LABEL
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
 from litebert.finetune.readers import ColumnSpec, read_rows
@@ -69,7 +70,7 @@ class ClassificationKind(TaskKind):
             text_pair="text_pair" if "text_pair" in first[1] else None,
             label="label",
             label_optional=not require_labels,
-            skip_labels=("-1",),
+            skip_labels=(SKIPPED_LABEL,),
         )
         return read_rows(source, spec, itertools.chain([first], rows), require_label=require_labels)
 

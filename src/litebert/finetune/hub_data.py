@@ -33,7 +33,9 @@ from litebert.finetune.tasks import HUB_NOTES, HubSource, TaskSpec
 
 log = logging.getLogger("litebert.finetune")
 
-#: the fallback field under which a labelled split's unlabelled classification rows go to the reader's skip list
+#: libraries whose exceptions :func:`load_split` reports as one line naming the data set (any other is a bug: raised)
+_HUB_LIBRARIES = {"datasets", "huggingface_hub", "httpx", "httpcore", "fsspec", "requests", "pyarrow"}
+#: the label a labelled split's rows without one get in classification: its row reader drops and counts them
 SKIPPED_LABEL = "-1"
 
 
@@ -123,6 +125,10 @@ def load_split(task: TaskSpec, split: str, revision: str | None = None, *, kind:
             "network (HF_HUB_OFFLINE unset), or give data files"
         ) from None
     except (DatasetsError, ValueError, FileNotFoundError, RuntimeError, OSError) as exc:
+        raise LitebertError(f"{where}: {_reason(exc)}") from None
+    except Exception as exc:  # the HTTP and file-system layers under datasets (httpx, fsspec, huggingface_hub)
+        if type(exc).__module__.split(".")[0] not in _HUB_LIBRARIES:
+            raise
         raise LitebertError(f"{where}: {_reason(exc)}") from None
     resolved = str(builder.hash or revision or "main")
     if revision and len(revision) == 40 and resolved != revision:
