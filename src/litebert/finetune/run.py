@@ -882,7 +882,7 @@ def evaluate_split(
 
 class _BestKeeper:
     """The loop's ``eval_fn`` (dev metrics + ``eval_loss``, predictions kept for the final files) and ``on_best``
-    (installs ``OUTPUT/best``: model, tokenizer, ``best_eval.json``)."""
+    (installs ``OUTPUT/best``: model, tokenizer, ``best_eval.json``, the model card ``README.md``)."""
 
     def __init__(self, out: Path, kind: TaskKind, data: _Data, eval_batch_size: int, dist):
         self.out, self.kind, self.data, self.eval_batch_size, self.dist = out, kind, data, eval_batch_size, dist
@@ -900,11 +900,14 @@ class _BestKeeper:
         return metrics
 
     def on_best(self, raw_model, eval_metrics: dict[str, float], step: int) -> None:
+        from litebert.training.modelcard import write_model_card
+
         self.kind.update_config(raw_model.config)  # what the kind chose on dev (QA: the null-score threshold)
         with atomic_directory(self.best_dir) as tmp:  # a kill mid-save keeps the previous best/ whole
             raw_model.save_pretrained(tmp)
             self.data.tokenizer.save(tmp)
             _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
+            write_model_card(tmp, self.out)  # README.md: the Hub's model card, from the files above
         self.best.clear()
         self.best.update(self.last)
         primary = self.kind.metrics[0]
