@@ -282,3 +282,70 @@ def test_cli_info_export_and_finetune_take_hub_ids(fake_hub, tiny_repo, tmp_path
     fake_hub.go_offline()
     assert main(["finetune", "--config", str(out / "run_settings.json"), "--output", str(tmp_path / "again")]) == 0
     assert json.loads((tmp_path / "again" / "run_settings.json").read_text())["hub"] == settings["hub"]
+
+
+# ------------------------------------------------------------------------------------------------------- push
+@pytest.fixture
+def model_dir(spm_tokenizer, tmp_path) -> Path:
+    """A model directory to share: transformers-format weights + config, the tokenizer files, a card."""
+    d = tmp_path / "best"
+    _hf_albert(load_tokenizer(spm_tokenizer).vocab_size, seed=3).save_pretrained(d)
+    for name in ("spiece.model", "tokenizer.json", "tokenizer_config.json"):
+        (d / name).write_bytes((spm_tokenizer / name).read_bytes())
+    (d / "README.md").write_text("---\nlicense: apache-2.0\ntags:\n- albert\n- litebert\n---\n# best\n")
+    return d
+
+
+def test_push_uploads_through_the_commit_api_and_loads_back(fake_hub, model_dir, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    assert main(["push", str(model_dir), "--repo-id", "me/tiny-sst2"]) == 0
+    assert "pushed 6 files to me/tiny-sst2@main" in capsys.readouterr().out
+    repo = fake_hub.repos["model", "me/tiny-sst2"]
+    assert not repo.private
+    for p in model_dir.iterdir():
+        assert repo.files("main")[p.name] == p.read_bytes(), p.name
+
+    back = hub.resolve("me/tiny-sst2")  # download it back: the same model, the same outputs as the source
+    ours, src = AlbertForMaskedLM.from_pretrained(back), AlbertForMaskedLM.from_pretrained(model_dir)
+    x = torch.tensor([load_tokenizer(back).encode(TEXTS[0], add_special_tokens=True)])
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x).logits, src(x).logits, rtol=0, atol=0)
+
+    # a second push to a new branch of the existing repository, and a private repository
+    (model_dir / "README.md").write_text("---\nlicense: apache-2.0\n---\n# v2\n")
+    result = hub.push_model(model_dir, "me/tiny-sst2", revision="v2")
+    assert result.revision == "v2" and repo.resolve("v2") == result.commit
+    assert repo.files("v2")["README.md"] == b"---\nlicense: apache-2.0\n---\n# v2\n"
+    assert repo.files("main")["README.md"] != repo.files("v2")["README.md"]
+    hub.push_model(model_dir, "me/secret", private=True)
+    assert fake_hub.repos["model", "me/secret"].private
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: (d / "optimizer.pt").write_bytes(b"x"), "a training checkpoint"),
+        (lambda d: (d / "model.safetensors").unlink(), "not a model directory"),
+        (lambda d: (d / "config.json").unlink(), "not a model directory"),
+        (lambda d: [(d / n).unlink() for n in ("spiece.model", "tokenizer.json")], "no tokenizer"),
+    ],
+)
+def test_push_refuses_before_uploading(fake_hub, model_dir, monkeypatch, capsys, make, message):
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    make(model_dir)
+    assert main(["push", str(model_dir), "--repo-id", "me/x"]) == 2
+    assert message in capsys.readouterr().err
+    assert fake_hub.requests == []  # nothing was sent
+
+
+def test_push_errors(fake_hub, model_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "best").mkdir(parents=True)
+    (run / "best" / "config.json").write_text("{}")
+    with pytest.raises(LitebertError, match=r"not a model directory .*did you mean .*run/best\?"):
+        hub.push_model(run, "me/x")
+    with pytest.raises(LitebertError, match="--repo-id not-an-id: expected a Hub id ORG/NAME"):
+        hub.push_model(model_dir, "not-an-id")
+    assert main(["push", str(model_dir), "--repo-id", "me/x"]) == 2  # no token
+    assert "push to me/x: not logged in or the token is invalid: set HF_TOKEN" in capsys.readouterr().err
+    assert ("model", "me/x") not in fake_hub.repos

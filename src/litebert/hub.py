@@ -212,10 +212,108 @@ def resolve_config(cfg: Any) -> Any:
     return dataclasses.replace(cfg, **changed) if changed else cfg
 
 
+# ------------------------------------------------------------------------------------------------------- push
+#: files of a training checkpoint (litebert.training.state): a directory holding one is not a model to share
+CHECKPOINT_FILES = ("COMPLETE", "trainer_state.json", "optimizer.pt")
+TOKENIZER_MODELS = ("spiece.model", "vocab.txt", "tokenizer.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class PushResult:
+    """What :func:`push_model` uploaded: the repository, the branch, the commit made, its URL, the files sent."""
+
+    repo_id: str
+    revision: str
+    commit: str
+    commit_url: str
+    files: tuple[str, ...]
+
+
+def check_pushable(directory: str | os.PathLike) -> list[str]:
+    """The files of ``directory`` to upload, after checking that it is a model directory to share.
+
+    Raises:
+        LitebertError: ``directory`` is missing, is a training checkpoint (``RUN/checkpoints/step-N``: export it
+            first), has no model (``config.json`` and weights) or no tokenizer.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise LitebertError(f"push {d}: no such directory")
+    names = sorted(p.name for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
+    if any(n in names for n in CHECKPOINT_FILES):
+        raise LitebertError(
+            f"push {d}: a training checkpoint (optimizer and trainer state), not a model; write one with "
+            f"`litebert export {d} --output DIR` and push DIR"
+        )
+    inner = [f"{d / sub}" for sub in ("best", "final") if (d / sub / CONFIG_FILE).is_file()]
+    hint = f" (did you mean {' or '.join(inner)}?)" if inner else ""
+    if CONFIG_FILE not in names or not (select_weights(names) or "model.onnx" in names):
+        raise LitebertError(
+            f"push {d}: not a model directory (needs {CONFIG_FILE} and model.safetensors or pytorch_model.bin){hint}"
+        )
+    if not any(n in names for n in TOKENIZER_MODELS):
+        raise LitebertError(
+            f"push {d}: no tokenizer ({', '.join(TOKENIZER_MODELS)}); copy the tokenizer files in first, so the "
+            "model can be used from the Hub"
+        )
+    return names
+
+
+def push_model(
+    directory: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+) -> PushResult:
+    """Upload a model directory to the Hub repository ``repo_id`` with huggingface_hub (``create_repo`` with
+    ``exist_ok``, ``create_branch`` for a ``revision`` other than main, ``upload_folder``), in one commit.
+
+    The directory is checked first (:func:`check_pushable`), before anything is sent. The token is
+    huggingface_hub's (``HF_TOKEN`` or ``hf auth login``); ``private`` applies to a repository created here.
+
+    Raises:
+        LitebertError: what :func:`check_pushable` refuses, an invalid ``repo_id``, or the Hub's refusal (no or a
+            read-only token, no right on the namespace), naming the repository.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub import errors as E
+
+    from litebert import __version__
+
+    names = check_pushable(directory)
+    if not is_hub_id(repo_id):
+        raise LitebertError(f"--repo-id {repo_id}: expected a Hub id ORG/NAME")
+    branch = revision or "main"
+    api = HfApi()
+    where = f"push to {repo_id}" + (f" --revision {branch}" if revision else "")
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        if branch != "main":
+            api.create_branch(repo_id, branch=branch, exist_ok=True)
+        info = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=directory,
+            revision=branch,
+            allow_patterns=names,
+            commit_message=commit_message or f"Upload {Path(directory).name} with litebert {__version__}",
+        )
+    except E.HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        why = {401: "not logged in or the token is invalid: set HF_TOKEN (a write token) or run `hf auth login`"}
+        why[403] = "the token may not write to this namespace or repository"
+        raise LitebertError(f"{where}: {why.get(status) or ' '.join(str(exc).split())[:300]}") from None
+    return PushResult(repo_id, branch, info.oid, info.commit_url, tuple(names))
+
+
 __all__ = [
     "HUB_FIELDS",
     "TOKENIZER_FILES",
+    "PushResult",
+    "check_pushable",
     "is_hub_id",
+    "push_model",
     "resolve",
     "resolve_config",
     "revision_setting",

@@ -1,7 +1,7 @@
-"""Model subcommands: ``convert-tf`` (TensorFlow ALBERT checkpoint -> model directory) and ``info``.
+"""Model subcommands: ``convert-tf`` (TensorFlow ALBERT checkpoint -> model directory), ``info`` and ``push``.
 
-Each parses its options and calls a library function (:mod:`litebert.tf.convert`, :mod:`litebert.info`); input
-problems surface as :class:`~litebert.errors.LitebertError` (one ``error:`` line, exit 2).
+Each parses its options and calls a library function (:mod:`litebert.tf.convert`, :mod:`litebert.info`,
+:mod:`litebert.hub`); input problems surface as :class:`~litebert.errors.LitebertError` (one ``error:`` line, exit 2).
 """
 
 from __future__ import annotations
@@ -65,6 +65,20 @@ def register(subparsers) -> None:
     q.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     q.set_defaults(func=run_info)
 
+    u = subparsers.add_parser(
+        "push",
+        help="upload a model directory (final/, best/, an export) to the Hugging Face Hub",
+        description="Upload DIR (config.json, weights, tokenizer files, the model card README.md) to the Hub "
+        "repository ORG/NAME in one commit, creating the repository if needed. Refused before anything is sent: a "
+        "training checkpoint (export it first), a directory without a model or without a tokenizer. The token is "
+        "huggingface_hub's (HF_TOKEN or `hf auth login`).",
+    )
+    u.add_argument("directory", metavar="DIR", help="the model directory (e.g. RUN/best or RUN/final)")
+    u.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub repository (created if absent)")
+    u.add_argument("--private", action="store_true", help="create the repository private")
+    u.add_argument("--revision", metavar="BRANCH", help="the branch to commit to (created if absent; default main)")
+    u.set_defaults(func=run_push)
+
 
 def run_convert_tf(args: argparse.Namespace) -> int:
     from litebert.tf.convert import convert_tf_checkpoint  # here, not at the top: keeps `litebert --help` fast
@@ -114,4 +128,12 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["register", "run_convert_tf", "run_info"]
+def run_push(args: argparse.Namespace) -> int:
+    from litebert.hub import push_model
+
+    result = push_model(args.directory, args.repo_id, private=args.private, revision=args.revision)
+    print(f"pushed {len(result.files)} files to {result.repo_id}@{result.revision}: {result.commit_url}")
+    return 0
+
+
+__all__ = ["register", "run_convert_tf", "run_info", "run_push"]
