@@ -280,8 +280,6 @@ def push_model(
     from huggingface_hub import HfApi
     from huggingface_hub import errors as E
 
-    from litebert import __version__
-
     names = check_pushable(directory)
     if not is_hub_id(repo_id):
         raise LitebertError(f"--repo-id {repo_id}: expected a Hub id ORG/NAME")
@@ -297,7 +295,7 @@ def push_model(
             folder_path=directory,
             revision=branch,
             allow_patterns=names,
-            commit_message=commit_message or f"Upload {Path(directory).name} with litebert {__version__}",
+            commit_message=commit_message or f"Upload {Path(directory).name} with litebert push",
         )
     except E.HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
