@@ -159,6 +159,23 @@ def test_chinese_vocab_txt_repository_matches_transformers(fake_hub, tmp_path):
     _same_outputs(directory, texts, transformers.BertTokenizer.from_pretrained(directory))
 
 
+SHARDED = ["model.safetensors.index.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+
+
+@pytest.mark.parametrize(
+    ("listing", "chosen"),
+    [
+        (["model.safetensors", "pytorch_model.bin", "tf_model.h5"], ["model.safetensors"]),
+        ([*SHARDED, "pytorch_model.bin", "onnx/model.onnx"], SHARDED),
+        (["pytorch_model.bin", "flax_model.msgpack", "rust_model.ot"], ["pytorch_model.bin"]),
+        (["config.json", "model.onnx", "spiece.model"], ["model.onnx"]),
+        (["tf_model.h5", "onnx/model.onnx"], []),
+    ],
+)
+def test_weights_chosen_in_transformers_order(listing, chosen):
+    assert hub.select_weights(listing) == chosen
+
+
 @pytest.fixture
 def tiny_repo(fake_hub, spm_tokenizer, tmp_path):
     """A litebert-written model repository at two revisions: main and v1 (other weights)."""

@@ -45,8 +45,14 @@ TOKENIZER_FILES = (
     "added_tokens.json",
 )
 CONFIG_FILE = "config.json"
-#: weight files in transformers' order of preference; the first present is downloaded (with its shards)
-WEIGHTS = (("model.safetensors",), ("model.safetensors.index.json", "model-*.safetensors"), ("pytorch_model.bin",))
+#: weight files in transformers' order of preference; the first present is downloaded (with its shards); last, a
+#: litebert ONNX export's model.onnx (what `litebert export --format onnx` writes and `predict` runs)
+WEIGHTS = (
+    ("model.safetensors",),
+    ("model.safetensors.index.json", "model-*.safetensors"),
+    ("pytorch_model.bin",),
+    ("model.onnx",),
+)
 #: config fields that name a model (config + weights + tokenizer) or a tokenizer, per kind
 HUB_FIELDS = {"model": "model", "init_from": "model", "tokenizer": "tokenizer"}
 
@@ -135,8 +141,8 @@ def resolve(name: str, revision: str | None = None, *, kind: str = "model", opti
         raise LitebertError(f"{where}: the Hub repository holds no {CONFIG_FILE}: not a model")
     if kind == "model" and not select_weights(present):
         raise LitebertError(
-            f"{where}: the Hub repository holds no weights (model.safetensors, model.safetensors.index.json "
-            "or pytorch_model.bin)"
+            f"{where}: the Hub repository holds no weights (model.safetensors, model.safetensors.index.json, "
+            "pytorch_model.bin or model.onnx)"
         )
     if kind == "tokenizer" and not {"spiece.model", "vocab.txt", "tokenizer.json"} & set(present):
         raise LitebertError(
@@ -247,9 +253,9 @@ def check_pushable(directory: str | os.PathLike) -> list[str]:
         )
     inner = [f"{d / sub}" for sub in ("best", "final") if (d / sub / CONFIG_FILE).is_file()]
     hint = f" (did you mean {' or '.join(inner)}?)" if inner else ""
-    if CONFIG_FILE not in names or not (select_weights(names) or "model.onnx" in names):
+    if CONFIG_FILE not in names or not select_weights(names):
         raise LitebertError(
-            f"push {d}: not a model directory (needs {CONFIG_FILE} and model.safetensors or pytorch_model.bin){hint}"
+            f"push {d}: not a model directory (needs {CONFIG_FILE} and model.safetensors, pytorch_model.bin or model.onnx){hint}"
         )
     if not any(n in names for n in TOKENIZER_MODELS):
         raise LitebertError(
