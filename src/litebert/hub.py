@@ -1,12 +1,12 @@
 """Models and tokenizers from the Hugging Face Hub: a Hub id ``ORG/NAME`` (+ a revision) → a local directory.
 
-Every option that reads a model or a tokenizer (``--model``, ``--tokenizer``, ``--init-from``, ``info``'s path,
-``export --checkpoint``) takes a local directory or a Hub id; :func:`resolve` turns it into a directory:
+Every option that reads a model or a tokenizer (``--model``, ``--tokenizer``, ``--init-from``, the model argument
+of ``info`` and ``export``) takes a local directory or a Hub id; :func:`resolve` turns it into a directory:
 
 - an existing local path wins (also a TensorFlow checkpoint prefix, ``PREFIX.index``);
 - a Hub id is downloaded with ``huggingface_hub.snapshot_download`` into the Hub cache, only the files litebert
   reads: ``config.json``, the weights (``model.safetensors``, else the shards of ``model.safetensors.index.json``,
-  else ``pytorch_model.bin``: transformers' order) and the tokenizer files (:data:`TOKENIZER_FILES`); a tokenizer
+  else ``pytorch_model.bin``: transformers' order; else an ONNX export's ``model.onnx``) and the tokenizer files (:data:`TOKENIZER_FILES`); a tokenizer
   option downloads the tokenizer files only. ``HF_HOME``/``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, ``HF_TOKEN`` and
   ``HF_ENDPOINT`` are huggingface_hub's own: offline (or with the Hub unreachable) the cached snapshot is used;
 - a path inside a Hub cache (``.../models--ORG--NAME/snapshots/SHA``, as a ``run_settings.json`` records it)
@@ -19,6 +19,7 @@ without access, a revision that does not exist, offline with nothing cached, a r
 
 :func:`snapshot_source` reads a resolved directory back as ``{"repo_id", "commit"}`` (what ``run_settings.json``
 records, :func:`sources`). The command line calls :func:`resolve_config` once per command (litebert.cli.options).
+:func:`push_model` (``litebert push``) uploads a model directory.
 """
 
 from __future__ import annotations
