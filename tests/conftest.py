@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from _fake_hub import fake_hub  # noqa: F401  (the `fake_hub` fixture: a local HTTP Hub, tests/_fake_hub.py)
 
 from litebert.config import AlbertConfig
 from litebert.data import PrepareConfig, prepare
@@ -19,6 +21,24 @@ from litebert.tokenization import train_tokenizer
 
 # Tests run on 2 cores; keep torch from oversubscribing them and make runs repeatable.
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_real_hub():
+    """No test reaches the real Hugging Face Hub: HF_HUB_OFFLINE for the whole session (environment and
+    huggingface_hub's import-time constant). The ``fake_hub`` fixture goes online against its local server."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        try:
+            import huggingface_hub.constants
+        except ImportError:
+            yield
+            return
+        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+        datasets_config = sys.modules.get("datasets.config")  # imported later, it reads the variable itself
+        if datasets_config is not None:
+            mp.setattr(datasets_config, "HF_HUB_OFFLINE", True)
+        yield
 
 
 @pytest.fixture(scope="session")

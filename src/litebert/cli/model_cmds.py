@@ -1,12 +1,14 @@
-"""Model subcommands: ``convert-tf`` (TensorFlow ALBERT checkpoint -> model directory) and ``info``.
+"""Model subcommands: ``convert-tf`` (TensorFlow ALBERT checkpoint -> model directory), ``info`` and ``push``.
 
-Each parses its options and calls a library function (:mod:`litebert.tf.convert`, :mod:`litebert.info`); input
-problems surface as :class:`~litebert.errors.LitebertError` (one ``error:`` line, exit 2).
+Each parses its options and calls a library function (:mod:`litebert.tf.convert`, :mod:`litebert.info`,
+:mod:`litebert.hub`); input problems surface as :class:`~litebert.errors.LitebertError` (one ``error:`` line, exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+
+from litebert.hub import REVISION_HELP
 
 
 def register(subparsers) -> None:
@@ -57,8 +59,25 @@ def register(subparsers) -> None:
         help="describe a model directory or a TensorFlow checkpoint",
         description="Print the layout, config, parameter count and tokenizer of a model directory or TF checkpoint.",
     )
-    q.add_argument("path", metavar="DIR_OR_CHECKPOINT")
+    q.add_argument(
+        "path", metavar="DIR_OR_CHECKPOINT", help="a model or run directory, a TF checkpoint, or a Hub id ORG/NAME"
+    )
+    q.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     q.set_defaults(func=run_info)
+
+    u = subparsers.add_parser(
+        "push",
+        help="upload a model directory (final/, best/, an export) to the Hugging Face Hub",
+        description="Upload DIR (config.json, weights, tokenizer files, the model card README.md) to the Hub "
+        "repository ORG/NAME in one commit, creating the repository if needed. Refused before anything is sent: a "
+        "training checkpoint (export it first), a directory without a model or without a tokenizer. The token is "
+        "huggingface_hub's (HF_TOKEN or `hf auth login`).",
+    )
+    u.add_argument("directory", metavar="DIR", help="the model directory (e.g. RUN/best or RUN/final)")
+    u.add_argument("--repo-id", required=True, metavar="ORG/NAME", help="the Hub repository (created if absent)")
+    u.add_argument("--private", action="store_true", help="create the repository private")
+    u.add_argument("--revision", metavar="BRANCH", help="the branch to commit to (created if absent; default main)")
+    u.set_defaults(func=run_push)
 
 
 def run_convert_tf(args: argparse.Namespace) -> int:
@@ -101,11 +120,20 @@ def run_convert_tf(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    from litebert.hub import resolve
     from litebert.info import inspect_path  # here, not at the top: keeps `litebert --help` fast
 
-    info = inspect_path(args.path)
+    info = inspect_path(resolve(args.path, args.revision, option="info"))
     print(info.to_text())
     return 0
 
 
-__all__ = ["register", "run_convert_tf", "run_info"]
+def run_push(args: argparse.Namespace) -> int:
+    from litebert.hub import push_model
+
+    result = push_model(args.directory, args.repo_id, private=args.private, revision=args.revision)
+    print(f"pushed {len(result.files)} files to {result.repo_id}@{result.revision}: {result.commit_url}")
+    return 0
+
+
+__all__ = ["register", "run_convert_tf", "run_info", "run_push"]

@@ -144,7 +144,8 @@ def config_from_args(args: argparse.Namespace, adjust: Callable[[dict], dict] | 
 
     ``adjust`` maps the merged settings to the final ones (a command's own rule). A required setting given neither
     on the command line nor in the ``--config`` file is a usage error (the usage line, exit status 2). Validation
-    errors are :class:`~litebert.errors.LitebertError` ``"--option value: why"``.
+    errors are :class:`~litebert.errors.LitebertError` ``"--option value: why"``. Model and tokenizer settings
+    given as Hub ids are replaced by their downloaded directories (:func:`litebert.hub.resolve_config`).
     """
     cls = getattr(args, _CLASS)
     values = settings_from_args(args, cls)
@@ -159,7 +160,9 @@ def config_from_args(args: argparse.Namespace, adjust: Callable[[dict], dict] | 
         from litebert.errors import LitebertError
 
         raise LitebertError(message)
-    return cls(**values)
+    from litebert.hub import resolve_config  # a Hub id given as --model/--tokenizer/--init-from: downloaded here
+
+    return resolve_config(cls(**values))
 
 
 __all__ = ["add_config_option", "add_settings", "config_from_args", "settings_from_args"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from litebert.cli.options import add_config_option, add_settings, config_from_args
+from litebert.hub import REVISION_HELP
 
 
 def register(subparsers) -> None:
@@ -48,8 +49,11 @@ def register(subparsers) -> None:
         "tokenizer files, runnable by `litebert predict --model DIR` (docs/deploy.md).",
     )
     e.add_argument(
-        "checkpoint", metavar="SOURCE", help="a model directory, or RUN/checkpoints/step-N of a `litebert pretrain` run"
+        "checkpoint",
+        metavar="SOURCE",
+        help="a model directory, a Hub id ORG/NAME, or RUN/checkpoints/step-N of a `litebert pretrain` run",
     )
+    e.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     e.add_argument("--output", required=True, metavar="DIR", help="new directory (must not exist)")
     e.add_argument("--format", choices=("hf", "onnx"), default="hf")
     e.add_argument("--quantize", choices=("int8",), help="onnx only: dynamic int8 weights (onnxruntime's quantizer)")
@@ -71,8 +75,10 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     from litebert.export import export_model
+    from litebert.hub import resolve
 
-    result = export_model(args.checkpoint, args.output, format=args.format, quantize=args.quantize, head=args.head)
+    source = resolve(args.checkpoint, args.revision, option="export")
+    result = export_model(source, args.output, format=args.format, quantize=args.quantize, head=args.head)
     size = f", model.onnx {result.onnx_bytes / 1e6:.1f} MB" if result.onnx_bytes is not None else ""
     print(f"wrote {result.output_dir} ({result.format}, {result.head}{size})")
     return 0

@@ -37,6 +37,7 @@ from litebert.data.masking import mask_batch, mask_keys
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_shard
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, check_output_target
+from litebert.hub import revision_setting
 from litebert.settings import check, fail, setting
 from litebert.tokenization import is_cjk_char, load_tokenizer
 
@@ -57,6 +58,7 @@ class PrepareConfig:
     output: str = setting(
         metavar="DIR", help="output directory (created; must not exist or be empty unless --overwrite)"
     )
+    revision: str | None = revision_setting()  # of a Hub id given as --tokenizer
     max_seq_length: int = setting(
         128,
         ge=5,

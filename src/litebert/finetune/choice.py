@@ -11,6 +11,8 @@ Layouts, recognised from the file (no column options needed):
 * **RACE** (``article, questions, options, answers``; one JSON object per file or per line): one example per
   question; answers ``A``-``D``; pair ``article`` / the question with ``_`` replaced by the option, else
   ``question + " " + option`` (the official ALBERT ``race_utils.py``).
+* **C3 rows**, one question each (``context`` = the paragraphs, ``question``, ``choice``, ``answer``; the Hub's
+  ``clue/clue`` c3): the same pair as C3; ``id`` the row's.
 * **COPA** JSON lines (``premise, choice1, choice2, question ("cause"|"effect"), label``): pair ``premise`` /
   ``"What was the cause? "`` or ``"What happened as a result? "`` + choice.
 
@@ -66,7 +68,7 @@ _COPA_QUESTION = {"cause": "What was the cause? ", "effect": "What happened as a
 
 
 def read_choice_file(path: str | Path, *, require_labels: bool = True) -> ReadResult:
-    """Read a C3, SWAG (JSON lines or CSV), HellaSwag, RACE or COPA file (see the module docstring).
+    """Read a C3, SWAG (JSON lines or CSV), HellaSwag, RACE, COPA or C3-question file (see the module docstring).
 
     Raises:
         LitebertError: a layout that is none of these; a label that is not one of the example's options
@@ -93,6 +95,16 @@ def read_choice_file(path: str | Path, *, require_labels: bool = True) -> ReadRe
                     rows.append((lineno, json.loads(line)))
                 except json.JSONDecodeError as exc:
                     raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+    return read_choice_rows(path, rows, require_labels=require_labels, fmt=fmt)
+
+
+def read_choice_rows(path: Path, rows, *, require_labels: bool = True, fmt: str = "jsonl") -> ReadResult:
+    """Examples from ``(line, row)`` pairs: the rows of a JSON-lines or CSV file, or a Hub split's rows
+    (:mod:`litebert.finetune.hub_data`), each a SWAG, HellaSwag, RACE, COPA or C3-question row.
+
+    Raises:
+        LitebertError: as :func:`read_choice_file` (``path:line``).
+    """
     examples: list[ChoiceExample] = []
     for lineno, row in rows:
         if not isinstance(row, dict):
@@ -236,6 +248,19 @@ def _row_examples(path: Path, lineno: int, row: dict, start: int, require_labels
                 )
             )
         return out
+    if {"context", "question", "choice"} <= keys:  # C3, one question per row (the Hub's clue/clue c3)
+        context = row["context"]
+        options = [str(c) for c in row["choice"]]
+        answer = row.get("answer")
+        label = None
+        if answer not in (None, ""):
+            if answer not in options:
+                raise LitebertError(f"{where}: the answer {answer!r} is not one of its options {options}")
+            label = options.index(answer)
+        first = "\n".join(str(p) for p in context) if isinstance(context, list) else str(context)
+        question = row["question"]
+        seconds = [f"{question} {o}" for o in options]
+        return [_example(path, start, str(row.get("id", start)), first, seconds, options, label, lineno, where)]
     if {"premise", "choice1", "choice2"} <= keys:  # COPA
         options = [str(row["choice1"]), str(row["choice2"])]
         prefix = _COPA_QUESTION.get(str(row.get("question", "")).strip(), "")
@@ -255,7 +280,7 @@ def _row_examples(path: Path, lineno: int, row: dict, start: int, require_labels
         ]
     raise LitebertError(
         f"{where}: not a multiple-choice row: expected SWAG (sent1, sent2, ending0..), HellaSwag "
-        f"(ctx_a, ctx_b, endings), RACE (article, questions, options, answers) or COPA (premise, "
+        f"(ctx_a, ctx_b, endings), RACE (article, questions, options, answers), C3 (context, question, choice, answer) or COPA (premise, "
         f"choice1, choice2, question, label) keys; got {sorted(keys)}"
     )
 
@@ -297,6 +322,9 @@ class ChoiceKind(TaskKind):
 
     def read(self, path, *, require_labels: bool) -> ReadResult:
         return read_choice_file(path, require_labels=require_labels)
+
+    def read_rows(self, rows, source, *, require_labels: bool) -> ReadResult:
+        return read_choice_rows(Path(source), rows, require_labels=require_labels)
 
     def featurize(self, read: ReadResult, tokenizer, max_seq_length: int, split: str) -> Features:
         cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id

@@ -9,6 +9,7 @@ losses of transformers' head summed over the batch, the metrics of :mod:`liteber
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ from litebert.finetune.data import (
     is_default_label_names,
     label_space_from_config,
 )
+from litebert.finetune.hub_data import SKIPPED_LABEL
 from litebert.finetune.kinds import Features, TaskKind
 from litebert.finetune.metrics import check_metrics, compute_metrics, default_metrics
+from litebert.finetune.readers import ColumnSpec, read_rows
 from litebert.finetune.tasks import HF_PROBLEM_TYPES
 from litebert.settings import jsonable
 
@@ -54,6 +57,22 @@ class ClassificationKind(TaskKind):
     # ---- data
     def read(self, path, *, require_labels: bool):
         return self.data.read(path, require_label=require_labels)
+
+    def read_rows(self, rows, source, *, require_labels: bool):
+        """Rows with ``text`` (``text_pair``) and ``label`` (absent when unlabelled); rows labelled ``-1`` are
+        dropped and counted (:mod:`litebert.finetune.hub_data`)."""
+        rows = iter(rows)
+        first = next(rows, None)
+        if first is None:
+            raise LitebertError(f"{source}: no rows")
+        spec = ColumnSpec(
+            text="text",
+            text_pair="text_pair" if "text_pair" in first[1] else None,
+            label="label",
+            label_optional=not require_labels,
+            skip_labels=(SKIPPED_LABEL,),
+        )
+        return read_rows(source, spec, itertools.chain([first], rows), require_label=require_labels)
 
     def fit(self, train) -> None:
         """The label space of the training file. A JSON-lines label column holding lists is a multi-label field

@@ -107,6 +107,15 @@ class TaskKind:
         """
         raise NotImplementedError
 
+    def read_rows(self, rows, source: Path, *, require_labels: bool):
+        """Read ``(number, dict)`` rows (a Hub split's, :mod:`litebert.finetune.hub_data`) as the kind's JSON-lines
+        reader reads the lines of a file; ``source`` names them in messages and in ``ReadResult.path``.
+
+        Raises:
+            LitebertError: as :meth:`read`, naming ``source:number``.
+        """
+        raise NotImplementedError
+
     def fit(self, train) -> None:
         """Derive what the model's head needs from the training ``ReadResult`` (label names …) and check the
         metric names. Called by ``finetune`` before any dev/test file is featurized."""

@@ -318,20 +318,41 @@ def read_qa_file(path: str | Path) -> QAReadResult:
                 if not isinstance(row, dict):
                     raise LitebertError(f"{path}:{n}: expected a JSON object with id, question, context, answers")
                 rows.append((f"{path}:{n}", row))
-        for where, row in rows:
-            res.examples.append(
-                _make_example(
-                    res,
-                    row.get("id"),
-                    row.get("question"),
-                    row.get("context"),
-                    row.get("answers"),
-                    row.get("is_impossible"),
-                    where,
-                )
+        _add_rows(res, rows)
+    return _checked(res)
+
+
+def read_qa_rows(path: Path, rows) -> QAReadResult:
+    """Questions from ``(line, {id, question, context, answers[, is_impossible]})`` rows: a Hub split's
+    (:mod:`litebert.finetune.hub_data`), read as the lines of a JSON-lines file are (``layout`` ``"jsonl"``).
+
+    Raises:
+        LitebertError: as :func:`read_qa_file` (``path:line``).
+    """
+    res = QAReadResult(Path(path), "jsonl", [])
+    _add_rows(res, [(f"{path}:{n}", row) for n, row in rows])
+    return _checked(res)
+
+
+def _add_rows(res: QAReadResult, rows) -> None:
+    for where, row in rows:
+        res.examples.append(
+            _make_example(
+                res,
+                row.get("id"),
+                row.get("question"),
+                row.get("context"),
+                row.get("answers"),
+                row.get("is_impossible"),
+                where,
             )
+        )
+
+
+def _checked(res: QAReadResult) -> QAReadResult:
+    """``res`` when it has questions with distinct ids. Raises LitebertError: none, or a duplicate id."""
     if not res.examples:
-        raise LitebertError(f"{path}: no questions found")
+        raise LitebertError(f"{res.path}: no questions found")
     seen: dict[str, str] = {}
     for ex in res.examples:
         if ex.qid in seen:
@@ -683,7 +704,12 @@ class QAKind(TaskKind):
 
     # ---- data
     def read(self, path: str | Path, *, require_labels: bool) -> QAReadResult:
-        res = read_qa_file(path)
+        return self._checked_read(read_qa_file(path), require_labels)
+
+    def read_rows(self, rows, source, *, require_labels: bool) -> QAReadResult:
+        return self._checked_read(read_qa_rows(Path(source), rows), require_labels)
+
+    def _checked_read(self, res: QAReadResult, require_labels: bool) -> QAReadResult:
         report_offsets("read", res)
         self.offsets[str(res.path)] = dict(res.offsets)
         if require_labels and not res.has_labels:

@@ -380,6 +380,20 @@ def read_examples(
     )
 
 
+def read_rows(source: str | Path, spec: ColumnSpec, rows, *, require_label: bool = False) -> ReadResult:
+    """Read rows given as ``(number, dict)`` pairs (a Hub split's rows, :mod:`litebert.finetune.hub_data`) as
+    :func:`read_examples` reads the lines of a JSON-lines file: ``number`` is the example's ``line``.
+
+    Raises:
+        LitebertError: no rows; the JSON-lines reader's errors, named ``source:number``.
+    """
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:
+        raise LitebertError(f"{source}: no rows")
+    return _read_json_rows(Path(source), spec, first, rows, require_label)
+
+
 def _chain(first, rest):
     yield first
     yield from rest

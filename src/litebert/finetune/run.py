@@ -49,10 +49,12 @@ from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, read_json
 from litebert.finetune.classification import make_objective, run_inference, write_predictions  # noqa: F401
 from litebert.finetune.data import LabelSpace
+from litebert.finetune.hub_data import HubSplit, hub_source, load_split, read_split
 from litebert.finetune.kinds import TASK_TYPES, Features, TaskKind, infer, make_kind
 from litebert.finetune.metrics import METRICS
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
+from litebert.hub import revision_setting
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
 from litebert.settings import check, default_of, fail, jsonable, setting
@@ -162,6 +164,13 @@ class DataOptions:
     max_answer_length: int | None = setting(
         None, ge=1, metavar="N", group="extractive QA", help="QA: longest answer in tokens (default 30, or as saved)"
     )
+    dataset_revision: str | None = setting(
+        None,
+        metavar="REV",
+        group="Hub data",
+        help="branch, tag or commit of the --task's Hub data set, read for the splits without a data file (default: "
+        "the task table's, else main; evaluate/predict: the commit the model was fine-tuned on)",
+    )
 
     def __post_init__(self) -> None:
         from litebert.finetune.readers import parse_column
@@ -241,17 +250,34 @@ class FinetuneConfig:
     ``"--option value: why"`` on construction for a bad value.
     """
 
-    model: str = setting(metavar="DIR", help="model directory (HF format, e.g. pretraining final/)")
-    train_file: str = setting(option="--train", metavar="FILE", help="training data (TSV, CSV, JSON lines)")
-    dev_file: str = setting(option="--dev", metavar="FILE", help="dev data: selects best/")
+    model: str = setting(metavar="DIR", help="model directory (HF format, e.g. pretraining final/) or Hub id ORG/NAME")
     output_dir: str = setting(
         option="--output", metavar="DIR", help="run directory: new or empty (with --resume: the run's own)"
+    )
+    train_file: str | None = setting(
+        None,
+        option="--train",
+        metavar="FILE",
+        help="training data (TSV, CSV, JSON lines); default: the --task's Hub data set, its train split",
+    )
+    dev_file: str | None = setting(
+        None,
+        option="--dev",
+        metavar="FILE",
+        help="dev data: selects best/; default: the --task's Hub data set, its dev split (GLUE: validation)",
     )
     test_file: str | None = setting(
         None,
         option="--test",
         metavar="FILE",
         help="also predict this file (OUTPUT/test_predictions.*, and test_results.json when it has labels)",
+    )
+    test_split: str | None = setting(
+        None,
+        metavar="SPLIT",
+        group="Hub data",
+        help="as --test, a split of the --task's Hub data set: test (the task's test split), dev, or a Hub split "
+        "name; a split without labels (GLUE/CLUE test) is predicted, not scored",
     )
     data: DataOptions = field(default_factory=DataOptions)
     metrics: tuple[str, ...] | None = setting(
@@ -301,8 +327,9 @@ class FinetuneConfig:
         help="'random': same architecture, fresh weights (the baseline of scripts/compare_pretraining.py)",
     )
     tokenizer: str | None = setting(
-        None, metavar="DIR", group="data layout", help="tokenizer directory (default: the model directory)"
+        None, metavar="DIR", group="data layout", help="tokenizer directory or Hub id (default: the model directory)"
     )
+    revision: str | None = revision_setting()  # of a Hub id given as --model/--tokenizer
     classifier_dropout: float | None = setting(None, ge=0, lt=1, help="override classifier_dropout_prob")
     hidden_dropout: float | None = setting(None, ge=0, lt=1, help="override hidden/attention dropout")
     precision: str = setting(
@@ -334,6 +361,12 @@ class FinetuneConfig:
             self.data = DataOptions(**self.data)
         check(self)
         self.data.require_source()
+        if self.train_file is None or self.dev_file is None:  # read from the task's Hub data set: it must have one
+            hub_source(self.data.task_spec, "--train" if self.train_file is None else "--dev")
+        if self.test_split is not None:
+            if self.test_file is not None:
+                fail(self, "test_split", "give --test FILE or --test-split SPLIT, not both")
+            hub_source(self.data.task_spec, "--test")
         if not self.epochs > 0 and self.max_steps is None:
             fail(self, "epochs", "must be > 0 (or give --max-steps)")
 
@@ -349,8 +382,20 @@ class EvaluateConfig:
     do not record it).
     """
 
-    model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best)")
-    data_file: str = setting(option="--data", metavar="FILE", help="the file to evaluate / predict")
+    model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best) or Hub id ORG/NAME")
+    data_file: str | None = setting(
+        None,
+        option="--data",
+        metavar="FILE",
+        help="the file to evaluate / predict; default: a split (--split) of the task's Hub data set",
+    )
+    split: str | None = setting(
+        None,
+        metavar="SPLIT",
+        group="Hub data",
+        help="without --data: the split of the task's Hub data set to read: dev, test (the task's) or a Hub split "
+        "name (default: evaluate dev, predict test)",
+    )
     output_dir: str | None = setting(
         None,
         option="--output",
@@ -372,8 +417,9 @@ class EvaluateConfig:
         f"else {DEFAULT_MAX_SEQ_LENGTH})",
     )
     tokenizer: str | None = setting(
-        None, metavar="DIR", group="data layout", help="tokenizer directory (default: the model directory)"
+        None, metavar="DIR", group="data layout", help="tokenizer directory or Hub id (default: the model directory)"
     )
+    revision: str | None = revision_setting()  # of a Hub id given as --model/--tokenizer
     device: str | None = setting(
         None, choices=("cpu", "cuda"), group="data layout", help="default: cuda when available"
     )
@@ -704,6 +750,14 @@ class _Data:
     dev: _Split
     test: _Split | None
     new_head: tuple[str, ...] = ()
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def hub_dataset(self) -> dict[str, Any] | None:
+        """The Hub data set the model is trained on (dataset, config, revision; ``litebert_hub_dataset`` in
+        ``config.json``: evaluate/predict read it again), or None when train came from a file."""
+        train = self.sources.get("train", {})
+        return {k: train[k] for k in ("dataset", "config", "revision")} if "dataset" in train else None
 
     @property
     def truncated(self) -> dict[str, int]:
@@ -725,8 +779,9 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
     """Read train/dev(/test), fit the kind on train and align its label ids with a head ``--model`` already has
     (pretrained init), subsample, load the tokenizer and featurize (dev/test labels are checked against train's
     here: unseen labels fail or are counted, as the kind says)."""
-    train_read = kind.read(cfg.train_file, require_labels=True)
-    dev_read = kind.read(cfg.dev_file, require_labels=True)
+    sources = _finetune_sources(cfg, kind)
+    train_read = _read(kind, sources["train"], require_labels=True)
+    dev_read = _read(kind, sources["dev"], require_labels=True)
     model_config = load_config(cfg.model)
     kind.fit(train_read)
     new_head = kind.align_head(model_config) if cfg.init == "pretrained" else ()
@@ -736,14 +791,41 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
     train = _Split(train_read, kind.featurize(train_read, tokenizer, cfg.max_seq_length, "train"))
     dev = _Split(dev_read, kind.featurize(dev_read, tokenizer, cfg.max_seq_length, "dev"))
     test = None
-    if cfg.test_file:
-        test_read = kind.read(cfg.test_file, require_labels=False)
+    if "test" in sources:
+        test_read = _read(kind, sources["test"], require_labels=False)
         test = _Split(test_read, kind.featurize(test_read, tokenizer, cfg.max_seq_length, "test"))
     for name, split in (("train", train), ("dev", dev), ("test", test)):
         if split is not None:
             _report_dropped(name, split.read)
             _report_truncation(name, split.read.path, split.feats, cfg.max_seq_length)
-    return _Data(tokenizer, train, dev, test, new_head)
+    return _Data(tokenizer, train, dev, test, new_head, {k: _source_record(v) for k, v in sources.items()})
+
+
+def _finetune_sources(cfg: FinetuneConfig, kind: TaskKind) -> dict[str, str | HubSplit]:
+    """Each split's data: its file when given (a file wins), else the split of the task's Hub data set
+    (:func:`litebert.finetune.hub_data.load_split`, all read before any training: a bad id fails first)."""
+    files = {"train": cfg.train_file, "dev": cfg.dev_file, "test": cfg.test_file}
+    hub_splits = {"train": "train", "dev": "dev", "test": cfg.test_split}
+    sources: dict[str, str | HubSplit] = {}
+    for name, file in files.items():
+        if file is not None:
+            sources[name] = file
+        elif hub_splits[name] is not None:
+            sources[name] = load_split(cfg.data.task_spec, hub_splits[name], cfg.data.dataset_revision, kind=kind.name)
+    return sources
+
+
+def _read(kind: TaskKind, source: str | HubSplit, *, require_labels: bool):
+    """A data file through the kind's reader, or a Hub split through its row reader."""
+    if isinstance(source, HubSplit):
+        return read_split(kind, source, require_labels=require_labels)
+    return kind.read(source, require_labels=require_labels)
+
+
+def _source_record(source: str | HubSplit) -> dict[str, Any]:
+    """What ``run_settings.json`` records of a split's data: ``{"file"}`` or the Hub split's
+    (:meth:`HubSplit.record`: dataset, config, split, resolved revision, rows)."""
+    return source.record() if isinstance(source, HubSplit) else {"file": str(source)}
 
 
 def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
@@ -760,7 +842,11 @@ def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
         classifier_dropout=cfg.classifier_dropout,
         hidden_dropout=cfg.hidden_dropout,
         # the length evaluate/predict then use by default (QA's kind records it too)
-        extra={**kind.config_extra(), "litebert_max_seq_length": cfg.max_seq_length},
+        extra={
+            **kind.config_extra(),
+            "litebert_max_seq_length": cfg.max_seq_length,
+            **({"litebert_hub_dataset": data.hub_dataset} if data.hub_dataset else {}),
+        },
     )
     _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
     positions_warning = (
@@ -796,7 +882,7 @@ def evaluate_split(
 
 class _BestKeeper:
     """The loop's ``eval_fn`` (dev metrics + ``eval_loss``, predictions kept for the final files) and ``on_best``
-    (installs ``OUTPUT/best``: model, tokenizer, ``best_eval.json``)."""
+    (installs ``OUTPUT/best``: model, tokenizer, ``best_eval.json``, the model card ``README.md``)."""
 
     def __init__(self, out: Path, kind: TaskKind, data: _Data, eval_batch_size: int, dist):
         self.out, self.kind, self.data, self.eval_batch_size, self.dist = out, kind, data, eval_batch_size, dist
@@ -814,11 +900,14 @@ class _BestKeeper:
         return metrics
 
     def on_best(self, raw_model, eval_metrics: dict[str, float], step: int) -> None:
+        from litebert.training.modelcard import write_model_card
+
         self.kind.update_config(raw_model.config)  # what the kind chose on dev (QA: the null-score threshold)
         with atomic_directory(self.best_dir) as tmp:  # a kill mid-save keeps the previous best/ whole
             raw_model.save_pretrained(tmp)
             self.data.tokenizer.save(tmp)
             _write_json(tmp / "best_eval.json", {**eval_metrics, "step": step})
+            write_model_card(tmp, self.out)  # README.md: the Hub's model card, from the files above
         self.best.clear()
         self.best.update(self.last)
         primary = self.kind.metrics[0]
@@ -987,11 +1076,12 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         "save_steps": save_steps,
         "truncated": data.truncated,
         "dropped": data.dropped,
+        "data_sources": data.sources,
         "untrained_positions_warning": positions_warning,
         "world_size": dist.world_size,
         "global_batch_size": cfg.batch_size * dist.world_size,
     }
-    if hasattr(kind, "columns"):
+    if hasattr(kind, "columns") and cfg.train_file is not None:
         run_settings["columns"] = {"train": kind.columns(cfg.train_file)}
     resume_from = resolve_resume(out, cfg.resume, dist, verify=True, log=log.info)  # before anything is written
     precision = resolve_run_precision(cfg.precision, dist.device, resume_from)
@@ -1019,7 +1109,7 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         early_stopping_patience=cfg.early_stopping_patience,
         progress_bar=cfg.progress_bar,
         resume=None if resume_from is None else str(resume_from),
-        log_prefix=f"finetune {cfg.data.task or Path(cfg.train_file).name}",
+        log_prefix=f"finetune {cfg.data.task or Path(cfg.train_file or '').name}",
     )
     result = train(
         model,
@@ -1155,7 +1245,8 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
         else D.DistInfo(device=_device(cfg.device))
     )
     backend, precision = _eval_runtime(cfg, directory, dist.device)  # option conflicts: before the data is read
-    read = kind.read(cfg.data_file, require_labels=need_labels)
+    source = _eval_source(cfg, data, extra, command, kind)
+    read = _read(kind, source, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
     tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)
@@ -1176,12 +1267,40 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
         threads=cfg.threads,
         device=dist.device,
     )
-    record = {"backend": backend, "precision": precision.to_dict(), "max_seq_length": seq, "dropped": _dropped(read)}
+    record = {
+        "backend": backend,
+        "precision": precision.to_dict(),
+        "max_seq_length": seq,
+        "dropped": _dropped(read),
+        "data_source": _source_record(source),
+    }
     kernel = getattr(model, "kernel", None)  # the torch runner's Linear kernels (inference.TorchRunner)
     if kernel is not None and precision.dtype is None:  # under autocast the Linear layers run torch's bf16/fp16 path
         record["linear_kernel"] = kernel
         log.info("%s: Linear layers on %s", command, _KERNEL_NAMES[kernel])
     return kind, _Split(read, feats), tokenizer, model, dist, precision, record
+
+
+def _eval_source(cfg: EvaluateConfig, data: DataOptions, extra: dict, command: str, kind: TaskKind) -> str | HubSplit:
+    """``--data FILE``, else a split of the task's Hub data set: ``--split`` (default evaluate ``dev``, predict
+    ``test``) at ``--dataset-revision``, else at the commit the model was fine-tuned on when it was fine-tuned on
+    this data set (``litebert_hub_dataset`` in its ``config.json``), else the table's.
+
+    Raises:
+        LitebertError: neither a file nor a task with a Hub data set; :func:`load_split`'s errors.
+    """
+    if cfg.data_file is not None:
+        if cfg.split is not None:
+            raise LitebertError(f"--split {cfg.split} reads the task's Hub data set: drop it or --data")
+        return cfg.data_file
+    task = data.task_spec
+    hub_source(task, "--data")
+    revision = data.dataset_revision
+    trained = extra.get("litebert_hub_dataset") or {}
+    if revision is None and trained.get("dataset") == task.hub.dataset and trained.get("config") == task.hub.config:
+        revision = trained.get("revision")
+    split = cfg.split or ("dev" if command == "evaluate" else "test")
+    return load_split(task, split, revision, kind=kind.name)
 
 
 _KERNEL_NAMES = {

@@ -10,11 +10,16 @@ MNLI's label is ``gold_label``; STS-B's ``score``), Baidu ERNIE ``task_data`` as
 (ChnSentiCorp ``label  text_a``; LCQMC ``text_a  text_b  label``), the original LCQMC (no header), XNLI 1.0
 dev/test (``language  gold_label ... sentence1  sentence2``; rows of other languages skipped) and XNLI-MT train
 (``premise  hypo  label`` with ``contradictory``), CLUE JSON lines (``sentence1``, ``sentence2``, ``label``).
+
+A task may also name its data set on the Hugging Face Hub (:class:`HubSource`, ``TaskSpec.hub``): ``finetune``,
+``evaluate`` and ``predict --task NAME`` without data files read it with ``datasets`` (:mod:`litebert.finetune.hub_data`).
+The sources were checked against the Hub's repositories as far as a dataset card or the repository's commit list
+showed them; :data:`HUB_NOTES` says which entries that could not be confirmed, and which tasks have none.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from litebert.errors import LitebertError
@@ -45,6 +50,45 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class HubSource:
+    """Where a task's data is on the Hugging Face Hub and how its columns map onto the task kind's reader.
+
+    Attributes:
+        dataset: the dataset id (``nyu-mll/glue``).
+        config: the configuration (subset) name (``sst2``), or ``None`` for a dataset with one.
+        splits: ``(role, split)`` pairs: the Hub split read as ``train``, ``dev`` and ``test`` (GLUE's dev is
+            ``validation``; MNLI's ``validation_matched``); any other name given by the user is a Hub split itself.
+        columns: ``(field, column)`` pairs: the Hub column that fills each field of the kind's rows
+            (classification: ``text``, ``text_pair``, ``label``; token: ``tokens``, ``tags``; QA: ``id``,
+            ``question``, ``context``, ``answers``; multiple choice: the SWAG or C3 row keys). Every column named
+            here must be in the dataset.
+        label: the field that holds the label (``label``, NER ``tags``, QA ``answers``, C3 ``answer``).
+        label_map: ``(class name, task label)`` pairs: a ``ClassLabel`` id is turned into its class name (the
+            dataset's ``features``), then through this map into the label the task's file reader gives for the same
+            row (SST-2's ``negative``/``positive`` are the files' ``0``/``1``), so that a model fine-tuned from files
+            and one from the Hub have the same ``id2label``.
+        revision: the revision read when none is given (``None``: ``main``).
+    """
+
+    dataset: str
+    config: str | None
+    columns: tuple[tuple[str, str], ...]
+    splits: tuple[tuple[str, str], ...] = (("train", "train"), ("dev", "validation"), ("test", "test"))
+    label: str = "label"
+    label_map: tuple[tuple[str, str], ...] = ()
+    revision: str | None = None
+
+    def split_name(self, split: str) -> str:
+        """The Hub split of ``split``: a role's (``train``, ``dev``, ``test``) from :attr:`splits`, else ``split``."""
+        return dict(self.splits).get(split, split)
+
+    @property
+    def name(self) -> str:
+        """``dataset`` with its config, for messages: ``nyu-mll/glue (sst2)``."""
+        return self.dataset + (f" ({self.config})" if self.config else "")
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """A known task.
 
@@ -59,6 +103,8 @@ class TaskSpec:
         kind: the task type (:data:`litebert.finetune.kinds.TASK_TYPES`) whose kind reads and trains the task;
             ``layouts`` are the classification kind's, other kinds read their own formats.
         options: kind-specific reader settings as ``(name, value)`` pairs (e.g. Weibo NER's segment digit).
+        hub: the task's data set on the Hub, read when no data file is given (:class:`HubSource`); ``None``: files
+            only (:data:`HUB_NOTES` says why).
     """
 
     name: str
@@ -69,6 +115,7 @@ class TaskSpec:
     description: str = ""
     kind: str = "classification"
     options: tuple[tuple[str, object], ...] = ()
+    hub: HubSource | None = None
 
     def option(self, name: str, default=None):
         """The value of a kind-specific option, or ``default``."""
@@ -373,3 +420,94 @@ TASKS.update(
         )
     }
 )
+
+
+# ------------------------------------------------------------------------------------------ data sets on the Hub
+def _pairs(*fields: str) -> tuple[tuple[str, str], ...]:
+    """Columns read under their own names (``("sent1", "sent1")`` …)."""
+    return tuple((f, f) for f in fields)
+
+
+def _cls(dataset: str, config: str, text: str, pair: str | None = None, **kw) -> HubSource:
+    """A classification source: ``text`` (and ``pair``) columns and a ``label`` column."""
+    columns = (("text", text), *((("text_pair", pair),) if pair else ()), ("label", "label"))
+    return HubSource(dataset, config, columns, **kw)
+
+
+_GLUE, _CLUE = "nyu-mll/glue", "clue/clue"
+
+
+def _binary(no: str, yes: str) -> tuple[tuple[str, str], ...]:
+    """GLUE's class names of a binary task → the GLUE files' labels ``0``/``1``."""
+    return ((no, "0"), (yes, "1"))
+
+
+_QA_COLUMNS = _pairs("id", "question", "context", "answers")
+
+HUB_SOURCES: dict[str, HubSource] = {
+    # GLUE (parquet, one directory per config; test splits carry label -1)
+    "sst2": _cls(_GLUE, "sst2", "sentence", label_map=_binary("negative", "positive")),
+    "mrpc": _cls(_GLUE, "mrpc", "sentence1", "sentence2", label_map=_binary("not_equivalent", "equivalent")),
+    "cola": _cls(_GLUE, "cola", "sentence", label_map=_binary("unacceptable", "acceptable")),
+    "stsb": _cls(_GLUE, "stsb", "sentence1", "sentence2"),
+    "qnli": _cls(_GLUE, "qnli", "question", "sentence"),
+    "rte": _cls(_GLUE, "rte", "sentence1", "sentence2"),
+    "qqp": _cls(_GLUE, "qqp", "question1", "question2", label_map=_binary("not_duplicate", "duplicate")),
+    "mnli": _cls(
+        _GLUE,
+        "mnli",
+        "premise",
+        "hypothesis",
+        splits=(("train", "train"), ("dev", "validation_matched"), ("test", "test_matched")),
+    ),
+    "xnli": _cls("facebook/xnli", "zh", "premise", "hypothesis"),
+    # CLUE (parquet, {config}/{split}-00000-of-00001.parquet; class names are the CLUE files' label strings)
+    "tnews": _cls(_CLUE, "tnews", "sentence"),
+    "iflytek": _cls(_CLUE, "iflytek", "sentence"),
+    "afqmc": _cls(_CLUE, "afqmc", "sentence1", "sentence2"),
+    "ocnli": _cls(_CLUE, "ocnli", "sentence1", "sentence2"),
+    "cmnli": _cls(_CLUE, "cmnli", "sentence1", "sentence2"),
+    "csl": _cls(_CLUE, "csl", "keyword", "abst"),
+    # extractive QA: SQuAD's columns (answers = {text: [...], answer_start: [...]}); SQuAD has no test split
+    "squad": HubSource(
+        "rajpurkar/squad", "plain_text", _QA_COLUMNS, (("train", "train"), ("dev", "validation")), "answers"
+    ),
+    "squad_v2": HubSource(
+        "rajpurkar/squad_v2", "squad_v2", _QA_COLUMNS, (("train", "train"), ("dev", "validation")), "answers"
+    ),
+    "cmrc2018": HubSource(_CLUE, "cmrc2018", _QA_COLUMNS, label="answers"),
+    "drcd": HubSource(_CLUE, "drcd", _QA_COLUMNS, label="answers"),
+    # NER: tokens + ner_tags (ClassLabel ids); the repository is a loading script, read from its parquet conversion
+    "conll2003": HubSource(
+        "eriktks/conll2003",
+        None,
+        (("tokens", "tokens"), ("tags", "ner_tags")),
+        label="tags",
+        revision="refs/convert/parquet",
+    ),
+    # multiple choice: SWAG rows as its CSV has them; C3 one row per question (context = the paragraphs)
+    "swag": HubSource(
+        "allenai/swag",
+        "regular",
+        _pairs("video-id", "sent1", "sent2", "ending0", "ending1", "ending2", "ending3", "label"),
+    ),
+    "c3": HubSource(_CLUE, "c3", _pairs("id", "context", "question", "choice", "answer"), label="answer"),
+}
+"""The Hub data set of each task that has one (see :class:`HubSource`)."""
+
+HUB_NOTES: dict[str, str] = {
+    "conll2003": "eriktks/conll2003 is a loading-script repository, which datasets 4+ does not run; the table reads "
+    "the Hub's automatic parquet conversion (revision refs/convert/parquet), whose layout was not checked here",
+    "swag": "allenai/swag (config regular) was not checked against the repository's current files",
+    "cmrc2018": "read from CLUE's copy (clue/clue, config cmrc2018; test = CLUE's unlabelled test); hfl/cmrc2018 "
+    "was a loading-script repository when last checked",
+    "chnsenticorp": "no Hub repository of the ERNIE split could be confirmed: give --train/--dev files",
+    "lcqmc": "its license restricts redistribution and no Hub copy could be confirmed: give --train/--dev files",
+    "weibo_ner": "no parquet repository could be confirmed (hltcoe/weibo_ner was a loading script): give files",
+    "msra_ner": "no parquet repository could be confirmed (levow/msra_ner was a loading script): give files",
+    "race": "ehovy/race has one row per question, not the per-article layout the reader takes: give files",
+}
+"""What is doubtful about a task's Hub source, or why a task has none (docs/finetune.md repeats it)."""
+
+for _name, _source in HUB_SOURCES.items():
+    TASKS[_name] = replace(TASKS[_name], hub=_source)

@@ -182,15 +182,28 @@ def read_token_file(
 
 
 def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult:
-    examples: list[TokenExample] = []
-    has_labels: bool | None = None
+    rows = []
     for lineno, line in enumerate(data_lines(text), start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            rows.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+    return read_token_rows(path, rows, require_labels)
+
+
+def read_token_rows(path: Path, rows, require_labels: bool) -> ReadResult:
+    """Sentences from ``(line, {"tokens": [...], "tags": [...]})`` rows: the lines of a JSON-lines file, or a Hub
+    split's rows (:mod:`litebert.finetune.hub_data`); ``format`` ``"jsonl"``.
+
+    Raises:
+        LitebertError: a row that is not an object with a list ``tokens``, ``tags`` missing where required or not as
+            long as ``tokens``, a tag that is not an entity tag (:func:`check_tag`), no sentences (``path:line``).
+    """
+    examples: list[TokenExample] = []
+    has_labels: bool | None = None
+    for lineno, obj in rows:
         if not isinstance(obj, dict) or not isinstance(obj.get("tokens"), list):
             raise LitebertError(f"{path}:{lineno}: expected an object with a list 'tokens' (and 'tags')")
         if has_labels is None:
@@ -311,6 +324,9 @@ class TokenKind(TaskKind):
             strip_segment_digits=bool(task and task.option("strip_segment_digits")),
             require_labels=require_labels,
         )
+
+    def read_rows(self, rows, source, *, require_labels: bool) -> ReadResult:
+        return read_token_rows(Path(source), rows, require_labels)
 
     def fit(self, train: ReadResult) -> None:
         self.tag_names = preset_tags(train, self.task) if self.task and self.task.labels else label_list(train)

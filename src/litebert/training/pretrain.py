@@ -27,12 +27,14 @@ from torch import nn
 from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, read_json
+from litebert.hub import revision_setting
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS
 from litebert.settings import check, fail, setting
 from litebert.training import distributed as D
 from litebert.training import run as R
 from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
+from litebert.training.modelcard import write_model_card
 
 
 @dataclass
@@ -92,6 +94,7 @@ class PretrainConfig:
         "al. 2020); pass its config.json as --model-config; a resumed run takes its weights from the "
         "checkpoint instead",
     )
+    revision: str | None = revision_setting()  # of a Hub id given as --init-from
     precision: str = setting(
         "auto",
         choices=PRECISIONS,
@@ -380,8 +383,11 @@ def _copy_tokenizer(data_dir: Path, dest: Path) -> bool:
     return True
 
 
-def _write_model_dir(model: nn.Module, data_dir: Path | None, dest: Path, missing: str | None = None) -> Path:
-    """``dest``: the HF model directory + the data's tokenizer files, written to a temp dir and renamed over it.
+def _write_model_dir(
+    model: nn.Module, data_dir: Path | None, dest: Path, missing: str | None = None, run_dir: Path | None = None
+) -> Path:
+    """``dest``: the HF model directory + the data's tokenizer files (+ with ``run_dir``, the run's model card
+    ``README.md``), written to a temp dir and renamed over it.
 
     Without ``data_dir/tokenizer`` the weights are still written, with a warning on stderr: ``missing`` when given,
     else one naming ``data_dir`` and ``dest``."""
@@ -390,12 +396,14 @@ def _write_model_dir(model: nn.Module, data_dir: Path | None, dest: Path, missin
         if data_dir is None or not _copy_tokenizer(data_dir, tmp):
             missing = missing or f"{data_dir}/tokenizer not found; {dest} has no tokenizer files"
             print(f"warning: {missing}", file=sys.stderr)
+        if run_dir is not None:
+            write_model_card(tmp, run_dir)
     return dest
 
 
 def _write_final(model: nn.Module, data_dir: Path, output: Path) -> Path:
-    """OUTPUT/final/: the HF model directory + the tokenizer files."""
-    return _write_model_dir(model, data_dir, output / "final")
+    """OUTPUT/final/: the HF model directory + the tokenizer files + the model card."""
+    return _write_model_dir(model, data_dir, output / "final", run_dir=output)
 
 
 def dropout_note(config, world_size: int, sop: bool = True) -> str | None:

@@ -49,6 +49,7 @@ from torch import nn
 from litebert.checkpoint import CONFIG_NAME, PYTORCH_NAME, SAFETENSORS_INDEX_NAME, SAFETENSORS_NAME
 from litebert.errors import LitebertError
 from litebert.fileio import RUN_SETTINGS_NAME, atomic_write_json, listing, read_json, run_command, sha256_file
+from litebert.hub import sources
 from litebert.inference import ONNX_NAME
 from litebert.precision import PrecisionChoice, resolve_precision
 from litebert.settings import option_name, to_dict
@@ -247,12 +248,15 @@ def resolve_run_precision(requested: str, device: torch.device, resume_from: Pat
 
 
 def run_settings(command: str, cfg: Any, record: dict | None = None) -> dict:
-    """The content of ``run_settings.json``: ``{"command", "<command>_config": settings, **record, "versions",
-    "argv", "cwd", "started"}`` (``cwd``: what the relative paths of the settings are relative to)."""
+    """The content of ``run_settings.json``: ``{"command", "<command>_config": settings, **record, "hub",
+    "versions", "argv", "cwd", "started"}`` (``cwd``: what the relative paths of the settings are relative to;
+    ``hub``: for a model or tokenizer downloaded from the Hub, its id and commit, :func:`litebert.hub.sources`)."""
+    settings = to_dict(cfg)
     return {
         "command": command,
-        f"{command}_config": to_dict(cfg),
+        f"{command}_config": settings,
         **(record or {}),
+        **({"hub": hub} if (hub := sources(settings)) else {}),
         "versions": {"python": platform.python_version(), "torch": torch.__version__},
         "argv": sys.argv,
         "cwd": os.getcwd(),

@@ -1,0 +1,256 @@
+"""The model card (``README.md``) of a model directory that a run installs (pretraining ``final/``, fine-tuning
+``best/``): the Hub's YAML metadata block and a short body, built with huggingface_hub's ``ModelCard``,
+``ModelCardData`` and ``EvalResult`` (which check the metadata, ``model-index`` included, as the Hub reads it).
+
+Metadata: ``license`` (apache-2.0, ALBERT's and litebert's), ``language`` (``zh`` for a Chinese vocabulary, else
+``en``), ``tags`` (``albert``, ``litebert``, the task), ``datasets`` (the Hub data set fine-tuned on), ``base_model``
+(the Hub model fine-tuned or pretrained from), ``library_name`` ``transformers`` (the directory loads there; not for
+a litebert-only layout), ``pipeline_tag``, and a ``model-index`` with the task, the data set and the evaluation
+metrics. Body: what the model is, the key settings of its run (``run_settings.json``), litebert's version, the
+results, and how to load it in transformers and in litebert.
+
+Everything comes from files the run has written by then: the directory's ``config.json`` (architecture, sizes,
+``finetuning_task``, ``litebert_hub_dataset``) and ``best_eval.json`` (fine-tuning: the metrics of this
+checkpoint), the run's ``run_settings.json`` (settings, ``hub`` sources, ``data_sources``) and ``metrics.jsonl``
+(pretraining: the last evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from litebert.fileio import atomic_write_text
+from litebert.training.metrics import read_metrics
+
+CARD_NAME = "README.md"
+LICENSE = "apache-2.0"
+
+#: head class → (the Hub's task type, its display name)
+TASKS = {
+    "AlbertForSequenceClassification": ("text-classification", "Text Classification"),
+    "AlbertForTokenClassification": ("token-classification", "Token Classification"),
+    "AlbertForQuestionAnswering": ("question-answering", "Question Answering"),
+    "AlbertForMultipleChoice": ("multiple-choice", "Multiple Choice"),
+    "AlbertForPreTraining": ("fill-mask", "Masked Language Modeling"),
+    "AlbertForMaskedLM": ("fill-mask", "Masked Language Modeling"),
+    "AlbertModel": ("feature-extraction", "Feature Extraction"),
+}
+#: the transformers Auto class that loads each task type
+AUTO_CLASSES = {
+    "text-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
+    "multiple-choice": "AutoModelForMultipleChoice",
+    "fill-mask": "AutoModelForMaskedLM",
+    "feature-extraction": "AutoModel",
+}
+#: run settings shown in the card, in this order (those the run has)
+KEY_SETTINGS = (
+    "task",
+    "learning_rate",
+    "batch_size",
+    "global_batch_size",
+    "gradient_accumulation_steps",
+    "max_steps",
+    "epochs",
+    "warmup_ratio",
+    "warmup_steps",
+    "weight_decay",
+    "optimizer",
+    "max_seq_length",
+    "seed",
+    "precision",
+    "world_size",
+)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _last_eval(run_dir: Path) -> dict[str, float]:
+    """The last ``"split": "eval"`` record of ``run_dir/metrics.jsonl``."""
+    evals = [r for r in read_metrics(run_dir) if r.get("split") == "eval"]
+    return evals[-1] if evals else {}
+
+
+def _metrics(model_dir: Path, run_dir: Path | None) -> dict[str, float]:
+    found = _read(model_dir / "best_eval.json")
+    if not isinstance(found, dict):
+        found = _last_eval(run_dir) if run_dir is not None else {}
+    return {
+        k: float(v)
+        for k, v in found.items()
+        if k not in ("step", "split", "time", "epoch") and isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+def _language(model_dir: Path) -> str:
+    tokenizer_config = _read(model_dir / "tokenizer_config.json") or {}
+    if tokenizer_config.get("litebert_kind") == "chinese":
+        return "zh"
+    vocab = model_dir / "vocab.txt"
+    if vocab.is_file():
+        words = vocab.read_text(encoding="utf-8", errors="replace").split()
+        cjk = sum(len(w) == 1 and "\u4e00" <= w <= "\u9fff" for w in words)
+        if cjk > len(words) / 5:
+            return "zh"
+    return "en"
+
+
+def _settings(settings: dict) -> list[tuple[str, Any]]:
+    """The run's key settings: ``(name, value)`` from ``<command>_config`` (and its ``data``) and the record."""
+    command = settings.get("command", "")
+    config = settings.get(f"{command}_config") or {}
+    data = config.get("data")
+    flat = {**config, **(data if isinstance(data, dict) else {}), **settings}
+    rows = []
+    for key in KEY_SETTINGS:
+        value = flat.get(key)
+        if isinstance(value, dict):  # precision's record
+            value = value.get("precision") or value.get("requested")
+        if key == "epochs" and flat.get("max_steps") is not None:  # max_steps overrides it
+            continue
+        if value is not None and not isinstance(value, dict | list):
+            rows.append((key, value))
+    return rows
+
+
+def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | None = None):
+    """The :class:`huggingface_hub.ModelCard` of ``model_dir`` (see the module docstring); ``run_dir``: the run
+    that wrote it (its ``run_settings.json``, ``metrics.jsonl``), None for a directory on its own.
+
+    Raises ``ValueError`` (huggingface_hub's) if the metadata it builds is not valid for the Hub: a bug, not input.
+    """
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    from litebert import __version__
+
+    model_dir = Path(model_dir)
+    run = Path(run_dir) if run_dir is not None else None
+    config = _read(model_dir / "config.json") or {}
+    settings = (_read(run / "run_settings.json") if run is not None else None) or {}
+    command = settings.get("command")
+    run_config = settings.get(f"{command}_config") or {}
+    architecture = (config.get("architectures") or ["AlbertModel"])[0]
+    task_type, task_name = TASKS.get(architecture, ("feature-extraction", "Feature Extraction"))
+    data_options = run_config.get("data") if isinstance(run_config.get("data"), dict) else {}
+    task = config.get("finetuning_task") or data_options.get("task")
+    hub_data = config.get("litebert_hub_dataset") or {}
+    base = next((s["repo_id"] for s in (settings.get("hub") or {}).values() if s.get("repo_id")), None)
+    metrics = _metrics(model_dir, run)
+    hf_compatible = config.get("model_type") == "albert"
+
+    dev = ((settings.get("data_sources") or {}).get("dev")) or {}
+    if hub_data.get("dataset"):
+        dataset_type, dataset_config = hub_data["dataset"], hub_data.get("config")
+        dataset_name = f"{dataset_type}" + (f" ({dataset_config})" if dataset_config else "")
+        split = dev.get("split", "validation")
+    elif command == "finetune":
+        dataset_type, dataset_config = task or "custom", None
+        dataset_name = f"{task or 'own data'}: {Path(dev['file']).name}" if dev.get("file") else (task or "own data")
+        split = "dev"
+    else:
+        data_dir = run_config.get("data")
+        manifest = _read(Path(data_dir) / "manifest.json") if isinstance(data_dir, str) else None
+        corpus = [c.get("file") for c in (manifest or {}).get("corpus", []) if isinstance(c, dict)]
+        dataset_type, dataset_config, split = "pretraining-corpus", None, "held-out"
+        dataset_name = ", ".join(c for c in corpus if c) or "pretraining corpus"
+    name = (run.resolve().name if run is not None else model_dir.resolve().name) or "litebert-albert"
+    eval_results = [
+        EvalResult(
+            task_type=task_type,
+            task_name=task_name,
+            dataset_type=dataset_type,
+            dataset_name=dataset_name,
+            dataset_config=dataset_config,
+            dataset_split=split,
+            dataset_revision=hub_data.get("revision"),
+            metric_type=metric,
+            metric_value=value,
+        )
+        for metric, value in metrics.items()
+    ]
+    data = ModelCardData(
+        license=LICENSE,
+        language=[_language(model_dir)],
+        tags=["albert", "litebert", task_type, *([task] if task else [])],
+        datasets=[hub_data["dataset"]] if hub_data.get("dataset") else None,
+        base_model=base,
+        library_name="transformers" if hf_compatible else None,
+        pipeline_tag=task_type,
+        model_name=name,
+        eval_results=eval_results or None,
+    )
+    body = _body(name, config, architecture, task_type, task, base, settings, metrics, __version__, hf_compatible)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+
+
+def _body(name, config, architecture, task_type, task, base, settings, metrics, version, hf_compatible) -> str:
+    sizes = ", ".join(
+        f"{label} {config[key]}"
+        for key, label in (
+            ("num_hidden_layers", "layers"),
+            ("hidden_size", "hidden"),
+            ("embedding_size", "embedding"),
+            ("num_attention_heads", "heads"),
+            ("vocab_size", "vocabulary"),
+        )
+        if key in config
+    )
+    command = settings.get("command")
+    source = f" from [{base}](https://huggingface.co/{base})" if base else ""
+    if command == "finetune":
+        what = f" fine-tuned for {task or task_type}{source}"
+    elif command == "pretrain":
+        objective = "masked LM + sentence-order prediction" if architecture == "AlbertForPreTraining" else "masked LM"
+        what = f" pretrained ({objective}){source}"
+    else:
+        what = ""
+    lines = [f"# {name}", "", f"An ALBERT model ({architecture}: {sizes}){what}, trained with litebert {version}.", ""]
+    rows = _settings(settings)
+    if rows:
+        lines += ["## Training", "", f"`litebert {command}` with:", "", "| setting | value |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in rows] + [""]
+    if metrics:
+        split = "the dev set" if command == "finetune" else "held-out pretraining data"
+        lines += ["## Results", "", f"On {split}:", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items()] + [""]
+    auto = AUTO_CLASSES[task_type]
+    lines += ["## Use", ""]
+    if hf_compatible:
+        lines += [
+            "In transformers:",
+            "",
+            "```python",
+            f"from transformers import AutoTokenizer, {auto}",
+            "",
+            f'tokenizer = AutoTokenizer.from_pretrained("ORG/{name}")  # its Hub id, or this directory',
+            f'model = {auto}.from_pretrained("ORG/{name}")',
+            "```",
+            "",
+        ]
+    else:
+        lines += [f"A litebert-only layout ({config.get('model_type')}): transformers cannot load it.", ""]
+    cli = (
+        f"litebert predict --model ORG/{name} --data FILE.tsv"
+        if command == "finetune"
+        else f"litebert finetune --model ORG/{name} --task sst2 --output runs/sst2"
+    )
+    lines += ["In litebert (a Hub id or this directory):", "", "```bash", cli, "```", ""]
+    return "\n".join(lines)
+
+
+def write_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | None = None) -> Path:
+    """Write ``model_dir/README.md`` (:func:`build_model_card`) atomically; returns its path."""
+    card = build_model_card(model_dir, run_dir)
+    return atomic_write_text(Path(model_dir) / CARD_NAME, str(card))
+
+
+__all__ = ["CARD_NAME", "build_model_card", "write_model_card"]

@@ -1,0 +1,164 @@
+"""Model cards (litebert/training/modelcard.py): every ``final/`` and ``best/`` carries a ``README.md`` whose YAML
+block huggingface_hub parses (``metadata_load``, ``ModelCard.load``) into the Hub's metadata, with the real metrics
+of the run (``best_eval.json``; pretraining: the last evaluation in ``metrics.jsonl``), the base model and data set
+when they came from the Hub (tests/_fake_hub.py), and a body with the run's settings and how to load the model."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from huggingface_hub import ModelCard, metadata_load
+
+from litebert import __version__
+from litebert.cli import main
+from litebert.config import AlbertConfig
+from litebert.data import PrepareConfig, prepare
+from litebert.finetune import DataOptions, FinetuneConfig, finetune
+from litebert.modeling import AlbertForPreTraining
+from litebert.tokenization import train_tokenizer
+from litebert.training import PretrainConfig, pretrain
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """A corpus of made-up words, its SentencePiece tokenizer, prepared shards, a random albert-debug model
+    directory and SST-2-like train/dev files (sentence, label)."""
+    root = tmp_path_factory.mktemp("card")
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 6))) for _ in range(200)]
+    docs = ["\n".join(" ".join(rng.choice(words) for _ in range(8)) + " ." for _ in range(5)) for _ in range(40)]
+    (root / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    tok = train_tokenizer([root / "corpus.txt"], "sentencepiece", 300, root / "model")
+    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=tok.vocab_size)).save_pretrained(
+        root / "model"
+    )
+    prepare(
+        PrepareConfig(
+            corpus=[str(root / "corpus.txt")],
+            tokenizer=str(root / "model"),
+            output=str(root / "data"),
+            max_seq_length=32,
+            progress=False,
+        )
+    )
+    for name, n in (("train", 48), ("dev", 24)):
+        rows = ["sentence\tlabel"] + [f"{' '.join(rng.choice(words) for _ in range(6))}\t{i % 2}" for i in range(n)]
+        (root / f"{name}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return root
+
+
+def _results(meta: dict) -> tuple[dict, dict]:
+    """(the first model-index result without its metrics, {metric type: value})."""
+    (entry,) = meta["model-index"]
+    (result,) = entry["results"]
+    return result, {m["type"]: m["value"] for m in result["metrics"]}
+
+
+def test_best_card_holds_the_run_metrics_and_settings(synthetic, tmp_path):
+    cfg = FinetuneConfig(
+        model=str(synthetic / "model"),
+        train_file=str(synthetic / "train.tsv"),
+        dev_file=str(synthetic / "dev.tsv"),
+        output_dir=str(tmp_path / "sst2"),
+        data=DataOptions(task="sst2"),
+        batch_size=8,
+        max_steps=4,
+        eval_steps=2,
+        learning_rate=1e-3,
+        max_seq_length=24,
+        progress_bar=False,
+    )
+    result = finetune(cfg)
+    card_path = result.best_dir / "README.md"
+    meta = metadata_load(card_path)
+    assert meta["license"] == "apache-2.0" and meta["language"] == ["en"]
+    assert {"albert", "litebert", "text-classification", "sst2"} <= set(meta["tags"])
+    assert meta["library_name"] == "transformers" and meta["pipeline_tag"] == "text-classification"
+    assert "base_model" not in meta and "datasets" not in meta  # a local model, local files: nothing on the Hub
+    best = json.loads((result.best_dir / "best_eval.json").read_text())
+    result_meta, metrics = _results(meta)
+    assert metrics == {k: v for k, v in best.items() if k != "step"} and "accuracy" in metrics
+    assert result_meta["task"]["type"] == "text-classification"
+    assert result_meta["dataset"] == {"name": "sst2: dev.tsv", "type": "sst2", "split": "dev"}
+
+    card = ModelCard.load(card_path)
+    assert {r.metric_type: r.metric_value for r in card.data.eval_results} == metrics
+    assert f"litebert {__version__}" in card.text and "| learning_rate | 0.001 |" in card.text
+    assert "| max_steps | 4 |" in card.text and "AutoModelForSequenceClassification" in card.text
+    assert f"| accuracy | {metrics['accuracy']:.4f} |" in card.text
+
+    transformers = pytest.importorskip("transformers")
+    transformers.AutoModelForSequenceClassification.from_pretrained(result.best_dir)  # the card disturbs nothing
+
+
+def test_final_card_holds_the_last_evaluation(synthetic, tmp_path):
+    out = tmp_path / "pre"
+    result = pretrain(
+        PretrainConfig(
+            data=str(synthetic / "data"),
+            eval_data=str(synthetic / "data"),
+            output=str(out),
+            model_config="albert-debug",
+            max_steps=2,
+            batch_size=4,
+            eval_steps=2,
+            logging_steps=1,
+            progress_bar=False,
+            device="cpu",
+        )
+    )
+    meta = metadata_load(result.final_dir / "README.md")
+    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in evals if r.get("split") == "eval"][-1]
+    result_meta, metrics = _results(meta)
+    assert metrics and metrics == {k: v for k, v in last.items() if k in metrics}
+    assert set(metrics) >= {"mlm_accuracy", "mlm_perplexity"}
+    assert meta["pipeline_tag"] == "fill-mask" and result_meta["dataset"]["name"] == "corpus.txt"
+    assert "masked LM + sentence-order prediction" in ModelCard.load(result.final_dir / "README.md").text
+
+
+def test_card_of_a_hub_model_fine_tuned_on_hub_data(fake_hub, synthetic, tmp_path):
+    """Base model and data set from the (local) Hub: ``base_model``, ``datasets`` and the model-index's data set
+    (id, config, split, the commit read) name them."""
+    datasets = pytest.importorskip("datasets")
+    import io
+
+    features = datasets.Features(
+        {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["negative", "positive"])}
+    )
+    readme = ["---", "configs:", "- config_name: sst2", "  data_files:"]
+    files: dict[str, bytes | str] = {}
+    for name, split in (("train", "train"), ("dev", "validation")):
+        lines = (synthetic / f"{name}.tsv").read_text(encoding="utf-8").splitlines()[1:]
+        rows = [{"sentence": s, "label": int(y)} for s, y in (line.split("\t") for line in lines)]
+        buffer = io.BytesIO()
+        datasets.Dataset.from_list(rows, features=features).to_parquet(buffer)
+        files[f"sst2/{split}-00000-of-00001.parquet"] = buffer.getvalue()
+        readme += [f"  - split: {split}", f"    path: sst2/{split}-*"]
+    files["README.md"] = "\n".join([*readme, "---", ""])
+    data_sha = fake_hub.add_repo("nyu-mll/glue", files, repo_type="dataset")
+    fake_hub.add_dir("org/base", synthetic / "model")
+
+    out = tmp_path / "run"
+    argv = ["finetune", "--model", "org/base", "--task", "sst2", "--output", str(out), "--max-steps", "2"]
+    assert main([*argv, "--batch-size", "8", "--max-seq-length", "24", "--no-progress"]) == 0
+    meta = metadata_load(out / "best" / "README.md")
+    assert meta["base_model"] == "org/base" and meta["datasets"] == ["nyu-mll/glue"]
+    result_meta, metrics = _results(meta)
+    assert result_meta["dataset"] == {
+        "name": "nyu-mll/glue (sst2)",
+        "type": "nyu-mll/glue",
+        "config": "sst2",
+        "split": "validation",
+        "revision": data_sha,
+    }
+    best = json.loads((out / "best" / "best_eval.json").read_text())
+    assert metrics == {k: v for k, v in best.items() if k != "step"}
+    assert (
+        "fine-tuned for sst2 from [org/base](https://huggingface.co/org/base)"
+        in (out / "best" / "README.md").read_text()
+    )
