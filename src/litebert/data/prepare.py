@@ -90,6 +90,9 @@ class PrepareConfig:
     )
     whole_word_mask_zh: bool = setting(False, help="Chinese whole words from jieba")
     format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
+    text_column: str = setting(
+        "text", metavar="NAME", help="the text field of JSON lines, the text column of Parquet/Arrow files and Hub rows"
+    )
     max_position_embeddings: int = setting(
         512, ge=1, help="the model's position table size: --max-seq-length may not exceed it"
     )
@@ -298,7 +301,14 @@ def _units(cfg: PrepareConfig, stats: list[CorpusStats]):
         stats.append(st)
         docs: list[list[str]] = []
         size, first = 0, 0
-        docs_read = read_documents(cfg.corpus, format=cfg.format, stats=st, on_invalid=cfg.on_invalid, defer_split=True)
+        docs_read = read_documents(
+            cfg.corpus,
+            format=cfg.format,
+            stats=st,
+            on_invalid=cfg.on_invalid,
+            defer_split=True,
+            text_column=cfg.text_column,
+        )
         for index, doc in enumerate(docs_read, 1):
             docs.append(doc)
             size += sum(len(s) for s in doc)
