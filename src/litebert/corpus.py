@@ -249,7 +249,12 @@ def resolve_corpus_files(paths: Sequence[str | os.PathLike] | str | os.PathLike)
 # Compression and containers, by content
 # ------------------------------------------------------------------------------------------------------------
 _COMPRESSION_MAGIC = (("gzip", b"\x1f\x8b"), ("bzip2", b"BZh"), ("xz", b"\xfd7zXZ\x00"), ("zstd", b"\x28\xb5\x2f\xfd"))
-_COLUMNAR_SUFFIXES = {".parquet": "Parquet", ".arrow": "Arrow IPC", ".feather": "Arrow IPC", ".arrows": "Arrow IPC"}
+_COLUMNAR_SUFFIXES = {
+    ".parquet": "a Parquet",
+    ".arrow": "an Arrow IPC",
+    ".feather": "an Arrow IPC",
+    ".arrows": "an Arrow IPC",
+}
 
 
 def _head(path: Path, n: int = 8) -> bytes:
@@ -279,8 +284,8 @@ def _container(path: Path) -> str | None:
     kind = _COLUMNAR_SUFFIXES.get(path.suffix.lower())
     if kind and detect_compression(path) is None:
         raise LitebertError(
-            f"{path}: not a {kind} file (its first bytes are {head[:8]!r}; expected "
-            f"{'PAR1' if kind == 'Parquet' else 'ARROW1 (file) or an IPC stream'})"
+            f"{path}: not {kind} file (its first bytes are {head[:8]!r}; expected "
+            f"{'PAR1' if kind == 'a Parquet' else 'ARROW1 (file) or an IPC stream'})"
         )
     return None
 

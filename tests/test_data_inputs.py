@@ -1,0 +1,306 @@
+"""Corpus inputs (issue 27): compressed text by content, Parquet / Arrow record batches, JSON lines with
+``--text-column``, ``hf://`` datasets; document identity (source + row); bad input.
+
+The oracle throughout is the uncompressed text file: every other form of the same corpus must give the same
+documents, and ``prepare`` the same shard bytes."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import lzma
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from litebert.corpus import (
+    CorpusStats,
+    check_corpus,
+    corpus_bytes,
+    detect_compression,
+    detect_format,
+    iter_documents,
+    parse_hub_id,
+    read_documents,
+    split_sentences,
+)
+from litebert.data import PrepareConfig, prepare
+from litebert.errors import LitebertError
+
+# Three documents of paragraphs (one paragraph per line in the plain form, a blank line between documents).
+DOCS = [
+    ["The cat sat on the mat. It was warm there.", "Then the dog came in. The cat left at once!"],
+    ["Rain fell all day. The river rose.", "By night the road was closed. Nobody went out."],
+    ["下雨了。路上没有人。", "A third paragraph here. It ends the corpus."],
+]
+
+
+def _plain(docs=DOCS) -> str:
+    return "\n\n".join("\n".join(d) for d in docs) + "\n"
+
+
+def _rows(docs=DOCS) -> list[str]:
+    return ["\n".join(d) for d in docs]
+
+
+def _compress(kind: str, data: bytes) -> bytes:
+    if kind == "gz":
+        return gzip.compress(data, mtime=0)
+    if kind == "bz2":
+        return bz2.compress(data)
+    if kind == "xz":
+        return lzma.compress(data)
+    # two frames, as pzstd and zstd --long on concatenated files write
+    c = zstandard.ZstdCompressor()
+    half = len(data) // 2
+    return c.compress(data[:half]) + c.compress(data[half:])
+
+
+def _write_forms(d: Path, docs=DOCS, column: str = "text") -> dict[str, Path]:
+    """The same corpus as plain text, each compression, JSON lines, Parquet, Arrow IPC file and stream."""
+    d.mkdir(parents=True, exist_ok=True)
+    text = _plain(docs).encode("utf-8")
+    forms = {"plain": d / "corpus.txt"}
+    forms["plain"].write_bytes(text)
+    for kind in ("gz", "bz2", "xz", "zst"):
+        forms[kind] = d / f"corpus.txt.{kind}"
+        forms[kind].write_bytes(_compress(kind, text))
+    forms["jsonl"] = d / "corpus.jsonl"
+    forms["jsonl"].write_text("".join(json.dumps({"id": i, column: t}) + "\n" for i, t in enumerate(_rows(docs))))
+    table = pa.table({"id": list(range(len(docs))), column: _rows(docs)})
+    forms["parquet"] = d / "corpus.parquet"
+    pq.write_table(table, forms["parquet"], row_group_size=2)  # two row groups: batches cross them
+    forms["arrow"] = d / "corpus.arrow"
+    feather.write_feather(table, forms["arrow"], compression="uncompressed", chunksize=2)
+    forms["arrow-stream"] = d / "corpus.arrows"
+    with pa.OSFile(str(forms["arrow-stream"]), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table, max_chunksize=2)
+    return forms
+
+
+def _expected_sentences(docs=DOCS) -> list[list[str]]:
+    return [[s for para in d for s in split_sentences(para)] for d in docs]
+
+
+# ---------------------------------------------------------------------------------------------------- readers
+def test_every_form_gives_the_same_documents_and_their_rows(tmp_path):
+    forms = _write_forms(tmp_path)
+    expected = _expected_sentences()
+    assert expected[2][:2] == ["下雨了。", "路上没有人。"]
+    text_rows = [1, 4, 7]  # the line each plain document starts on
+    for name, path in forms.items():
+        stats = CorpusStats()
+        docs = list(iter_documents([path], stats=stats))
+        assert [d.sentences for d in docs] == expected, name
+        assert [d.index for d in docs] == [0, 1, 2]
+        rows = [d.row for d in docs]
+        if name in ("jsonl",):
+            assert rows == [1, 2, 3], name  # JSON lines: the line, from 1
+        elif name in ("parquet", "arrow", "arrow-stream"):
+            assert rows == [0, 1, 2], name  # columnar: the row, from 0
+        else:
+            assert rows == text_rows, name
+        (entry,) = stats.sources
+        compression = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}.get(name)
+        fmt = {"jsonl": "jsonl", "parquet": "parquet", "arrow": "arrow", "arrow-stream": "arrow-stream"}.get(
+            name, "plain"
+        )
+        assert entry == {
+            "source": str(path),
+            "format": fmt,
+            "compression": compression,
+            "bytes": path.stat().st_size,
+            "first_document": 0,
+            "documents": 3,
+        }, name
+        assert stats.documents == 3 and stats.bytes > 0
+        assert stats.input_bytes == path.stat().st_size, name  # progress reaches the file's size on disk
+    # the text column is chosen by --text-column, for JSON lines and columnar files alike
+    other = _write_forms(tmp_path / "body", column="body")
+    for name in ("jsonl", "parquet", "arrow"):
+        assert list(read_documents([other[name]], text_column="body")) == expected, name
+    assert detect_format(other["jsonl"], text_column="body") == "jsonl"
+
+
+def test_compression_and_format_are_detected_by_content(tmp_path):
+    text = _plain().encode("utf-8")
+    lying = tmp_path / "gzip_named.txt"  # gzip content, a text name
+    lying.write_bytes(gzip.compress(text))
+    zst_as_bz2 = tmp_path / "really_zstd.bz2"
+    zst_as_bz2.write_bytes(zstandard.ZstdCompressor().compress(text))
+    not_compressed = tmp_path / "plain.txt.gz"  # a plain file with a compressed name
+    not_compressed.write_bytes(text)
+    wx = tmp_path / "wiki.xz"  # WikiExtractor output inside xz: the format is detected in the decompressed text
+    wx.write_bytes(lzma.compress(b'<doc id="1" url="u" title="T">\nT\n\nOne here. Two here.\n</doc>\n'))
+    assert [detect_compression(p) for p in (lying, zst_as_bz2, not_compressed, wx)] == ["gzip", "zstd", None, "xz"]
+    assert detect_format(wx) == "wikiextractor" and detect_format(lying) == "plain"
+    for p in (lying, zst_as_bz2, not_compressed):
+        assert list(read_documents([p])) == _expected_sentences(), p
+    assert list(read_documents([wx])) == [["One here.", "Two here."]]
+
+
+def test_directory_mixed_forms_sorted_hidden_skipped_and_traceable(tmp_path):
+    forms = _write_forms(tmp_path / "c")
+    (tmp_path / "c" / ".hidden.txt").write_text("Never read. Not at all.\n")
+    stats = CorpusStats()
+    docs = list(iter_documents([tmp_path / "c"], stats=stats))
+    names = sorted(p.name for p in forms.values())
+    assert [Path(e["source"]).name for e in stats.sources] == names
+    assert [e["first_document"] for e in stats.sources] == [3 * i for i in range(len(names))]
+    assert len(docs) == 3 * len(names) and [d.index for d in docs] == list(range(len(docs)))
+    # any document's source and row recovered from the source list alone (what the manifest records)
+    for d in docs:
+        entry = stats.sources[d.source]
+        assert entry["first_document"] <= d.index < entry["first_document"] + entry["documents"]
+        assert d.sentences == _expected_sentences()[d.index - entry["first_document"]]
+    assert corpus_bytes(check_corpus([tmp_path / "c"])) == sum(p.stat().st_size for p in forms.values())
+
+
+def test_invalid_utf8_inside_a_compressed_stream_is_skipped_like_plain_text(tmp_path):
+    raw = b"First here. Second here.\n\xff\xfe broken line\nThird here. Fourth.\n"
+    plain, packed = tmp_path / "a.txt", tmp_path / "b.txt.zst"
+    plain.write_bytes(raw)
+    packed.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    got = {}
+    for p in (plain, packed):
+        stats = CorpusStats()
+        got[p] = list(read_documents([p], stats=stats))
+        assert (stats.skipped_lines, stats.first_skipped) == (1, f"{p}:2")
+    assert got[plain] == got[packed] == [["First here.", "Second here.", "Third here.", "Fourth."]]
+    with pytest.raises(LitebertError, match=r"b\.txt\.zst:2: invalid UTF-8"):
+        list(read_documents([packed], on_invalid="error"))
+
+
+def test_null_rows_are_skipped_and_counted(tmp_path):
+    path = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"text": ["One here. Two here.", None, "", "Three here."]}), path)
+    stats = CorpusStats()
+    docs = list(iter_documents([path], stats=stats))
+    assert [(d.row, d.sentences) for d in docs] == [(0, ["One here.", "Two here."]), (3, ["Three here."])]
+    assert (stats.skipped_lines, stats.first_skipped) == (1, f"{path} row 1")
+    with pytest.raises(LitebertError, match=r"n\.parquet row 1: the text is NoneType"):
+        list(read_documents([path], on_invalid="error"))
+
+
+def test_hub_ids_parse():
+    s = parse_hub_id("hf://wikimedia/wikipedia:20231101.zh@abc123#validation")
+    assert (s.repo, s.config, s.revision, s.split) == ("wikimedia/wikipedia", "20231101.zh", "abc123", "validation")
+    s = parse_hub_id("hf://allenai/c4")
+    assert (s.repo, s.config, s.revision, s.split, s.size) == ("allenai/c4", None, None, "train", None)
+    assert corpus_bytes([s]) is None
+    for bad in ("hf://", "hf://a/b/c", "hf://a b", "hf:///abs"):
+        with pytest.raises(LitebertError, match=r"hf://ORG/NAME\[:CONFIG\]\[@REVISION\]\[#SPLIT\]"):
+            parse_hub_id(bad)
+
+
+def test_hf_source_streams_like_the_local_parquet(tmp_path, monkeypatch):
+    """``hf://ORG/NAME`` through ``datasets.load_dataset(streaming=True)``; a directory ``ORG/NAME`` under the
+    working directory is what ``load_dataset`` reads for that id without any network."""
+    repo = tmp_path / "org" / "corpus" / "data"
+    repo.mkdir(parents=True)
+    forms = _write_forms(tmp_path / "local")
+    (repo / "train-00000-of-00001.parquet").write_bytes(forms["parquet"].read_bytes())
+    monkeypatch.chdir(tmp_path)
+    stats = CorpusStats()
+    docs = list(iter_documents(["hf://org/corpus"], stats=stats))
+    assert [(d.row, d.sentences) for d in docs] == list(enumerate(_expected_sentences()))
+    assert stats.sources[0]["source"] == "hf://org/corpus" and stats.sources[0]["format"] == "hub"
+    with pytest.raises(LitebertError, match=r"hf://org/corpus#test: cannot stream the Hub dataset org/corpus .*'test'"):
+        check_corpus(["hf://org/corpus#test"])
+    with pytest.raises(LitebertError, match=r"hf://org/corpus: no column 'body' \(columns: id, text\)"):
+        check_corpus(["hf://org/corpus"], text_column="body")
+
+
+# ---------------------------------------------------------------------------------------------------- bad input
+def _corrupt_forms(d: Path) -> dict[str, tuple[Path, str]]:
+    """Broken files and the error each must give (a regex)."""
+    d.mkdir()
+    text = (_plain() * 200).encode("utf-8")
+    out = {}
+    gz = bytearray(gzip.compress(text * 25))  # > 1 MiB: the CRC error comes while streaming, after the last line
+    gz[-8] ^= 0xFF  # the CRC-32 in the trailer
+    out["gzip-crc"] = (d / "crc.txt.gz", gz, r"crc\.txt\.gz: corrupt or truncated gzip file after line \d+ .*CRC")
+    out["gzip-truncated"] = (d / "cut.gz", gzip.compress(text)[:-100], r"cut\.gz: corrupt or truncated gzip file")
+    bz = bytearray(bz2.compress(text))
+    bz[len(bz) // 2] ^= 0xFF
+    out["bzip2"] = (d / "bad.bz2", bz, r"bad\.bz2: corrupt or truncated bzip2 file")
+    out["xz-truncated"] = (d / "cut.xz", lzma.compress(text)[:-50], r"cut\.xz: corrupt or truncated xz file")
+    zst = zstandard.ZstdCompressor().compress(text)
+    out["zstd-truncated"] = (
+        d / "cut.zst",
+        zst[: len(zst) * 2 // 3],
+        r"cut\.zst: corrupt or truncated zstd .*truncated",
+    )
+    out["not-arrow"] = (d / "x.arrow", b"id,text\n1,hello\n", r"x\.arrow: not an Arrow IPC file")
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": [1], "body": ["One. Two."]}), buf)
+    out["parquet-no-column"] = (
+        d / "p.parquet",
+        buf.getvalue().to_pybytes(),
+        r"p\.parquet: no column 'text' \(columns: id, body\)",
+    )
+    out["parquet-cut"] = (
+        d / "q.parquet",
+        buf.getvalue().to_pybytes()[:-30],
+        r"q\.parquet: not a readable Parquet file",
+    )
+    for path, data, _ in out.values():
+        path.write_bytes(bytes(data))
+    return {k: (p, msg) for k, (p, _, msg) in out.items()}
+
+
+def test_bad_inputs_are_one_clear_error(tmp_path):
+    for name, (path, msg) in _corrupt_forms(tmp_path / "bad").items():
+        with pytest.raises(LitebertError, match=msg):
+            list(read_documents([path]))
+        if name in ("not-arrow", "parquet-no-column", "parquet-cut"):  # found before any work
+            with pytest.raises(LitebertError, match=msg):
+                check_corpus([path])
+
+
+# ---------------------------------------------------------------------------------------------------- prepare
+def _digest(d: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.glob("shard-*"))}
+
+
+@pytest.fixture(scope="module")
+def wiki_docs(tiny) -> list[list[str]]:
+    """Twelve WikiText-2 articles as documents of paragraphs (three sentences each)."""
+    docs = list(read_documents([tiny.wikitext_subset(12)]))
+    return [[" ".join(d[i : i + 3]) for i in range(0, len(d), 3)] for d in docs]
+
+
+def test_prepare_gives_identical_shards_from_every_form(tmp_path, tiny, wiki_docs):
+    forms = _write_forms(tmp_path / "forms", wiki_docs)
+    tok = str(tiny.tokenizer("sentencepiece"))
+    manifests, digests = {}, {}
+    for name, path in forms.items():
+        out = tmp_path / "out" / name
+        res = prepare(
+            PrepareConfig(
+                corpus=[str(path)], tokenizer=tok, output=str(out), max_seq_length=64, shard_size=300, progress=False
+            )
+        )
+        manifests[name], digests[name] = res.manifest, _digest(out)
+    base = manifests["plain"]
+    assert base["counts"]["documents"] == 12 and len(base["shards"]) >= 2
+    for name in forms:
+        assert digests[name] == digests["plain"], name
+        assert manifests[name]["shards"] == base["shards"], name
+        assert manifests[name]["counts"]["instances"] == base["counts"]["instances"], name
+
+
+def test_prepare_bad_input_leaves_nothing(tmp_path, tiny):
+    tok = str(tiny.tokenizer("sentencepiece"))
+    for name, (path, msg) in _corrupt_forms(tmp_path / "bad").items():
+        out = tmp_path / f"out-{name}"
+        with pytest.raises(LitebertError, match=msg):
+            prepare(PrepareConfig(corpus=[str(path)], tokenizer=tok, output=str(out), progress=False))
+        assert not out.exists(), name
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(f".out-{name}")], name  # no temp dir left
