@@ -304,3 +304,21 @@ def test_prepare_bad_input_leaves_nothing(tmp_path, tiny):
             prepare(PrepareConfig(corpus=[str(path)], tokenizer=tok, output=str(out), progress=False))
         assert not out.exists(), name
         assert not [p for p in tmp_path.iterdir() if p.name.startswith(f".out-{name}")], name  # no temp dir left
+
+
+def test_train_tokenizer_reads_columnar_and_compressed_forms(tmp_path):
+    from litebert.corpus import iter_sentences_text
+    from litebert.tokenization import load_tokenizer, train_tokenizer
+
+    docs = [[f"Word{i} and word{i + 1} went out. They came back at {i}!" for i in range(j, j + 20)] for j in range(5)]
+    forms = _write_forms(tmp_path / "f", docs, column="body")
+    plain = list(iter_sentences_text([forms["plain"]]))
+    assert len(plain) == 200 and plain[:2] == ["Word0 and word1 went out.", "They came back at 0!"]
+    for name in ("zst", "parquet"):  # what the trainer reads (its ties make vocabularies differ run to run)
+        assert list(iter_sentences_text([forms[name]], text_column="body")) == plain, name
+    train_tokenizer([forms["parquet"]], "wordpiece", 120, tmp_path / "tok", text_column="body")
+    pieces = load_tokenizer(tmp_path / "tok").tokenize("they came back")
+    assert pieces == ["they", "came", "back"]  # the body column's words, each frequent enough to be a token
+    with pytest.raises(LitebertError, match=r"corpus\.parquet: no column 'text' \(columns: id, body\)"):
+        train_tokenizer([forms["parquet"]], "wordpiece", 120, tmp_path / "never")
+    assert not (tmp_path / "never").exists()

@@ -34,7 +34,7 @@ from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, proces
 from tokenizers import Tokenizer as _BackendTokenizer
 from tokenizers.models import Unigram, WordPiece
 
-from litebert.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
+from litebert.corpus import CorpusStats, check_corpus, iter_sentences_text
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_bytes, atomic_write_json, check_output_target, read_json, sha256_bytes
 from litebert.protowire import proto_fields
@@ -679,6 +679,7 @@ def train_tokenizer(
     character_coverage: float | None = None,
     seed: int = 0,
     stats=None,
+    text_column: str = "text",
 ) -> Tokenizer:
     """Train a tokenizer on ``corpus`` files (any format :func:`litebert.corpus.read_documents` reads) and
     save it to ``output`` (the Hugging Face files, see :meth:`Tokenizer.save`).
@@ -690,6 +691,7 @@ def train_tokenizer(
         lowercase, keep_accents: normalisation, stored with the tokenizer.
         stats: a :class:`litebert.corpus.CorpusStats` to fill while reading (lines skipped as invalid
             UTF-8 or bad JSON, documents, sentences), for the caller's summary.
+        text_column: the text field of JSON lines, Parquet/Arrow files and ``hf://`` datasets.
 
     Raises:
         LitebertError: unknown kind, vocab_size < 10, corpus problems (missing/empty files), or an ``output`` that is
@@ -699,13 +701,17 @@ def train_tokenizer(
         raise LitebertError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if vocab_size < 10:
         raise LitebertError(f"--vocab-size must be at least 10, got {vocab_size}")
-    resolve_corpus_files(corpus)  # missing/empty files fail here, before any training starts
     out = Path(output)
     # a tokenizer directory must hold one tokenizer: files of an earlier one (spiece.model beside vocab.txt) or of
     # anything else (a run) would mix with it, and loaders would pick the wrong files
     check_output_target(out, sources={"--corpus": [str(c) for c in corpus]})
+    check_corpus(
+        corpus, format, text_column
+    )  # missing/empty/corrupt files and unreachable hf:// fail here, before any training
     stats = stats if stats is not None else CorpusStats()
-    sentences = iter_sentences_text(corpus, format=format, stats=stats)  # (the output is written only at the end)
+    sentences = iter_sentences_text(
+        corpus, format=format, stats=stats, text_column=text_column
+    )  # (the output is written only at the end)
     first = next(sentences, None)
     if first is None:
         skipped = (
@@ -764,7 +770,9 @@ def train_tokenizer(
         kwargs = {}
         if kind == "wordpiece":
             kwargs["limit_alphabet"] = alphabet_for_coverage(
-                iter_sentences_text(corpus, format=format),  # a first pass over the corpus: the character counts
+                iter_sentences_text(
+                    corpus, format=format, text_column=text_column
+                ),  # a first pass over the corpus: the character counts
                 backend.normalizer,
                 character_coverage if character_coverage is not None else 0.99995,
                 vocab_size - len(specials),

@@ -28,6 +28,9 @@ class TrainTokenizerConfig:
     lowercase: bool = setting(True, both=True, help="lowercase text (default: yes)")
     keep_accents: bool = setting(False, help="keep accents (default: strip them)")
     format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
+    text_column: str = setting(
+        "text", metavar="NAME", help="the text field of JSON lines, the text column of Parquet/Arrow files and Hub rows"
+    )
     seed: int = setting(0, help="seed of the trainer")
 
     def __post_init__(self) -> None:
@@ -45,6 +48,7 @@ class TrainTokenizerConfig:
             format=self.format,
             seed=self.seed,
             stats=stats,
+            text_column=self.text_column,
         )
 
 
