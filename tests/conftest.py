@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _fake_hub import fake_hub  # noqa: F401  (the `fake_hub` fixture: a local HTTP Hub, tests/_fake_hub.py)
 
 from litebert.config import AlbertConfig
 from litebert.data import PrepareConfig, prepare

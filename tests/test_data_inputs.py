@@ -322,3 +322,79 @@ def test_train_tokenizer_reads_columnar_and_compressed_forms(tmp_path):
     with pytest.raises(LitebertError, match=r"corpus\.parquet: no column 'text' \(columns: id, body\)"):
         train_tokenizer([forms["parquet"]], "wordpiece", 120, tmp_path / "never")
     assert not (tmp_path / "never").exists()
+
+
+# ---------------------------------------------------------------------------------------------------- hf:// (fake Hub)
+_CARD = b"""---
+configs:
+- config_name: en
+  data_files:
+  - split: train
+    path: en/train-*.parquet
+- config_name: zh
+  data_files:
+  - split: train
+    path: zh/train-*.parquet
+---
+"""
+
+
+def _parquet_bytes(rows: list[str]) -> bytes:
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": list(range(len(rows))), "text": rows}), buf, row_group_size=2)
+    return buf.getvalue().to_pybytes()
+
+
+def test_hub_dataset_streams_config_and_revision(fake_hub):
+    zh = [["第一段。第二句。", "另一段。"], ["天气很好。我们出去了。"]]
+    fake_hub.add_repo(
+        "org/wiki",
+        files={
+            "README.md": _CARD,
+            "en/train-0.parquet": _parquet_bytes(_rows()),
+            "zh/train-0.parquet": _parquet_bytes(_rows(zh)),
+        },
+        repo_type="dataset",
+    )
+    fake_hub.add_repo(
+        "org/wiki",
+        files={
+            "README.md": _CARD,
+            "en/train-0.parquet": _parquet_bytes(_rows()[:1]),
+            "zh/train-0.parquet": _parquet_bytes([]),
+        },
+        repo_type="dataset",
+        revision="v1",
+    )
+    stats = CorpusStats()
+    docs = list(iter_documents(["hf://org/wiki:en", "hf://org/wiki:zh", "hf://org/wiki:en@v1"], stats=stats))
+    assert [d.sentences for d in docs] == _expected_sentences() + _expected_sentences(zh) + _expected_sentences()[:1]
+    assert [(d.source, d.row) for d in docs] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)]
+    assert [(e["source"], e["format"], e["first_document"], e["documents"]) for e in stats.sources] == [
+        ("hf://org/wiki:en", "hub", 0, 3),
+        ("hf://org/wiki:zh", "hub", 3, 2),
+        ("hf://org/wiki:en@v1", "hub", 5, 1),
+    ]
+
+
+def test_hub_dataset_errors_name_the_dataset(fake_hub):
+    fake_hub.add_repo(
+        "org/wiki", files={"README.md": _CARD, "en/train-0.parquet": _parquet_bytes(_rows())}, repo_type="dataset"
+    )
+    cases = {
+        "hf://org/missing": r"hf://org/missing: cannot stream the Hub dataset org/missing split 'train' \(\w+",
+        "hf://org/wiki:fr": r"hf://org/wiki:fr: cannot stream the Hub dataset org/wiki config 'fr' split 'train' \(",
+        "hf://org/wiki:en@v9": r"hf://org/wiki:en@v9: cannot stream .* at revision 'v9'",
+        "hf://org/wiki:en#test": r"hf://org/wiki:en#test: cannot stream .* split 'test'",
+    }
+    for spec, msg in cases.items():
+        with pytest.raises(LitebertError, match=msg):
+            check_corpus([spec])
+    with pytest.raises(LitebertError, match=r"hf://org/wiki:en: no column 'body' \(columns: id, text\)"):
+        check_corpus(["hf://org/wiki:en"], text_column="body")
+    with pytest.raises(LitebertError, match=r"hf://org/wiki: .*Config name is missing.*\['en', 'zh'\]"):
+        check_corpus(["hf://org/wiki"])  # a dataset with configs needs one: the message lists them
+    fake_hub.add_repo("org/news", files={"train.parquet": _parquet_bytes(_rows())}, repo_type="dataset")
+    fake_hub.go_offline()  # the Hub cannot be reached (org/news was never read, so nothing of it is cached)
+    with pytest.raises(LitebertError, match=r"hf://org/news: cannot stream the Hub dataset org/news split 'train' \("):
+        check_corpus(["hf://org/news"])

@@ -664,9 +664,10 @@ def _hub_rows(src: CorpusSource, text_column: str) -> Iterator[tuple[int, str | 
         row += 1
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "no message"
+def _first_line(exc: BaseException, limit: int = 400) -> str:
+    """The exception's message on one line (at most ``limit`` characters)."""
+    text = " ".join(str(exc).split()) or "no message"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _read_rows(
