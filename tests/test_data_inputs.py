@@ -398,3 +398,34 @@ def test_hub_dataset_errors_name_the_dataset(fake_hub):
     fake_hub.go_offline()  # the Hub cannot be reached (org/news was never read, so nothing of it is cached)
     with pytest.raises(LitebertError, match=r"hf://org/news: cannot stream the Hub dataset org/news split 'train' \("):
         check_corpus(["hf://org/news"])
+
+
+def test_prepare_from_the_hub_equals_the_local_parquet(tmp_path, tiny, wiki_docs, fake_hub):
+    rows = _rows(wiki_docs)
+    local = tmp_path / "wiki.parquet"
+    local.write_bytes(_parquet_bytes(rows))
+    fake_hub.add_repo(
+        "org/wiki",
+        files={
+            "data/train-00000-of-00002.parquet": _parquet_bytes(rows[:5]),
+            "data/train-00001-of-00002.parquet": _parquet_bytes(rows[5:]),
+        },
+        repo_type="dataset",
+    )
+    tok = str(tiny.tokenizer("sentencepiece"))
+    made = {}
+    for name, corpus in (("local", str(local)), ("hub", "hf://org/wiki")):
+        out = tmp_path / name
+        cfg = PrepareConfig(
+            corpus=[corpus], tokenizer=tok, output=str(out), max_seq_length=64, shard_size=300, progress=False
+        )
+        made[name] = (prepare(cfg).manifest, _digest(out))
+    (local_manifest, local_digest), (hub_manifest, hub_digest) = made["local"], made["hub"]
+    assert hub_digest == local_digest and len(hub_digest) >= 2
+    assert hub_manifest["shards"] == local_manifest["shards"]
+    assert [(e["source"], e["format"], e["first_document"], e["documents"]) for e in hub_manifest["corpus"]] == [
+        ("hf://org/wiki", "hub", 0, 12)
+    ]
+    with pytest.raises(LitebertError, match=r"hf://org/nowhere: cannot stream the Hub dataset org/nowhere"):
+        prepare(PrepareConfig(corpus=["hf://org/nowhere"], tokenizer=tok, output=str(tmp_path / "x"), progress=False))
+    assert not (tmp_path / "x").exists() and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
