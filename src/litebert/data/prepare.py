@@ -634,7 +634,7 @@ def _read_progress(tmp: Path, identity: dict, overwrite: bool) -> dict | None:
     except LitebertError:
         return None  # written atomically, so never half: unreadable only if damaged; start over
     now = json.loads(json_text(identity))
-    diffs = _differences({k: progress.get(k) for k in now}, now)
+    diffs = differences({k: progress.get(k) for k in now}, now)
     if not diffs:
         return progress
     if overwrite:
@@ -647,15 +647,15 @@ def _read_progress(tmp: Path, identity: dict, overwrite: bool) -> dict | None:
     )
 
 
-def _differences(a, b, where: str = "") -> list[tuple[str, object, object]]:
+def differences(a, b, where: str = "") -> list[tuple[str, object, object]]:
     """``(dotted key, a's value, b's value)`` of every leaf where two JSON values differ."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b), key=str):
-            out += _differences(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))
+            out += differences(a.get(k), b.get(k), f"{where}.{k}" if where else str(k))
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{where}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]")]
     return [] if a == b else [(where, a, b)]
 
 
