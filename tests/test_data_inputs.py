@@ -13,6 +13,7 @@ import json
 import lzma
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
@@ -429,3 +430,38 @@ def test_prepare_from_the_hub_equals_the_local_parquet(tmp_path, tiny, wiki_docs
     with pytest.raises(LitebertError, match=r"hf://org/nowhere: cannot stream the Hub dataset org/nowhere"):
         prepare(PrepareConfig(corpus=["hf://org/nowhere"], tokenizer=tok, output=str(tmp_path / "x"), progress=False))
     assert not (tmp_path / "x").exists() and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_instances_trace_back_to_source_and_row(tmp_path, tiny, wiki_docs):
+    """The recipe of docs/pretraining.md: instance -> ``doc`` -> manifest ``corpus`` entry -> row; the instance's
+    segment A is that row's tokens at the recorded positions."""
+    from litebert.data import PretrainingDataset
+    from litebert.data.instances import META_INDEX as M
+    from litebert.tokenization import load_tokenizer
+
+    text = _write_forms(tmp_path / "a", wiki_docs[:6])["xz"]
+    table = _write_forms(tmp_path / "b", wiki_docs[6:])["parquet"]
+    out = tmp_path / "out"
+    tok = str(tiny.tokenizer("sentencepiece"))
+    prepare(
+        PrepareConfig(corpus=[str(text), str(table)], tokenizer=tok, output=str(out), max_seq_length=64, progress=False)
+    )
+    corpus = json.loads((out / "manifest.json").read_text())["corpus"]
+    assert [(e["source"], e["first_document"], e["documents"]) for e in corpus] == [
+        (str(text), 0, 6),
+        (str(table), 6, 6),
+    ]
+    ds, tk = PretrainingDataset(out), load_tokenizer(out / "tokenizer")
+    seen = set()
+    for i in range(0, len(ds), 7):
+        raw = ds.raw(i)
+        m, ids = raw["meta"], raw["input_ids"]
+        doc = int(m[M["doc"]])
+        src = next(e for e in corpus if e["first_document"] <= doc < e["first_document"] + e["documents"])
+        d = next(d for d in iter_documents([src["source"]]) if d.index == doc - src["first_document"])
+        stream = np.array([t for s in tk.encode_batch(d.sentences) for t in s])
+        la = int(m[M["len_a"]])
+        assert np.array_equal(ids[1 : la + 1], stream[m[M["a_start"]] : m[M["a_end"]]]), i
+        seen.add((src["source"], d.row))
+    rows = {r for s, r in seen if s == str(table)}
+    assert rows <= set(range(6)) and len(rows) > 1 and any(s == str(text) for s, _ in seen)
