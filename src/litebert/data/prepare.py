@@ -25,6 +25,7 @@ import logging
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import sys
 import time
 from collections import deque
@@ -573,6 +574,8 @@ def _source_identity(source) -> dict:
 
 PROGRESS_NAME = "progress.json"
 _LOCK_NAME = ".lock"
+# tests only: SIGKILL the process group (only when prepare leads its own) once this many shards are written
+_TEST_KILL = "LITEBERT_TEST_PREPARE_KILL_AT_SHARD"
 
 
 @contextlib.contextmanager
@@ -667,6 +670,8 @@ def _prepare_into(
     start, skip = (progress["next_unit"], progress["skip_instances"]) if progress else (0, 0)
 
     def save_progress(unit_index: int, written: int) -> None:
+        if os.environ.get(_TEST_KILL) == str(len(writer.entries)) and os.getpgid(0) == os.getpid():
+            os.killpg(0, signal.SIGKILL)  # test hook: killed after a shard's files, before its progress record
         record = {**identity, "next_unit": unit_index, "skip_instances": written}
         atomic_write_json(tmp / PROGRESS_NAME, {**record, "counts": asdict(counts), "shards": writer.entries})
 
