@@ -591,7 +591,8 @@ def _arrow_batches(path: Path, kind: str, text_column: str, stats: CorpusStats) 
     base, size = stats.input_bytes, path.stat().st_size
     try:
         if kind == "parquet":
-            pf = pq.ParquetFile(path)
+            # buffered reads of the column chunk: without them a whole row group's column is read at once
+            pf = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
             _check_text_field(pf.schema_arrow, text_column, str(path))
             total = max(pf.metadata.num_rows, 1)
             batches = pf.iter_batches(batch_size=_BATCH_ROWS, columns=[text_column], use_threads=False)
