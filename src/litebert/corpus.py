@@ -770,16 +770,10 @@ def iter_documents(
             entry["documents"] += 1
 
 
-def read_documents(
-    paths: Sequence[str | os.PathLike] | str | os.PathLike,
-    format: str = "auto",
-    stats: CorpusStats | None = None,
-    on_invalid: str = "skip",
-    defer_split: bool = False,
-    text_column: str = "text",
-) -> Iterator[list[str]]:
-    """The sentences of each document of :func:`iter_documents` (same arguments and errors), in order."""
-    for doc in iter_documents(paths, format, stats, on_invalid, defer_split, text_column):
+def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, **options) -> Iterator[list[str]]:
+    """The sentences of each document of :func:`iter_documents`, in order; ``options`` are its keyword arguments
+    (``format``, ``stats``, ``on_invalid``, ``defer_split``, ``text_column``), the errors its errors."""
+    for doc in iter_documents(paths, **options):
         yield doc.sentences
 
 
