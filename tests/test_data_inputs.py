@@ -251,6 +251,17 @@ def _corrupt_forms(d: Path) -> dict[str, tuple[Path, str]]:
         buf.getvalue().to_pybytes()[:-30],
         r"q\.parquet: not a readable Parquet file",
     )
+    out["gzip-parquet"] = (
+        d / "t.parquet.gz",
+        gzip.compress(buf.getvalue().to_pybytes()),
+        r"t\.parquet\.gz: a gzip-compressed Parquet file: give it uncompressed",
+    )
+    out["binary"] = (
+        d / "image.png",
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)),
+        r"image\.png: not a text file \(NUL bytes at offset 8",
+    )
+    out["utf16"] = (d / "u16.txt", "Some text. More text.\n".encode("utf-16"), r"u16\.txt: not a text file .*UTF-16")
     for path, data, _ in out.values():
         path.write_bytes(bytes(data))
     return {k: (p, msg) for k, (p, _, msg) in out.items()}
@@ -260,7 +271,10 @@ def test_bad_inputs_are_one_clear_error(tmp_path):
     for name, (path, msg) in _corrupt_forms(tmp_path / "bad").items():
         with pytest.raises(LitebertError, match=msg):
             list(read_documents([path]))
-        if name in ("not-arrow", "parquet-no-column", "parquet-cut"):  # found before any work
+        if name in ("binary", "utf16"):  # also with a forced format
+            with pytest.raises(LitebertError, match=msg):
+                list(read_documents([path], format="bert"))
+        if name in ("not-arrow", "parquet-no-column", "parquet-cut", "gzip-parquet", "binary", "utf16"):  # up front
             with pytest.raises(LitebertError, match=msg):
                 check_corpus([path])
 

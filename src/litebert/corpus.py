@@ -229,6 +229,8 @@ def check_corpus(
             next(_arrow_batches(src.path, kind, text_column, CorpusStats()), None)
         elif format == "auto":
             detect_format(src.path, text_column)
+        else:
+            text_head(src.path)
     return sources
 
 
@@ -381,15 +383,39 @@ def _is_blank_file(path: Path) -> bool:
                 return False
 
 
+def text_head(path: str | os.PathLike, size: int = 1 << 16) -> bytes:
+    """The first ``size`` bytes of a text file's decompressed content.
+
+    Raises:
+        LitebertError: a corrupt start of a compressed file; content that is not text: a compressed Parquet or
+            Arrow file (read them uncompressed: they compress their pages themselves) or other binary data (NUL
+            bytes: an image, an archive, UTF-16 text).
+    """
+    path = Path(path)
+    with _stream_errors(path, " at its start"), open_decompressed(path) as (fh, _):
+        head = fh.read(size)
+    inner = "Parquet" if head.startswith(b"PAR1") else "Arrow" if head.startswith((b"ARROW1", b"\xff" * 4)) else None
+    if inner:
+        raise LitebertError(
+            f"{path}: a {detect_compression(path)}-compressed {inner} file: give it uncompressed ({inner} files "
+            "compress their own pages and need random access)"
+        )
+    if b"\0" in head:
+        raise LitebertError(
+            f"{path}: not a text file (NUL bytes at offset {head.index(0)}: binary data, or UTF-16 text; corpus text "
+            "must be UTF-8)"
+        )
+    return head
+
+
 def detect_format(path: str | os.PathLike, text_column: str = "text") -> str:
     """Guess a text file's format from its first 64 KiB of (decompressed) text (formats: the module docstring).
 
     Raises:
-        LitebertError: JSON lines without ``text_column`` (the keys listed); a corrupt compressed file.
+        LitebertError: JSON lines without ``text_column`` (the keys listed); content that is not text (see
+            :func:`text_head`).
     """
-    path = Path(path)
-    with _stream_errors(path, " at its start"), open_decompressed(path) as (fh, _):
-        head = fh.read(1 << 16).decode("utf-8", errors="replace")
+    head = text_head(path).decode("utf-8", errors="replace")
     lines = head.split("\n")
     if len(lines) > 1 and len(head) == 1 << 16:
         lines = lines[:-1]  # the last line may be cut
@@ -746,7 +772,11 @@ def iter_documents(
             docs = _read_rows(_columnar_rows(path, kind, text_column, stats), src.name, stats, on_invalid, splitter)
         else:
             comp = detect_compression(path)
-            fmt = detect_format(path, text_column) if format == "auto" else format
+            if format == "auto":
+                fmt = detect_format(path, text_column)  # (it checks that the content is text)
+            else:
+                text_head(path)  # the content is text
+                fmt = format
             lines = _iter_lines(path, stats, on_invalid)
             if fmt == "bert":
                 docs = _read_bert(lines, split=False)
