@@ -116,6 +116,7 @@ def test_every_form_gives_the_same_documents_and_their_rows(tmp_path):
             "source": str(path),
             "format": fmt,
             "compression": compression,
+            "revision": None,
             "bytes": path.stat().st_size,
             "first_document": 0,
             "documents": 3,
@@ -198,24 +199,6 @@ def test_hub_ids_parse():
     for bad in ("hf://", "hf://a/b/c", "hf://a b", "hf:///abs"):
         with pytest.raises(LitebertError, match=r"hf://ORG/NAME\[:CONFIG\]\[@REVISION\]\[#SPLIT\]"):
             parse_hub_id(bad)
-
-
-def test_hf_source_streams_like_the_local_parquet(tmp_path, monkeypatch):
-    """``hf://ORG/NAME`` through ``datasets.load_dataset(streaming=True)``; a directory ``ORG/NAME`` under the
-    working directory is what ``load_dataset`` reads for that id without any network."""
-    repo = tmp_path / "org" / "corpus" / "data"
-    repo.mkdir(parents=True)
-    forms = _write_forms(tmp_path / "local")
-    (repo / "train-00000-of-00001.parquet").write_bytes(forms["parquet"].read_bytes())
-    monkeypatch.chdir(tmp_path)
-    stats = CorpusStats()
-    docs = list(iter_documents(["hf://org/corpus"], stats=stats))
-    assert [(d.row, d.sentences) for d in docs] == list(enumerate(_expected_sentences()))
-    assert stats.sources[0]["source"] == "hf://org/corpus" and stats.sources[0]["format"] == "hub"
-    with pytest.raises(LitebertError, match=r"hf://org/corpus#test: cannot stream the Hub dataset org/corpus .*'test'"):
-        check_corpus(["hf://org/corpus#test"])
-    with pytest.raises(LitebertError, match=r"hf://org/corpus: no column 'body' \(columns: id, text\)"):
-        check_corpus(["hf://org/corpus"], text_column="body")
 
 
 # ---------------------------------------------------------------------------------------------------- bad input
@@ -362,7 +345,7 @@ def _parquet_bytes(rows: list[str]) -> bytes:
 
 def test_hub_dataset_streams_config_and_revision(fake_hub):
     zh = [["第一段。第二句。", "另一段。"], ["天气很好。我们出去了。"]]
-    fake_hub.add_repo(
+    main = fake_hub.add_repo(
         "org/wiki",
         files={
             "README.md": _CARD,
@@ -371,7 +354,7 @@ def test_hub_dataset_streams_config_and_revision(fake_hub):
         },
         repo_type="dataset",
     )
-    fake_hub.add_repo(
+    v1 = fake_hub.add_repo(
         "org/wiki",
         files={
             "README.md": _CARD,
@@ -385,11 +368,19 @@ def test_hub_dataset_streams_config_and_revision(fake_hub):
     docs = list(iter_documents(["hf://org/wiki:en", "hf://org/wiki:zh", "hf://org/wiki:en@v1"], stats=stats))
     assert [d.sentences for d in docs] == _expected_sentences() + _expected_sentences(zh) + _expected_sentences()[:1]
     assert [(d.source, d.row) for d in docs] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)]
-    assert [(e["source"], e["format"], e["first_document"], e["documents"]) for e in stats.sources] == [
-        ("hf://org/wiki:en", "hub", 0, 3),
-        ("hf://org/wiki:zh", "hub", 3, 2),
-        ("hf://org/wiki:en@v1", "hub", 5, 1),
+    assert [(e["source"], e["format"], e["revision"], e["first_document"], e["documents"]) for e in stats.sources] == [
+        ("hf://org/wiki:en", "hub", main, 0, 3),
+        ("hf://org/wiki:zh", "hub", main, 3, 2),
+        ("hf://org/wiki:en@v1", "hub", v1, 5, 1),  # the commit read is recorded: a branch can move later
     ]
+    # the main branch moves on: a pinned sha still reads the old rows
+    fake_hub.add_repo(
+        "org/wiki",
+        files={"README.md": _CARD, "en/train-0.parquet": _parquet_bytes(["New text. Here."])},
+        repo_type="dataset",
+    )
+    assert list(read_documents([f"hf://org/wiki:en@{main}"])) == _expected_sentences()
+    assert list(read_documents(["hf://org/wiki:en"])) == [["New text.", "Here."]]
 
 
 def test_hub_dataset_errors_name_the_dataset(fake_hub):
@@ -397,9 +388,10 @@ def test_hub_dataset_errors_name_the_dataset(fake_hub):
         "org/wiki", files={"README.md": _CARD, "en/train-0.parquet": _parquet_bytes(_rows())}, repo_type="dataset"
     )
     cases = {
-        "hf://org/missing": r"hf://org/missing: cannot stream the Hub dataset org/missing split 'train' \(\w+",
+        "hf://org/missing": r"hf://org/missing: cannot stream the Hub dataset org/missing split 'train' "
+        r"\(RepositoryNotFoundError: no such dataset on the Hub",
         "hf://org/wiki:fr": r"hf://org/wiki:fr: cannot stream the Hub dataset org/wiki config 'fr' split 'train' \(",
-        "hf://org/wiki:en@v9": r"hf://org/wiki:en@v9: cannot stream .* at revision 'v9'",
+        "hf://org/wiki:en@v9": r"hf://org/wiki:en@v9: cannot stream .* at revision 'v9' .*no revision 'v9'\)$",
         "hf://org/wiki:en#test": r"hf://org/wiki:en#test: cannot stream .* split 'test'",
     }
     for spec, msg in cases.items():
@@ -409,6 +401,9 @@ def test_hub_dataset_errors_name_the_dataset(fake_hub):
         check_corpus(["hf://org/wiki:en"], text_column="body")
     with pytest.raises(LitebertError, match=r"hf://org/wiki: .*Config name is missing.*\['en', 'zh'\]"):
         check_corpus(["hf://org/wiki"])  # a dataset with configs needs one: the message lists them
+    fake_hub.add_repo("org/locked", files={"train.parquet": _parquet_bytes(_rows())}, repo_type="dataset", gated=True)
+    with pytest.raises(LitebertError, match=r"hf://org/locked: cannot stream the Hub dataset org/locked .*gated"):
+        check_corpus(["hf://org/locked"])
     fake_hub.add_repo("org/news", files={"train.parquet": _parquet_bytes(_rows())}, repo_type="dataset")
     fake_hub.go_offline()  # the Hub cannot be reached (org/news was never read, so nothing of it is cached)
     with pytest.raises(LitebertError, match=r"hf://org/news: cannot stream the Hub dataset org/news split 'train' \("):

@@ -102,8 +102,8 @@ class CorpusStats:
     """Counts gathered while reading: files, bytes of text (decompressed), ``input_bytes`` (bytes of the files
     consumed so far, compressed or not: the progress against their sizes), lines, skipped lines (invalid UTF-8,
     bad JSON, null rows), documents and sentences yielded; ``sources``: one entry per source in order,
-    ``{"source", "format", "compression", "bytes", "first_document", "documents"}`` (document ``first_document
-    + i`` is the source's i-th)."""
+    ``{"source", "format", "compression", "revision", "bytes", "first_document", "documents"}`` (document
+    ``first_document + i`` is the source's i-th; ``revision``: the commit sha a Hub dataset was read at)."""
 
     files: int = 0
     bytes: int = 0
@@ -653,10 +653,12 @@ def _columnar_rows(path: Path, kind: str, text_column: str, stats: CorpusStats) 
             row += 1
 
 
-def _hub_rows(src: CorpusSource, text_column: str) -> Iterator[tuple[int, str | None]]:
-    """Rows of a Hub dataset, streamed with ``datasets.load_dataset(..., streaming=True)``."""
+def _hub_rows(src: CorpusSource, text_column: str, entry: dict | None = None) -> Iterator[tuple[int, str | None]]:
+    """Rows of a Hub dataset, streamed with ``datasets.load_dataset(..., streaming=True)`` at the commit that
+    ``src.revision`` (default: the main branch) points to now; that commit's sha goes to ``entry["revision"]``."""
     try:
         import datasets
+        from huggingface_hub import HfApi
     except ImportError:
         raise LitebertError(
             f"{src.name}: Hub datasets need the `datasets` package (pip install 'litebert[hub]')"
@@ -664,9 +666,18 @@ def _hub_rows(src: CorpusSource, text_column: str) -> Iterator[tuple[int, str | 
     what = f"{src.name}: cannot stream the Hub dataset {src.repo}" + (f" config {src.config!r}" if src.config else "")
     what += (f" at revision {src.revision!r}" if src.revision else "") + f" split {src.split!r}"
     try:
-        ds = datasets.load_dataset(src.repo, src.config, split=src.split, revision=src.revision, streaming=True)
+        # one commit for the whole read (a branch may move while it streams), recorded for the manifest
+        sha = HfApi().dataset_info(src.repo, revision=src.revision).sha or src.revision
+        ds = datasets.load_dataset(src.repo, src.config, split=src.split, revision=sha, streaming=True)
     except Exception as exc:  # the Hub client raises many types (not found, gated, offline, no config, no split)
-        raise LitebertError(f"{what} ({type(exc).__name__}: {_first_line(exc)})") from None
+        why = {
+            "RepositoryNotFoundError": "no such dataset on the Hub, or it is private and HF_TOKEN gives no access",
+            "RevisionNotFoundError": f"the dataset has no revision {src.revision!r}",
+            "GatedRepoError": "the dataset is gated: accept its terms on the Hub and set HF_TOKEN",
+        }.get(type(exc).__name__) or _first_line(exc)
+        raise LitebertError(f"{what} ({type(exc).__name__}: {why})") from None
+    if entry is not None:
+        entry["revision"] = sha
     features = getattr(ds, "features", None)
     if features is not None and text_column not in features:
         raise LitebertError(
@@ -764,9 +775,10 @@ def iter_documents(
     for k, src in enumerate(sources):
         path = src.path
         comp = None
+        entry = {"source": src.name, "format": None, "compression": None, "revision": None, "bytes": src.size}
         if path is None:
             fmt = "hub"
-            docs = _read_rows(_hub_rows(src, text_column), src.name, stats, on_invalid, splitter)
+            docs = _read_rows(_hub_rows(src, text_column, entry), src.name, stats, on_invalid, splitter)
         elif (kind := _container(path)) is not None:
             fmt = kind
             docs = _read_rows(_columnar_rows(path, kind, text_column, stats), src.name, stats, on_invalid, splitter)
@@ -790,8 +802,7 @@ def iter_documents(
                 docs = _read_jsonl(lines, path, stats, on_invalid, splitter, text_column)
         stats.files += 1
         stats.formats[src.name] = fmt
-        entry = {"source": src.name, "format": fmt, "compression": comp, "bytes": src.size}
-        entry.update(first_document=stats.documents, documents=0)
+        entry.update(format=fmt, compression=comp, first_document=stats.documents, documents=0)
         stats.sources.append(entry)
         for row, doc in docs:
             yield Document(stats.documents, k, row, doc)
