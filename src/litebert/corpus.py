@@ -58,6 +58,12 @@ import zstandard
 from litebert.errors import LitebertError
 
 FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "plain")
+# the help of the --corpus and --text-column options of the commands that read a corpus (prepare, train-tokenizer)
+CORPUS_HELP = (
+    "corpus files (text, compressed or not; Parquet; Arrow), directories, or Hub datasets "
+    "hf://ORG/NAME[:CONFIG][@REVISION][#SPLIT]"
+)
+TEXT_COLUMN_HELP = "the text field of JSON lines, the text column of Parquet/Arrow files and Hub rows"
 
 _EN_BOUNDARY = re.compile(r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ\u3400-\u4dbf\u4e00-\u9fff])")
 _ZH_BOUNDARY = re.compile(r"([。！？]+[”’」』）)]*)\s*")

@@ -36,7 +36,16 @@ from typing import NamedTuple
 import numpy as np
 from tqdm import tqdm
 
-from litebert.corpus import FORMATS, CorpusStats, check_corpus, corpus_bytes, expand_document, read_documents
+from litebert.corpus import (
+    CORPUS_HELP,
+    FORMATS,
+    TEXT_COLUMN_HELP,
+    CorpusStats,
+    check_corpus,
+    corpus_bytes,
+    expand_document,
+    read_documents,
+)
 from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
 from litebert.data.masking import mask_batch, mask_keys
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, save_npy, write_shard
@@ -64,7 +73,7 @@ class PrepareConfig:
     Raises :class:`~litebert.errors.LitebertError` ``"--option value: why"`` on construction for a bad value.
     """
 
-    corpus: list[str] = setting(metavar="FILE", help="corpus files or directories")
+    corpus: list[str] = setting(metavar="FILE", help=CORPUS_HELP)
     tokenizer: str = setting(metavar="DIR", help="tokenizer directory (see litebert.tokenization.load_tokenizer)")
     output: str = setting(
         metavar="DIR", help="output directory (created; must not exist or be empty unless --overwrite)"
@@ -102,9 +111,7 @@ class PrepareConfig:
     )
     whole_word_mask_zh: bool = setting(False, help="Chinese whole words from jieba")
     format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
-    text_column: str = setting(
-        "text", metavar="NAME", help="the text field of JSON lines, the text column of Parquet/Arrow files and Hub rows"
-    )
+    text_column: str = setting("text", metavar="NAME", help=TEXT_COLUMN_HELP)
     max_position_embeddings: int = setting(
         512, ge=1, help="the model's position table size: --max-seq-length may not exceed it"
     )
