@@ -286,8 +286,13 @@ def test_prepare_gives_identical_shards_from_every_form(tmp_path, tiny, wiki_doc
             )
         )
         manifests[name], digests[name] = res.manifest, _digest(out)
+    out = tmp_path / "out" / "zst-2-workers"  # the reader feeds worker processes the same documents
+    cfg = dict(tokenizer=tok, output=str(out), max_seq_length=64, shard_size=300, workers=2, progress=False)
+    prepare(PrepareConfig(corpus=[str(forms["zst"])], **cfg))
+    digests["zst-2-workers"] = _digest(out)
     base = manifests["plain"]
     assert base["counts"]["documents"] == 12 and len(base["shards"]) >= 2
+    assert digests["zst-2-workers"] == digests["plain"]
     for name in forms:
         assert digests[name] == digests["plain"], name
         assert manifests[name]["shards"] == base["shards"], name
