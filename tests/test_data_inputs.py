@@ -57,10 +57,11 @@ def _compress(kind: str, data: bytes) -> bytes:
         return bz2.compress(data)
     if kind == "xz":
         return lzma.compress(data)
-    # two frames, as pzstd and zstd --long on concatenated files write
+    # two frames, each after a skippable frame, as pzstd writes
     c = zstandard.ZstdCompressor()
     half = len(data) // 2
-    return c.compress(data[:half]) + c.compress(data[half:])
+    skippable = (0x184D2A50).to_bytes(4, "little") + (4).to_bytes(4, "little") + b"meta"
+    return skippable + c.compress(data[:half]) + skippable + c.compress(data[half:])
 
 
 def _write_forms(d: Path, docs=DOCS, column: str = "text") -> dict[str, Path]:

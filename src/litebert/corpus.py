@@ -273,6 +273,8 @@ def _head(path: Path, n: int = 8) -> bytes:
 def detect_compression(path: str | os.PathLike) -> str | None:
     """``"gzip"``, ``"bzip2"``, ``"xz"`` or ``"zstd"`` from the file's magic bytes (whatever its name), else None."""
     head = _head(Path(path))
+    if len(head) >= 4 and 0x50 <= head[0] <= 0x5F and head[1:4] == b"\x2a\x4d\x18":
+        return "zstd"  # a zstd skippable frame first (pzstd writes one)
     return next((name for name, magic in _COMPRESSION_MAGIC if head.startswith(magic)), None)
 
 
