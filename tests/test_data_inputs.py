@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import lzma
+import re
 from pathlib import Path
 
 import numpy as np
@@ -513,3 +514,19 @@ def test_parquet_memory_is_bounded_by_a_batch_not_the_row_group(tmp_path):
     n, grew_mb = out.split()
     assert int(n) == 80_000
     assert float(grew_mb) < 24, grew_mb
+
+
+def test_cli_prepare_text_column_and_bad_input(tmp_path, tiny, wiki_docs, capsys):
+    from litebert.cli import main
+
+    forms = _write_forms(tmp_path / "f", wiki_docs[:4], column="body")
+    tok = str(tiny.tokenizer("sentencepiece"))
+    args = ["prepare", "--tokenizer", tok, "--max-seq-length", "64", "--no-progress"]
+    assert (
+        main([*args, "--corpus", str(forms["parquet"]), "--text-column", "body", "--output", str(tmp_path / "a")]) == 0
+    )
+    assert "prepared 4 documents" in capsys.readouterr().out
+    assert main([*args, "--corpus", str(forms["parquet"]), "--output", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(r"corpus\.parquet: no column 'text' \(columns: id, body\)", err), err
+    assert not (tmp_path / "b").exists()
