@@ -166,6 +166,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        """Stop serving (a test may call it to make the Hub unreachable; the fixture calls it at the end)."""
         self._server.shutdown()
         self._server.server_close()
 
@@ -300,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, str(value))
         self.send_header("Content-Length", str(len(body)))
+        # one request per connection: a stopped server then really is gone (no pooled connection still answering)
+        self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
