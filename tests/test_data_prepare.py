@@ -642,3 +642,45 @@ def test_resume_refuses_other_settings_one_writer_at_a_time_and_stale_temporarie
     (stale / "x").mkdir(parents=True)
     prepare(PrepareConfig(**{**cfg, "output": tmp_path / "out2"}))
     assert not stale.exists() and _leftovers(tmp_path / "out2") == []
+
+
+# ---------------------------------------------------------------------------------------------------- memory
+def _compound_corpus(docs: list[list[str]], copies: int, path: Path) -> Path:
+    """``copies`` copies of ``docs`` (BERT format) where each word w becomes w + v, v a word drawn at random for
+    each occurrence: nearly every word is new, the worst case for anything that remembers words."""
+    words = np.array(sorted({w for d in docs for s in d for w in s.split()}))
+    rng = np.random.default_rng(0)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(copies):
+            for d in docs:
+                sents = [s.split() for s in d]
+                partners = iter(words[rng.integers(0, len(words), sum(map(len, sents)))].tolist())
+                f.write("\n".join(" ".join(w + next(partners) for w in s) for s in sents) + "\n\n")
+    return path
+
+
+def _peak_rss_kb(args) -> int:
+    """Peak RSS (kB) of ``litebert ARGS`` in a new process: its VmHWM. Not ru_maxrss, which Linux carries over
+    exec from the forking process (pytest's own few hundred MB)."""
+    code = (
+        "import re, sys; from litebert.cli import main; rc = main(sys.argv[1:]); "
+        "print('peak', re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read())[1]); sys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *args], env=SUB_ENV, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.split("peak")[-1])
+
+
+def test_peak_memory_does_not_grow_with_the_corpus(tmp_path, tiny):
+    """prepare over 10x the text with 10x the distinct words: peak RSS within 45 MB of the small run's ~320 MB (the
+    word cache is capped at 65k words, ~16 MB; the tokenizers library's native heap warms up by ~20 MB and then
+    stays flat). The unbounded word cache added 110 MB here, and ~200 MB per million distinct words."""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("needs Linux's /proc/self/status (VmHWM)")
+    docs = list(read_documents(tiny.wikitext_subset(20)))
+    small = _compound_corpus(docs, 1, tmp_path / "small.txt")
+    large = _compound_corpus(docs, 10, tmp_path / "large.txt")
+    assert large.stat().st_size > 9 * small.stat().st_size
+    tok = tiny.tokenizer("sentencepiece")
+    rss = [_peak_rss_kb(_prepare_args(c, tok, tmp_path / c.stem, "--shard-size", "500")) for c in (small, large)]
+    assert rss[1] - rss[0] < 45_000, f"peak RSS {rss[0]} kB over {small.stat().st_size} B, {rss[1]} kB over 10x"

@@ -49,6 +49,11 @@ _SP_START_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
 # and U+0085 NEL are whitespace to Python; BertNormalizer deletes them as control characters), so a text holding one
 # is encoded whole by the pipeline in encode_batch_flat.
 _CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Most distinct words :meth:`AlbertTokenizer.encode_batch_flat` remembers (~250 bytes each: ~16 MB); the cache is
+# emptied when full. Distinct words grow with the corpus, so an unbounded cache grew by ~200 MB per worker per million
+# of them; by Zipf's law the most frequent 65k words are most of a corpus's tokens (a cache of 8k made prepare
+# ~2x slower on WikiText-2, 64k costs nothing there).
+WORD_CACHE_SIZE = 1 << 16
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$|^\[unused_\d+\]$")
 
 
@@ -224,14 +229,11 @@ class Tokenizer:
         in the raw text are cut out first, as the pipeline does. Text with control characters (which Python and
         Rust disagree on as whitespace) is encoded whole by the pipeline. The gather is vectorized with numpy.
         """
-        cache = self._id_cache.setdefault("words", {})
-        if len(cache) > 1_000_000:
-            cache.clear()
-        if "special_re" not in self._id_cache:
+        cache = self._id_cache.get("words")
+        if cache is None or len(cache) > WORD_CACHE_SIZE:  # bounded: distinct words grow with the corpus
             alts = sorted(set(self.special_tokens.values()), key=len, reverse=True)
             self._id_cache["special_re"] = re.compile("(" + "|".join(re.escape(a) for a in alts) + ")")
-            for t in alts:
-                cache["\x00" + t] = [self.backend.token_to_id(t)]
+            cache = self._id_cache["words"] = {"\x00" + t: [self.backend.token_to_id(t)] for t in alts}
         special_re = self._id_cache["special_re"]
         sp, lower = self.kind == "sentencepiece", self.do_lower_case
         keys: list[str] = []
