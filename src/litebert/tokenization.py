@@ -54,6 +54,27 @@ _CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # of them; by Zipf's law the most frequent 65k words are most of a corpus's tokens (a cache of 8k made prepare
 # ~2x slower on WikiText-2, 64k costs nothing there).
 WORD_CACHE_SIZE = 1 << 16
+
+
+class _WordIds:
+    """The word cache of :meth:`AlbertTokenizer.encode_batch_flat`: ``slot[word]`` indexes ``starts``/``lens``
+    (int64) into ``ids`` (int32, every cached word's ids concatenated), so a batch's ids are one numpy gather."""
+
+    def __init__(self) -> None:
+        self.slot: dict[str, int] = {}
+        self.ids = np.zeros(0, np.int32)
+        self.starts = np.zeros(0, np.int64)
+        self.lens = np.zeros(0, np.int64)
+
+    def add(self, words: list[str], id_lists: list[list[int]]) -> None:
+        lens = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
+        ids = np.fromiter(itertools.chain.from_iterable(id_lists), np.int32, int(lens.sum()))
+        self.slot.update(zip(words, range(len(self.lens), len(self.lens) + len(words))))
+        self.starts = np.concatenate([self.starts, len(self.ids) + np.cumsum(lens) - lens])
+        self.lens = np.concatenate([self.lens, lens])
+        self.ids = np.concatenate([self.ids, ids])
+
+
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$|^\[unused_\d+\]$")
 
 
@@ -229,11 +250,12 @@ class Tokenizer:
         in the raw text are cut out first, as the pipeline does. Text with control characters (which Python and
         Rust disagree on as whitespace) is encoded whole by the pipeline. The gather is vectorized with numpy.
         """
-        cache = self._id_cache.get("words")
-        if cache is None or len(cache) > WORD_CACHE_SIZE:  # bounded: distinct words grow with the corpus
+        words = self._id_cache.get("words")
+        if words is None or len(words.slot) > WORD_CACHE_SIZE:  # bounded: distinct words grow with the corpus
             alts = sorted(set(self.special_tokens.values()), key=len, reverse=True)
             self._id_cache["special_re"] = re.compile("(" + "|".join(re.escape(a) for a in alts) + ")")
-            cache = self._id_cache["words"] = {"\x00" + t: [self.backend.token_to_id(t)] for t in alts}
+            words = self._id_cache["words"] = _WordIds()
+            words.add(["\x00" + t for t in alts], [[self.backend.token_to_id(t)] for t in alts])
         special_re = self._id_cache["special_re"]
         sp, lower = self.kind == "sentencepiece", self.do_lower_case
         keys: list[str] = []
@@ -256,22 +278,14 @@ class Tokenizer:
                             part = part.lower()
                     keys.extend(part.split())
             counts[i] = len(keys) - n0
-        uniq = list(dict.fromkeys(keys))
-        missing = [k for k in uniq if k not in cache]
+        missing = list(set(keys).difference(words.slot))
         if missing:
-            todo = [k[1:] if k[0] == "\x01" else k for k in missing]
-            for k, ids in zip(missing, self._backend_batch(todo)):
-                cache[k] = ids
-        id_lists = [cache[k] for k in uniq]
-        ulens = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
-        uflat = np.fromiter(itertools.chain.from_iterable(id_lists), np.int32, int(ulens.sum()))
-        ustart = np.cumsum(ulens) - ulens
-        index = dict(zip(uniq, range(len(uniq))))
-        widx = np.fromiter(map(index.__getitem__, keys), np.int64, len(keys))
-        occ_len = ulens[widx]
+            words.add(missing, self._backend_batch([k[1:] if k[0] == "\x01" else k for k in missing]))
+        widx = np.fromiter(map(words.slot.__getitem__, keys), np.int64, len(keys))
+        occ_len = words.lens[widx]
         total = int(occ_len.sum())
         occ_first = np.cumsum(occ_len) - occ_len
-        flat = uflat[np.repeat(ustart[widx] - occ_first, occ_len) + np.arange(total)]
+        flat = words.ids[np.repeat(words.starts[widx] - occ_first, occ_len) + np.arange(total)]
         text_end = np.cumsum(counts)
         word_cum = np.concatenate([[0], np.cumsum(occ_len)])
         lengths = word_cum[text_end] - word_cum[text_end - counts]
