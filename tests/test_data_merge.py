@@ -141,3 +141,19 @@ def test_pretrain_reads_a_merged_directory(tmp_path, tiny, short_docs, capsys):
     assert main([*args, "--logging-steps", "1"]) == 0
     assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
     assert "pretrain train step 3/3" in capsys.readouterr().out
+
+
+def test_partition_auto_reads_torchrun_rank(monkeypatch):
+    kw = dict(corpus=["c.txt"], tokenizer="tok", output="out")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    cfg = PrepareConfig(**kw, partition="auto")
+    assert (cfg.partition, cfg.num_partitions) == (3, 4)
+    with pytest.raises(LitebertError, match=r"WORLD_SIZE is 4 but --num-partitions is 8"):
+        PrepareConfig(**kw, partition="auto", num_partitions=8)
+    with pytest.raises(LitebertError, match=r"--partition 4: must be in 0\.\.3 \(--num-partitions 4\)"):
+        PrepareConfig(**kw, partition=4, num_partitions=4)
+    assert PrepareConfig(**kw, partition="2", num_partitions=4).partition == 2
+    monkeypatch.delenv("RANK")
+    with pytest.raises(LitebertError, match=r"--partition auto: RANK and WORLD_SIZE are not set"):
+        PrepareConfig(**kw, partition="auto")
