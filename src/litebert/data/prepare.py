@@ -628,6 +628,13 @@ def partial_directory(out: Path, identity: dict, overwrite: bool = False):
         except LitebertError:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        except BaseException:
+            if (tmp / PROGRESS_NAME).is_file():
+                print(
+                    f"prepare stopped; {tmp} keeps the finished shards: run the same command to continue",
+                    file=sys.stderr,
+                )
+            raise
         (tmp / PROGRESS_NAME).unlink(missing_ok=True)
         (tmp / _LOCK_NAME).unlink()
     finally:
