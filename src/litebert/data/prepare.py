@@ -4,10 +4,14 @@ Pipeline (pure, seeded stages with inspectable artifacts):
 
 1. :func:`litebert.corpus.read_documents` streams documents (lists of sentences) from the files.
 2. Documents are grouped into *units* (64 documents or 512 KiB of text, whichever first; the grouping depends only
-   on the corpus). Each unit is tokenized and turned into instances (:mod:`litebert.data.instances`) by a worker;
-   each document uses a generator seeded by ``(seed, pass, doc_index)``, so results do not depend on ``--workers``.
-3. Results come back in unit order and are written into shards of about ``shard_size`` instances; at most
-   ``2 × workers`` units are in flight, so memory is bounded by a shard plus a few units, not by the corpus.
+   on the corpus), numbered over all passes. Each unit is tokenized and turned into instances
+   (:mod:`litebert.data.instances`) by a worker; each document uses a generator seeded by ``(seed, pass,
+   doc_index)``, so results do not depend on ``--workers``. Partition I of ``num_partitions`` N takes the units
+   numbered I modulo N: the N parts hold exactly the instances of one run (join them with :mod:`.merge`).
+3. Results come back in unit order and are written into shards of ``shard_size`` instances; at most
+   ``2 × workers`` units are in flight, so memory is bounded by a shard plus a few units, not by the corpus. After
+   each shard a progress record (the unit and instance to continue from) lets a killed run continue
+   (:func:`partial_directory`).
 4. ``manifest.json`` records the format, tokenizer, every setting, counts and sha256 of every file.
 
 With ``static_masking`` the corpus is read ``dupe_factor`` times (pass p), each pass making new instances and
