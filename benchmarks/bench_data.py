@@ -79,6 +79,7 @@ def main() -> None:
     out = tmp / "data"
     res = prepare(PrepareConfig(corpus=[args.corpus], tokenizer=tok_dir, output=out, workers=2, progress=False))
     print(res.summary)
+    print(f"prepare --workers 2 on {Path(args.corpus).name}: {res.mb_per_s:.2f} MB/s  (target >= 1.5 MB/s)")
     ds = PretrainingDataset(out)
     hf_tok = None
     try:
