@@ -259,13 +259,15 @@ class Tokenizer:
         special_re = self._id_cache["special_re"]
         sp, lower = self.kind == "sentencepiece", self.do_lower_case
         keys: list[str] = []
-        counts = np.zeros(len(texts), dtype=np.int64)
-        for i, t in enumerate(texts):  # per text, not per word: the word loops below run in C
+        counts: list[int] = []
+        whole = "".join(texts)  # what holds for the whole batch holds for each text: checked once
+        any_ctrl, all_ascii = _CTRL_RE.search(whole) is not None, whole.isascii()
+        for t in texts:  # per text, not per word: the word loops below run in C
             n0 = len(keys)
-            if _CTRL_RE.search(t):
+            if any_ctrl and _CTRL_RE.search(t):
                 keys.append("\x01" + t)  # encoded whole
             else:
-                ascii_ = t.isascii()
+                ascii_ = all_ascii or t.isascii()
                 parts = special_re.split(t) if ("[" in t or "<" in t) else [t]
                 for k, part in enumerate(parts):
                     if k % 2:
@@ -277,7 +279,7 @@ class Tokenizer:
                         if lower:
                             part = part.lower()
                     keys.extend(part.split())
-            counts[i] = len(keys) - n0
+            counts.append(len(keys) - n0)
         missing = list(set(keys).difference(words.slot))
         if missing:
             words.add(missing, self._backend_batch([k[1:] if k[0] == "\x01" else k for k in missing]))
@@ -286,6 +288,7 @@ class Tokenizer:
         total = int(occ_len.sum())
         occ_first = np.cumsum(occ_len) - occ_len
         flat = words.ids[np.repeat(words.starts[widx] - occ_first, occ_len) + np.arange(total)]
+        counts = np.array(counts, dtype=np.int64).reshape(len(texts))
         text_end = np.cumsum(counts)
         word_cum = np.concatenate([[0], np.cumsum(occ_len)])
         lengths = word_cum[text_end] - word_cum[text_end - counts]
