@@ -135,7 +135,11 @@ class PrepareConfig:
         choices=("skip", "error"),
         help="lines that are not valid UTF-8: skip (and count) or error",
     )
-    overwrite: bool = setting(False, help="replace an earlier prepare output directory (one with its manifest.json)")
+    overwrite: bool = setting(
+        False,
+        help="replace an earlier prepare output directory (one with its manifest.json); discard an unfinished run "
+        "of other settings instead of continuing it",
+    )
     progress: bool = setting(
         True, option="--no-progress", aliases=("--no-progress-bar",), negate=True, help="no progress bar"
     )
