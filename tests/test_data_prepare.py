@@ -3,8 +3,15 @@ dataset / collator / data-model check that training uses."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -541,3 +548,139 @@ def test_cli(tmp_path, tiny, capsys):
         ]
     )
     assert rc == 2 and "max_position_embeddings" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------- resume
+REPO = Path(__file__).resolve().parents[1]
+SUB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+KILL_HOOK = "LITEBERT_TEST_PREPARE_KILL_AT_SHARD"
+
+
+def _prepare_args(corpus, tok, out, *extra):
+    return ["prepare", "--corpus", str(corpus), "--tokenizer", str(tok), "--output", str(out), "--no-progress", *extra]
+
+
+def _sub(args, env=None, **kw):
+    # a session of its own: a kill takes prepare and its workers, as a scheduler kills a job
+    cmd = [sys.executable, "-m", "litebert", *args]
+    return subprocess.run(
+        cmd, env={**SUB_ENV, **(env or {})}, cwd=REPO, capture_output=True, text=True, start_new_session=True, **kw
+    )
+
+
+def _leftovers(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigkill_then_the_same_command_ends_with_the_same_bytes(tmp_path, tiny, workers):
+    corpus, tok = tiny.wikitext_subset(20), tiny.tokenizer("sentencepiece")
+    extra = ["--shard-size", "100", "--workers", str(workers)]
+    ref = tmp_path / "ref"
+    prepare(PrepareConfig(corpus=[str(corpus)], tokenizer=str(tok), output=ref, progress=False, shard_size=100))
+    want = _files_digest(ref)
+    assert len([k for k in want if k.endswith(".input_ids.npy")]) >= 5
+
+    # killed after shard-00002's files were written, before its progress record
+    out = tmp_path / "out"
+    killed = _sub(_prepare_args(corpus, tok, out, *extra), env={KILL_HOOK: "3"}, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    partial = tmp_path / ".out.partial"
+    assert not out.exists() and _leftovers(out) == [".out.partial"]
+    record = json.loads((partial / "progress.json").read_text())
+    assert [s["name"] for s in record["shards"]] == ["shard-00000", "shard-00001"]
+    assert (partial / "shard-00002.input_ids.npy").is_file()  # written, not recorded: done again
+
+    again = _sub(_prepare_args(corpus, tok, out, *extra), timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "continued an interrupted run from shard 2" in again.stdout
+    assert _files_digest(out) == want and _leftovers(out) == []
+    assert read_manifest(out)["shards"] == read_manifest(ref)["shards"]  # the checksums too
+    verify_checksums(out)
+
+
+def test_sigkill_at_any_moment_resumes(tmp_path, tiny):
+    """A kill from outside (as a scheduler's) while shards are being written, with 2 workers."""
+    corpus, tok = tiny.wikitext_subset(120), tiny.tokenizer("sentencepiece")
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    cfg = dict(tokenizer=str(tok), progress=False, shard_size=100)
+    prepare(PrepareConfig(corpus=[str(corpus)], output=ref, **cfg))
+    cmd = [sys.executable, "-m", "litebert", *_prepare_args(corpus, tok, out, "--shard-size", "100", "--workers", "2")]
+    proc = subprocess.Popen(cmd, env=SUB_ENV, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL)
+    progress, shards, deadline = tmp_path / ".out.partial" / "progress.json", 0, time.monotonic() + 120
+    while proc.poll() is None and shards < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+        with contextlib.suppress(OSError, ValueError):
+            shards = len(json.loads(progress.read_text())["shards"])
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL and shards >= 3, "prepare ended before it could be killed"
+    again = _sub(_prepare_args(corpus, tok, out, "--shard-size", "100"), timeout=300)
+    assert again.returncode == 0 and "continued an interrupted run" in again.stdout, again.stderr[-2000:]
+    assert _files_digest(out) == _files_digest(ref) and _leftovers(out) == []
+
+
+def test_resume_refuses_other_settings_one_writer_at_a_time_and_stale_temporaries_go(tmp_path, tiny):
+    corpus, tok = tiny.wikitext_subset(20), tiny.tokenizer("sentencepiece")
+    out = tmp_path / "out"
+    killed = _sub(_prepare_args(corpus, tok, out, "--shard-size", "100"), env={KILL_HOOK: "2"}, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    cfg = dict(corpus=[str(corpus)], tokenizer=str(tok), output=out, progress=False, shard_size=100)
+    with pytest.raises(LitebertError, match=r"holds an unfinished prepare of out .*settings\.seed: 12345 there, 7 now"):
+        prepare(PrepareConfig(**cfg, seed=7))
+    with open(tmp_path / ".out.partial" / ".lock") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(LitebertError, match=r"another `litebert prepare` is writing .*out"):
+            prepare(PrepareConfig(**cfg))
+    assert (tmp_path / ".out.partial" / "progress.json").is_file()  # neither refusal touched it
+    res = prepare(PrepareConfig(**cfg, seed=7, overwrite=True))  # --overwrite discards the other run's part
+    assert read_manifest(out)["settings"]["seed"] == 7 and "continued" not in res.summary
+
+    # a killed run of an earlier litebert left .OUTPUT.tmp-PID: removed once its process is gone
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f".out2.tmp-{dead.pid}"
+    (stale / "x").mkdir(parents=True)
+    prepare(PrepareConfig(**{**cfg, "output": tmp_path / "out2"}))
+    assert not stale.exists() and _leftovers(tmp_path / "out2") == []
+
+
+# ---------------------------------------------------------------------------------------------------- memory
+def _compound_corpus(docs: list[list[str]], copies: int, path: Path) -> Path:
+    """``copies`` copies of ``docs`` (BERT format) where each word w becomes w + v, v a word drawn at random for
+    each occurrence: nearly every word is new, the worst case for anything that remembers words."""
+    words = np.array(sorted({w for d in docs for s in d for w in s.split()}))
+    rng = np.random.default_rng(0)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(copies):
+            for d in docs:
+                sents = [s.split() for s in d]
+                partners = iter(words[rng.integers(0, len(words), sum(map(len, sents)))].tolist())
+                f.write("\n".join(" ".join(w + next(partners) for w in s) for s in sents) + "\n\n")
+    return path
+
+
+def _peak_rss_kb(args) -> int:
+    """Peak RSS (kB) of ``litebert ARGS`` in a new process: its VmHWM. Not ru_maxrss, which Linux carries over
+    exec from the forking process (pytest's own few hundred MB)."""
+    code = (
+        "import re, sys; from litebert.cli import main; rc = main(sys.argv[1:]); "
+        "print('peak', re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read())[1]); sys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *args], env=SUB_ENV, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.split("peak")[-1])
+
+
+def test_peak_memory_does_not_grow_with_the_corpus(tmp_path, tiny):
+    """prepare over 10x the text with 10x the distinct words: peak RSS within 45 MB of the small run's ~320 MB (the
+    word cache is capped at 65k words, ~16 MB; the tokenizers library's native heap warms up by ~20 MB and then
+    stays flat). The unbounded word cache added 110 MB here, and ~200 MB per million distinct words."""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("needs Linux's /proc/self/status (VmHWM)")
+    docs = list(read_documents(tiny.wikitext_subset(20)))
+    small = _compound_corpus(docs, 1, tmp_path / "small.txt")
+    large = _compound_corpus(docs, 10, tmp_path / "large.txt")
+    assert large.stat().st_size > 9 * small.stat().st_size
+    tok = tiny.tokenizer("sentencepiece")
+    rss = [_peak_rss_kb(_prepare_args(c, tok, tmp_path / c.stem, "--shard-size", "500")) for c in (small, large)]
+    assert rss[1] - rss[0] < 45_000, f"peak RSS {rss[0]} kB over {small.stat().st_size} B, {rss[1]} kB over 10x"

@@ -1,14 +1,23 @@
-"""Corpus readers: files → documents, each a list of sentence strings (docs/algorithms.md §2 "Input").
+"""Corpus readers: files, directories and Hub datasets → documents, each a list of sentence strings
+(docs/algorithms.md §2 "Input"; docs/pretraining.md "Inputs").
 
-Formats, chosen by content (:func:`detect_format`) unless forced:
+Text formats, chosen by content (:func:`detect_format`) unless forced:
 
 ``bert``            one sentence per line, a blank line between documents (google-research's input format).
 ``wikitext``        WikiText: an article starts at a ``' = Title = '`` line; ``' = = Section = = '`` headings are
                     dropped; each paragraph line is split into sentences.
 ``wikiextractor``   ``<doc ...>`` … ``</doc>``; the title line after ``<doc>`` is dropped; paragraphs split.
-``jsonl``           one JSON object per line with a ``text`` field; each object is a document, split at newlines
-                    into paragraphs and then into sentences.
+``jsonl``           one JSON object per line with a text field (``text_column``, default ``text``); each object is a
+                    document, split at newlines into paragraphs and then into sentences.
 ``plain``           paragraphs, one per line, a blank line between documents; each line split into sentences.
+
+Every text file may be gzip, bzip2, xz or zstd-compressed: the compression is told by the file's first bytes
+(:func:`detect_compression`), not its name, and the file is decompressed as a stream (never to disk); the format is
+detected inside the decompressed text. Columnar files, also told by content: Parquet (``PAR1``) and Arrow IPC
+(file ``ARROW1`` or stream; Feather v2 is the IPC file) are read one record batch at a time (memory bounded by a
+batch, not the file), and ``hf://ORG/NAME[:CONFIG][@REVISION][#SPLIT]`` streams a Hub dataset with
+``datasets.load_dataset(..., streaming=True)`` (split ``train`` unless ``#SPLIT``). A columnar or Hub row is one
+document: its ``text_column`` is split at newlines into paragraphs and each paragraph into sentences, as ``jsonl``.
 
 Sentence splitting (:func:`split_sentences`) is a documented rule, not a model: a sentence ends after ``.``, ``!``
 or ``?`` (with any closing quotes/brackets) that is followed by whitespace and then an upper-case letter, a digit,
@@ -17,24 +26,44 @@ closing quotes),
 whether or not a space follows. Abbreviations such as "Mr. Smith" are split too; that costs a sentence boundary,
 not text.
 
-Bad input: a missing path or a file with no text raises :class:`~litebert.errors.LitebertError`; a directory
+Identity: :func:`iter_documents` numbers documents 0, 1, … over all sources in order (the ``doc`` column of the
+instances) and gives each its source and row (the line a text document starts on, from 1; the row of a columnar or
+Hub document, from 0); :attr:`CorpusStats.sources` lists each source's first document index and document count.
+
+Bad input raises :class:`~litebert.errors.LitebertError` naming the file or dataset: a missing path, a file with no
+text, a corrupt or truncated compressed stream (with the last line read), a Parquet/Arrow file that is not one or
+has no such text column (its columns listed), a Hub dataset, config or split that cannot be loaded. A directory
 stands for every regular, non-hidden file below it (sorted). A line that is not valid UTF-8 is skipped and counted
 (``on_invalid="skip"``, the default; the first one is named in the summary) or raises an error naming the file
-and line (``on_invalid="error"``).
+and line (``on_invalid="error"``); so is a JSON line without its text field or a null row.
 """
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import gzip
+import io
 import json
+import lzma
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+import zstandard
 
 from litebert.errors import LitebertError
 
 FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "plain")
+# the help of the --corpus and --text-column options of the commands that read a corpus (prepare, train-tokenizer)
+CORPUS_HELP = (
+    "corpus files (text, compressed or not; Parquet; Arrow), directories, or Hub datasets "
+    "hf://ORG/NAME[:CONFIG][@REVISION][#SPLIT]"
+)
+TEXT_COLUMN_HELP = "the text field of JSON lines, the text column of Parquet/Arrow files and Hub rows"
 
 _EN_BOUNDARY = re.compile(r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“‘(\[<]?[A-Z0-9<À-ÖØ-Þ\u3400-\u4dbf\u4e00-\u9fff])")
 _ZH_BOUNDARY = re.compile(r"([。！？]+[”’」』）)]*)\s*")
@@ -76,17 +105,22 @@ def expand_document(doc: list[str]) -> list[str]:
 
 @dataclass
 class CorpusStats:
-    """Counts gathered while reading: files, bytes, lines, skipped lines (invalid UTF-8 / bad JSON),
-    documents and sentences yielded."""
+    """Counts gathered while reading: files, bytes of text (decompressed), ``input_bytes`` (bytes of the files
+    consumed so far, compressed or not: the progress against their sizes), lines, skipped lines (invalid UTF-8,
+    bad JSON, null rows), documents and sentences yielded; ``sources``: one entry per source in order,
+    ``{"source", "format", "compression", "revision", "bytes", "first_document", "documents"}`` (document
+    ``first_document + i`` is the source's i-th; ``revision``: the commit sha a Hub dataset was read at)."""
 
     files: int = 0
     bytes: int = 0
+    input_bytes: int = 0
     lines: int = 0
     skipped_lines: int = 0
     first_skipped: str | None = None
     documents: int = 0
     sentences: int = 0
     formats: dict = field(default_factory=dict)
+    sources: list = field(default_factory=list)
 
     def skip(self, where: str) -> None:
         self.skipped_lines += 1
@@ -94,19 +128,72 @@ class CorpusStats:
             self.first_skipped = where
 
 
-def resolve_corpus_files(paths: Sequence[str | os.PathLike] | str | os.PathLike) -> list[Path]:
-    """Expand ``paths`` into a list of files: a directory gives all regular non-hidden files below it (sorted).
+# ------------------------------------------------------------------------------------------------------------
+# Sources: files, directories, hf:// datasets
+# ------------------------------------------------------------------------------------------------------------
+HUB_PREFIX = "hf://"
+_HUB_ID = re.compile(
+    r"^hf://(?P<repo>[^:@#\s]+)(?::(?P<config>[^@#\s]+))?(?:@(?P<revision>[^#\s]+))?(?:#(?P<split>\S+))?$"
+)
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """One input: a file (``path``, ``size`` in bytes on disk) or a Hub dataset (``repo``, ``config``,
+    ``revision``, ``split``; ``path`` and ``size`` None). ``name`` is how errors and the manifest call it."""
+
+    name: str
+    path: Path | None = None
+    size: int | None = None
+    repo: str | None = None
+    config: str | None = None
+    revision: str | None = None
+    split: str = "train"
+
+    def describe(self) -> dict:
+        """``{"source": name, "bytes": size on disk or None}``: how the manifest records the source."""
+        return {"source": self.name, "bytes": self.size}
+
+
+def corpus_bytes(sources: Sequence[CorpusSource]) -> int | None:
+    """The sources' total size on disk in bytes; None when one is a Hub dataset (size unknown)."""
+    return None if any(s.size is None for s in sources) else sum(s.size for s in sources)
+
+
+def parse_hub_id(spec: str) -> CorpusSource:
+    """``hf://ORG/NAME[:CONFIG][@REVISION][#SPLIT]`` → a Hub :class:`CorpusSource` (split ``train`` by default).
 
     Raises:
-        LitebertError: no path given, a path does not exist, a directory holds no files, or a file is empty
-            (zero bytes or only whitespace).
+        LitebertError: not of that form.
+    """
+    m = _HUB_ID.match(spec)
+    if not m or m["repo"].count("/") > 1 or m["repo"].startswith("/") or m["repo"].endswith("/"):
+        raise LitebertError(
+            f"--corpus {spec}: a Hub dataset is hf://ORG/NAME[:CONFIG][@REVISION][#SPLIT] "
+            "(e.g. hf://wikimedia/wikipedia:20231101.zh)"
+        )
+    return CorpusSource(spec, repo=m["repo"], config=m["config"], revision=m["revision"], split=m["split"] or "train")
+
+
+def resolve_corpus_sources(paths: Sequence[str | os.PathLike] | str | os.PathLike) -> list[CorpusSource]:
+    """Expand ``paths`` into sources in reading order: a directory gives all regular non-hidden files below it
+    (sorted), an ``hf://`` id a Hub dataset (see :func:`parse_hub_id`; nothing is fetched here).
+
+    Raises:
+        LitebertError: no path given, a path does not exist, a directory holds no files, a text file is empty
+            (zero bytes or only whitespace, after decompression) or its compressed stream is corrupt at the start,
+            a malformed ``hf://`` id.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not paths:
         raise LitebertError("no corpus file given (--corpus FILE...)")
-    files: list[Path] = []
-    for p in map(Path, paths):
+    sources: list[CorpusSource] = []
+    for entry in paths:
+        if isinstance(entry, str) and entry.startswith(HUB_PREFIX):
+            sources.append(parse_hub_id(entry))
+            continue
+        p = Path(entry)
         if p.is_dir():
             found = sorted(
                 f
@@ -115,21 +202,187 @@ def resolve_corpus_files(paths: Sequence[str | os.PathLike] | str | os.PathLike)
             )
             if not found:
                 raise LitebertError(f"corpus directory {p} holds no files")
-            files.extend(found)
+            sources.extend(CorpusSource(str(f), f, f.stat().st_size) for f in found)
         elif p.is_file():
-            files.append(p)
+            sources.append(CorpusSource(str(p), p, p.stat().st_size))
         else:
             raise LitebertError(f"corpus file not found: {p}")
-    for f in files:
-        if _is_blank_file(f):
-            raise LitebertError(f"corpus file is empty: {f}")
-    return files
+    for s in sources:
+        if s.path is not None and _container(s.path) is None and _is_blank_file(s.path):
+            raise LitebertError(f"corpus file is empty: {s.path}")
+    return sources
+
+
+def check_corpus(
+    paths: Sequence[str | os.PathLike] | str | os.PathLike, format: str = "auto", text_column: str = "text"
+) -> list[CorpusSource]:
+    """Resolve the sources (:func:`resolve_corpus_sources`) and check each can be read, before any work: a text
+    file's compression and format (its first 64 KiB), a Parquet/Arrow file's schema and text column, a Hub
+    dataset's id, config, split and text column (opens the stream: needs the Hub).
+
+    Raises:
+        LitebertError: as :func:`resolve_corpus_sources`; unknown ``format``; a corrupt start of a compressed file;
+            JSON lines without ``text_column``; a Parquet/Arrow file that is not one or lacks ``text_column``; a
+            Hub dataset that cannot be reached or has no such config, split or column.
+    """
+    if format not in FORMATS:
+        raise LitebertError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
+    sources = resolve_corpus_sources(paths)
+    for src in sources:
+        if src.path is None:
+            next(_hub_rows(src, text_column), None)
+        elif (kind := _container(src.path)) is not None:
+            next(_arrow_batches(src.path, kind, text_column, CorpusStats()), None)
+        elif format == "auto":
+            detect_format(src.path, text_column)
+        else:
+            text_head(src.path)
+    return sources
+
+
+def resolve_corpus_files(paths: Sequence[str | os.PathLike] | str | os.PathLike) -> list[Path]:
+    """The files of :func:`resolve_corpus_sources` (for callers that read local files only).
+
+    Raises:
+        LitebertError: as :func:`resolve_corpus_sources`, and for an ``hf://`` id.
+    """
+    sources = resolve_corpus_sources(paths)
+    hub = [s.name for s in sources if s.path is None]
+    if hub:
+        raise LitebertError(f"{hub[0]}: only local files are accepted here")
+    return [s.path for s in sources]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Compression and containers, by content
+# ------------------------------------------------------------------------------------------------------------
+_COMPRESSION_MAGIC = (("gzip", b"\x1f\x8b"), ("bzip2", b"BZh"), ("xz", b"\xfd7zXZ\x00"), ("zstd", b"\x28\xb5\x2f\xfd"))
+_COLUMNAR_SUFFIXES = {
+    ".parquet": "a Parquet",
+    ".arrow": "an Arrow IPC",
+    ".feather": "an Arrow IPC",
+    ".arrows": "an Arrow IPC",
+}
+
+
+def _head(path: Path, n: int = 8) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(n)
+
+
+def detect_compression(path: str | os.PathLike) -> str | None:
+    """``"gzip"``, ``"bzip2"``, ``"xz"`` or ``"zstd"`` from the file's magic bytes (whatever its name), else None."""
+    head = _head(Path(path))
+    if len(head) >= 4 and 0x50 <= head[0] <= 0x5F and head[1:4] == b"\x2a\x4d\x18":
+        return "zstd"  # a zstd skippable frame first (pzstd writes one)
+    return next((name for name, magic in _COMPRESSION_MAGIC if head.startswith(magic)), None)
+
+
+def _container(path: Path) -> str | None:
+    """``"parquet"``, ``"arrow"`` (IPC file / Feather v2) or ``"arrow-stream"`` by magic bytes, else None (text).
+
+    Raises:
+        LitebertError: a ``.parquet``/``.arrow``/``.feather``/``.arrows`` file whose content is neither.
+    """
+    head = _head(path)
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith(b"ARROW1"):
+        return "arrow"
+    if head.startswith(b"\xff\xff\xff\xff") and len(head) == 8:  # IPC stream: continuation marker, metadata length
+        return "arrow-stream"
+    kind = _COLUMNAR_SUFFIXES.get(path.suffix.lower())
+    if kind and detect_compression(path) is None:
+        raise LitebertError(
+            f"{path}: not {kind} file (its first bytes are {head[:8]!r}; expected "
+            f"{'PAR1' if kind == 'a Parquet' else 'ARROW1 (file) or an IPC stream'})"
+        )
+    return None
+
+
+class _ZstdReader(io.RawIOBase):
+    """A zstd stream (one or more frames) as a readable raw file; a stream that ends inside a frame raises
+    ``EOFError`` (``zstandard``'s own readers return the truncated data silently)."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh = fh
+        self._dctx = zstandard.ZstdDecompressor()
+        self._obj = self._dctx.decompressobj()
+        self._buf = b""
+        self._pos = 0
+        self._in_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while self._pos >= len(self._buf):
+            chunk = self._fh.read(1 << 17)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("the zstd stream ends inside a frame (truncated)")
+                return 0
+            self._buf, self._pos = self._feed(chunk), 0
+        n = min(len(b), len(self._buf) - self._pos)
+        b[:n] = self._buf[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def _feed(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            self._in_frame = True
+            out.append(self._obj.decompress(data))
+            if not self._obj.eof:
+                break
+            data = self._obj.unused_data  # the next frame
+            self._obj = self._dctx.decompressobj()
+            self._in_frame = False
+        return b"".join(out)
+
+
+_STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError)
+
+
+@contextlib.contextmanager
+def open_decompressed(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """``(text, raw)``: a binary stream of the file's decompressed bytes (the file itself when not compressed;
+    see :func:`detect_compression`), and the underlying file (whose ``tell()`` is the bytes consumed)."""
+    comp = detect_compression(path)
+    with open(path, "rb") as raw:
+        if comp is None:
+            yield raw, raw
+        elif comp == "gzip":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+                yield fh, raw
+        elif comp == "bzip2":
+            with bz2.BZ2File(raw, "rb") as fh:
+                yield fh, raw
+        elif comp == "xz":
+            with lzma.LZMAFile(raw, "rb") as fh:
+                yield fh, raw
+        else:
+            with io.BufferedReader(_ZstdReader(raw), 1 << 16) as fh:
+                yield fh, raw
+
+
+@contextlib.contextmanager
+def _stream_errors(path: Path, where: str = ""):
+    """Turn a decompression error into one LitebertError naming the file (and ``where``: the last good line)."""
+    try:
+        yield
+    except _STREAM_ERRORS as exc:
+        comp = detect_compression(path) or "uncompressed"
+        raise LitebertError(
+            f"{path}: corrupt or truncated {comp} file{where() if callable(where) else where} "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _is_blank_file(path: Path) -> bool:
     if path.stat().st_size == 0:
         return True
-    with open(path, "rb") as fh:
+    with _stream_errors(path), open_decompressed(path) as (fh, _):
         while True:
             block = fh.read(1 << 20)
             if not block:
@@ -138,10 +391,39 @@ def _is_blank_file(path: Path) -> bool:
                 return False
 
 
-def detect_format(path: Path) -> str:
-    """Guess a file's format from its first 64 KiB (see the module docstring for the formats)."""
-    with open(path, "rb") as fh:
-        head = fh.read(1 << 16).decode("utf-8", errors="replace")
+def text_head(path: str | os.PathLike, size: int = 1 << 16) -> bytes:
+    """The first ``size`` bytes of a text file's decompressed content.
+
+    Raises:
+        LitebertError: a corrupt start of a compressed file; content that is not text: a compressed Parquet or
+            Arrow file (read them uncompressed: they compress their pages themselves) or other binary data (NUL
+            bytes: an image, an archive, UTF-16 text).
+    """
+    path = Path(path)
+    with _stream_errors(path, " at its start"), open_decompressed(path) as (fh, _):
+        head = fh.read(size)
+    inner = "Parquet" if head.startswith(b"PAR1") else "Arrow" if head.startswith((b"ARROW1", b"\xff" * 4)) else None
+    if inner:
+        raise LitebertError(
+            f"{path}: a {detect_compression(path)}-compressed {inner} file: give it uncompressed ({inner} files "
+            "compress their own pages and need random access)"
+        )
+    if b"\0" in head:
+        raise LitebertError(
+            f"{path}: not a text file (NUL bytes at offset {head.index(0)}: binary data, or UTF-16 text; corpus text "
+            "must be UTF-8)"
+        )
+    return head
+
+
+def detect_format(path: str | os.PathLike, text_column: str = "text") -> str:
+    """Guess a text file's format from its first 64 KiB of (decompressed) text (formats: the module docstring).
+
+    Raises:
+        LitebertError: JSON lines without ``text_column`` (the keys listed); content that is not text (see
+            :func:`text_head`).
+    """
+    head = text_head(path).decode("utf-8", errors="replace")
     lines = head.split("\n")
     if len(lines) > 1 and len(head) == 1 << 16:
         lines = lines[:-1]  # the last line may be cut
@@ -154,14 +436,14 @@ def detect_format(path: Path) -> str:
     if first.startswith("{"):
         try:
             obj = json.loads(first)
-            if isinstance(obj, dict) and "text" in obj:
+            if isinstance(obj, dict) and text_column in obj:
                 return "jsonl"
             if isinstance(obj, dict):  # JSON lines without a text field: never tokenize the JSON itself as prose
                 line = lines.index(nonempty[0]) + 1
                 raise LitebertError(
-                    f"{path}:{line}: a JSON object without a 'text' field (keys: "
-                    f'{", ".join(map(repr, obj))}); JSON-lines corpora need {{"text": ...}} '
-                    "on every line"
+                    f"{path}:{line}: a JSON object without a {text_column!r} field (keys: "
+                    f'{", ".join(map(repr, obj))}); JSON-lines corpora need {{"{text_column}": ...}} '
+                    "on every line (--text-column names the field)"
                 )
         except json.JSONDecodeError:
             pass
@@ -172,14 +454,22 @@ def detect_format(path: Path) -> str:
     return "plain" if per_line > 1.5 else "bert"
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Text readers: (line number, line) → (first line of the document, sentences)
+# ------------------------------------------------------------------------------------------------------------
 def _iter_lines(path: Path, stats: CorpusStats, on_invalid: str) -> Iterator[tuple[int, str]]:
-    """(line number from 1, decoded line without the newline); invalid UTF-8 lines skipped or raised."""
-    with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            stats.bytes += len(raw)
+    """(line number from 1, decoded line without the newline) of the decompressed file; invalid UTF-8 lines
+    skipped or raised; a corrupt compressed stream raised naming the last line read."""
+    n = 0
+    base = stats.input_bytes
+    with _stream_errors(path, lambda: f" after line {n}"), open_decompressed(path) as (fh, raw):
+        for n, raw_line in enumerate(fh, 1):
+            stats.bytes += len(raw_line)
             stats.lines += 1
+            if not n & 4095:
+                stats.input_bytes = base + raw.tell()
             try:
-                line = raw.decode("utf-8")
+                line = raw_line.decode("utf-8")
             except UnicodeDecodeError as exc:
                 where = f"{path}:{n}"
                 if on_invalid == "error":
@@ -189,71 +479,78 @@ def _iter_lines(path: Path, stats: CorpusStats, on_invalid: str) -> Iterator[tup
             if n == 1 and line.startswith("\ufeff"):
                 line = line[1:]
             yield n, line.rstrip("\r\n")
+        stats.input_bytes = base + raw.tell()
 
 
-def _read_bert(lines: Iterable[tuple[int, str]], split, splitter=split_sentences) -> Iterator[list[str]]:
+def _read_bert(lines: Iterable[tuple[int, str]], split, splitter=split_sentences) -> Iterator[tuple[int, list[str]]]:
     doc: list[str] = []
-    for _, line in lines:
+    start = 0
+    for n, line in lines:
         s = line.strip()
         if not s:
             if doc:
-                yield doc
+                yield start, doc
                 doc = []
             continue
+        if not doc:
+            start = n
         if split:
             doc.extend(splitter(s))
         else:
             doc.append(s)
     if doc:
-        yield doc
+        yield start, doc
 
 
-def _read_wikitext(lines: Iterable[tuple[int, str]], splitter=split_sentences) -> Iterator[list[str]]:
+def _read_wikitext(lines: Iterable[tuple[int, str]], splitter=split_sentences) -> Iterator[tuple[int, list[str]]]:
     """A ``' = Title = '`` line starts an article only with a blank line before and after it, as WikiText writes
     titles; ``' = Goals ; A = '``-like lines inside running text are dropped like headings (this gives
-    WikiText-2's published 600 train / 60 validation articles)."""
+    WikiText-2's published 600 train / 60 validation articles). The document's line is its title's."""
     doc: list[str] = []
+    start = title_line = 1
     prev_blank = True
     pending = False  # a title candidate waiting for the next line to be blank
-    for _, line in lines:
+    for n, line in lines:
         s = line.strip()
         if pending:
             pending = False
             if not s:  # confirmed: a new article
                 if doc:
-                    yield doc
+                    yield start, doc
                 doc = []
+                start = title_line
         if not s:
             prev_blank = True
             continue
         was_blank, prev_blank = prev_blank, False
         if _WIKITEXT_TITLE.match(line) and was_blank:
-            pending = True
+            pending, title_line = True, n
             continue
         if _WIKITEXT_HEADING.match(line) or _WIKITEXT_TITLE.match(line):
             continue
         doc.extend(splitter(s))
     if doc:
-        yield doc
+        yield start, doc
 
 
-def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentences) -> Iterator[list[str]]:
+def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentences) -> Iterator[tuple[int, list[str]]]:
     doc: list[str] | None = None
     title = None
     skip_title = False
-    for _, line in lines:
+    start = 1
+    for n, line in lines:
         s = line.strip()
         if s.startswith("<doc"):
             if doc:
-                yield doc
-            doc = []
+                yield start, doc
+            doc, start = [], n
             m = re.search(r'title="([^"]*)"', s)
             title = m.group(1) if m else None
             skip_title = True
             continue
         if s == "</doc>":
             if doc:
-                yield doc
+                yield start, doc
             doc, title = None, None
             continue
         if not s:
@@ -263,82 +560,270 @@ def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentenc
             if title is not None and s == title.strip():
                 continue
         if doc is None:
-            doc = []
+            doc, start = [], n
         doc.extend(splitter(s))
     if doc:
-        yield doc
+        yield start, doc
+
+
+def _text_document(text: str, splitter) -> list[str]:
+    """A document's text (a JSON field, a columnar/Hub row): paragraphs at newlines, each split into sentences."""
+    return [s for para in text.split("\n") if para.strip() for s in splitter(para.strip())]
 
 
 def _read_jsonl(
-    lines: Iterable[tuple[int, str]], path: Path, stats: CorpusStats, on_invalid: str, splitter=split_sentences
-) -> Iterator[list[str]]:
+    lines: Iterable[tuple[int, str]],
+    path: Path,
+    stats: CorpusStats,
+    on_invalid: str,
+    splitter=split_sentences,
+    text_column: str = "text",
+) -> Iterator[tuple[int, list[str]]]:
     for n, line in lines:
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-            text = obj["text"]
+            text = obj[text_column]
             if not isinstance(text, str):
-                raise TypeError("text is not a string")
+                raise TypeError(f"{text_column} is not a string")
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             where = f"{path}:{n}"
             if on_invalid == "error":
-                raise LitebertError(f"{where}: not a JSON object with a string 'text' field ({exc})") from None
+                raise LitebertError(f"{where}: not a JSON object with a string {text_column!r} field ({exc})") from None
             stats.skip(where)
             continue
-        doc = [s for para in text.split("\n") if para.strip() for s in splitter(para.strip())]
+        doc = _text_document(text, splitter)
         if doc:
-            yield doc
+            yield n, doc
 
 
-def read_documents(
+# ------------------------------------------------------------------------------------------------------------
+# Columnar readers: Parquet, Arrow IPC, Hub datasets → (row, text)
+# ------------------------------------------------------------------------------------------------------------
+_BATCH_ROWS = 1024
+
+
+def _check_text_field(schema, text_column: str, name: str) -> None:
+    import pyarrow as pa
+
+    if text_column not in schema.names:
+        raise LitebertError(
+            f"{name}: no column {text_column!r} (columns: {', '.join(schema.names)}); --text-column names the "
+            "column that holds the text"
+        )
+    t = schema.field(text_column).type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+        raise LitebertError(f"{name}: column {text_column!r} is {t}, not text (string)")
+
+
+def _arrow_batches(path: Path, kind: str, text_column: str, stats: CorpusStats) -> Iterator:
+    """Record batches of the text column of a Parquet / Arrow IPC file, one at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base, size = stats.input_bytes, path.stat().st_size
+    try:
+        if kind == "parquet":
+            # buffered reads of the column chunk: without them a whole row group's column is read at once
+            pf = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
+            _check_text_field(pf.schema_arrow, text_column, str(path))
+            total = max(pf.metadata.num_rows, 1)
+            batches = pf.iter_batches(batch_size=_BATCH_ROWS, columns=[text_column], use_threads=False)
+        elif kind == "arrow":
+            reader = pa.ipc.open_file(pa.memory_map(str(path)))
+            _check_text_field(reader.schema, text_column, str(path))
+            total = None
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        else:
+            reader = pa.ipc.open_stream(pa.memory_map(str(path)))
+            _check_text_field(reader.schema, text_column, str(path))
+            total = None
+            batches = iter(reader)
+        done = 0
+        for batch in batches:
+            col = batch.column(batch.schema.get_field_index(text_column))
+            yield col
+            done += len(col)
+            if total:
+                stats.input_bytes = base + size * done // total
+    except (pa.ArrowException, OSError) as exc:
+        what = "Parquet" if kind == "parquet" else "Arrow IPC"
+        raise LitebertError(f"{path}: not a readable {what} file ({type(exc).__name__}: {exc})") from None
+    stats.input_bytes = base + size
+
+
+def _columnar_rows(path: Path, kind: str, text_column: str, stats: CorpusStats) -> Iterator[tuple[int, str | None]]:
+    row = 0
+    for col in _arrow_batches(path, kind, text_column, stats):
+        for text in col.to_pylist():
+            yield row, text
+            row += 1
+
+
+def _hub_rows(src: CorpusSource, text_column: str, entry: dict | None = None) -> Iterator[tuple[int, str | None]]:
+    """Rows of a Hub dataset, streamed with ``datasets.load_dataset(..., streaming=True)`` at the commit that
+    ``src.revision`` (default: the main branch) points to now; that commit's sha goes to ``entry["revision"]``."""
+    try:
+        import datasets
+        from huggingface_hub import HfApi
+    except ImportError:
+        raise LitebertError(
+            f"{src.name}: Hub datasets need the `datasets` package (pip install 'litebert[hub]')"
+        ) from None
+    what = f"{src.name}: cannot stream the Hub dataset {src.repo}" + (f" config {src.config!r}" if src.config else "")
+    what += (f" at revision {src.revision!r}" if src.revision else "") + f" split {src.split!r}"
+    try:
+        # one commit for the whole read (a branch may move while it streams), recorded for the manifest
+        sha = HfApi().dataset_info(src.repo, revision=src.revision).sha or src.revision
+        ds = datasets.load_dataset(src.repo, src.config, split=src.split, revision=sha, streaming=True)
+    except Exception as exc:  # the Hub client raises many types (not found, gated, offline, no config, no split)
+        why = {
+            "RepositoryNotFoundError": "no such dataset on the Hub, or it is private and HF_TOKEN gives no access",
+            "RevisionNotFoundError": f"the dataset has no revision {src.revision!r}",
+            "GatedRepoError": "the dataset is gated: accept its terms on the Hub and set HF_TOKEN",
+        }.get(type(exc).__name__) or _first_line(exc)
+        raise LitebertError(f"{what} ({type(exc).__name__}: {why})") from None
+    if entry is not None:
+        entry["revision"] = sha
+    features = getattr(ds, "features", None)
+    if features is not None and text_column not in features:
+        raise LitebertError(
+            f"{src.name}: no column {text_column!r} (columns: {', '.join(features)}); --text-column names the column "
+            "that holds the text"
+        )
+    it = iter(ds)
+    row = 0
+    while True:
+        try:
+            example = next(it)
+        except StopIteration:
+            return
+        except Exception as exc:  # network or data errors while streaming
+            raise LitebertError(f"{what}: row {row} ({type(exc).__name__}: {_first_line(exc)})") from None
+        if text_column not in example:
+            raise LitebertError(
+                f"{src.name}: row {row} has no column {text_column!r} (columns: {', '.join(example)}); --text-column "
+                "names the column that holds the text"
+            )
+        yield row, example[text_column]
+        row += 1
+
+
+def _first_line(exc: BaseException, limit: int = 400) -> str:
+    """The exception's message on one line (at most ``limit`` characters)."""
+    text = " ".join(str(exc).split()) or "no message"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _read_rows(
+    rows: Iterable[tuple[int, str | None]], name: str, stats: CorpusStats, on_invalid: str, splitter
+) -> Iterator[tuple[int, list[str]]]:
+    for row, text in rows:
+        stats.lines += 1
+        if not isinstance(text, str):
+            where = f"{name} row {row}"
+            if on_invalid == "error":
+                raise LitebertError(f"{where}: the text is {type(text).__name__}, not a string")
+            stats.skip(where)
+            continue
+        stats.bytes += len(text.encode("utf-8"))
+        doc = _text_document(text, splitter)
+        if doc:
+            yield row, doc
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Documents
+# ------------------------------------------------------------------------------------------------------------
+class Document(NamedTuple):
+    """A document and where it came from: ``index`` over all sources in order (from 0; the instances' ``doc``),
+    ``source`` (position in :func:`resolve_corpus_sources`' list and :attr:`CorpusStats.sources`), ``row`` (the
+    line a text document starts on, from 1; a columnar/Hub row, from 0), ``sentences`` (non-empty)."""
+
+    index: int
+    source: int
+    row: int
+    sentences: list[str]
+
+
+def iter_documents(
     paths: Sequence[str | os.PathLike] | str | os.PathLike,
     format: str = "auto",
     stats: CorpusStats | None = None,
     on_invalid: str = "skip",
     defer_split: bool = False,
-) -> Iterator[list[str]]:
-    """Yield the documents of ``paths`` in order, each a non-empty list of sentence strings; one file at a time,
-    one document at a time (memory is bounded by the longest document).
+    text_column: str = "text",
+) -> Iterator[Document]:
+    """Yield the :class:`Document` s of ``paths`` in order: one source at a time, one document at a time (memory is
+    bounded by the longest document or one record batch). The order and identities depend on the corpus alone.
 
     Args:
-        paths: files and/or directories (see :func:`resolve_corpus_files`).
-        format: one of ``FORMATS``; ``auto`` detects per file.
-        stats: filled in while reading (bytes, lines, skipped lines, documents, sentences).
-        on_invalid: ``skip`` (count invalid UTF-8 / bad JSON lines) or ``error``.
+        paths: files, directories and ``hf://`` ids (see :func:`resolve_corpus_sources`).
+        format: one of ``FORMATS``, for text files; ``auto`` detects per file. Parquet/Arrow files and Hub
+            datasets are always read as such.
+        stats: filled in while reading (bytes, lines, skipped lines, documents, sentences, sources).
+        on_invalid: ``skip`` (count invalid UTF-8 / bad JSON lines / null rows) or ``error``.
         defer_split: yield paragraphs to split as :class:`Unsplit` (see :func:`expand_document`); ``sentences``
             in ``stats`` then counts entries, not sentences.
+        text_column: the text field of JSON lines, Parquet/Arrow files and Hub rows.
 
     Raises:
-        LitebertError: bad paths (see :func:`resolve_corpus_files`), unknown format, invalid line with
-            ``on_invalid="error"``.
+        LitebertError: bad paths (see :func:`resolve_corpus_sources`), unknown format, invalid line with
+            ``on_invalid="error"``, a corrupt compressed stream, an unreadable Parquet/Arrow file or Hub dataset, a
+            missing text column.
     """
     if format not in FORMATS:
         raise LitebertError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
     if on_invalid not in ("skip", "error"):
         raise LitebertError(f"on_invalid must be 'skip' or 'error', got {on_invalid!r}")
     stats = stats if stats is not None else CorpusStats()
-    files = resolve_corpus_files(paths)
+    sources = resolve_corpus_sources(paths)
     splitter = (lambda p: [Unsplit(p)]) if defer_split else split_sentences
-    for path in files:
-        fmt = detect_format(path) if format == "auto" else format
-        stats.files += 1
-        stats.formats[str(path)] = fmt
-        lines = _iter_lines(path, stats, on_invalid)
-        if fmt == "bert":
-            docs = _read_bert(lines, split=False)
-        elif fmt == "plain":
-            docs = _read_bert(lines, split=True, splitter=splitter)
-        elif fmt == "wikitext":
-            docs = _read_wikitext(lines, splitter)
-        elif fmt == "wikiextractor":
-            docs = _read_wikiextractor(lines, splitter)
+    for k, src in enumerate(sources):
+        path = src.path
+        comp = None
+        entry = {"source": src.name, "format": None, "compression": None, "revision": None, "bytes": src.size}
+        if path is None:
+            fmt = "hub"
+            docs = _read_rows(_hub_rows(src, text_column, entry), src.name, stats, on_invalid, splitter)
+        elif (kind := _container(path)) is not None:
+            fmt = kind
+            docs = _read_rows(_columnar_rows(path, kind, text_column, stats), src.name, stats, on_invalid, splitter)
         else:
-            docs = _read_jsonl(lines, path, stats, on_invalid, splitter)
-        for doc in docs:
+            comp = detect_compression(path)
+            if format == "auto":
+                fmt = detect_format(path, text_column)  # (it checks that the content is text)
+            else:
+                text_head(path)  # the content is text
+                fmt = format
+            lines = _iter_lines(path, stats, on_invalid)
+            if fmt == "bert":
+                docs = _read_bert(lines, split=False)
+            elif fmt == "plain":
+                docs = _read_bert(lines, split=True, splitter=splitter)
+            elif fmt == "wikitext":
+                docs = _read_wikitext(lines, splitter)
+            elif fmt == "wikiextractor":
+                docs = _read_wikiextractor(lines, splitter)
+            else:
+                docs = _read_jsonl(lines, path, stats, on_invalid, splitter, text_column)
+        stats.files += 1
+        stats.formats[src.name] = fmt
+        entry.update(format=fmt, compression=comp, first_document=stats.documents, documents=0)
+        stats.sources.append(entry)
+        for row, doc in docs:
+            yield Document(stats.documents, k, row, doc)
             stats.documents += 1
             stats.sentences += len(doc)
-            yield doc
+            entry["documents"] += 1
+
+
+def read_documents(paths: Sequence[str | os.PathLike] | str | os.PathLike, **options) -> Iterator[list[str]]:
+    """The sentences of each document of :func:`iter_documents`, in order; ``options`` are its keyword arguments
+    (``format``, ``stats``, ``on_invalid``, ``defer_split``, ``text_column``), the errors its errors."""
+    for doc in iter_documents(paths, **options):
+        yield doc.sentences
 
 
 def iter_sentences_text(
@@ -346,8 +831,9 @@ def iter_sentences_text(
     format: str = "auto",
     on_invalid: str = "skip",
     stats: CorpusStats | None = None,
+    text_column: str = "text",
 ) -> Iterator[str]:
     """Every sentence of every document, in order (the input of tokenizer training); ``stats`` as in
     :func:`read_documents`."""
-    for doc in read_documents(paths, format=format, on_invalid=on_invalid, stats=stats):
+    for doc in read_documents(paths, format=format, on_invalid=on_invalid, stats=stats, text_column=text_column):
         yield from doc

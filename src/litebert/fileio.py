@@ -42,6 +42,7 @@ __all__ = [
     "install_directory",
     "json_text",
     "read_json",
+    "remove_stale_temporaries",
     "sha256_bytes",
     "sha256_file",
 ]
@@ -65,6 +66,32 @@ def _tmp_name(path: Path, tag: str = "tmp") -> Path:
     # Hidden and pid-tagged: two processes writing the same target never share a temporary file, and directory
     # listings (checkpoints/, data shards) can skip names that start with a dot.
     return path.with_name(f".{path.name}.{tag}-{os.getpid()}")
+
+
+def remove_stale_temporaries(dest: str | os.PathLike) -> list[Path]:
+    """Remove the temporary directories ``.NAME.tmp-PID`` beside ``dest`` (:func:`atomic_directory`'s) whose process
+    no longer runs on this machine: what a killed run left. Returns the paths removed.
+
+    A PID is only meaningful on its own machine: do not share one output path between machines at the same time.
+    """
+    dest = Path(dest)
+    removed = []
+    for p in dest.parent.glob(f".{dest.name}.tmp-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and p.is_dir() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def current_umask() -> int:

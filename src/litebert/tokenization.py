@@ -34,7 +34,7 @@ from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, proces
 from tokenizers import Tokenizer as _BackendTokenizer
 from tokenizers.models import Unigram, WordPiece
 
-from litebert.corpus import CorpusStats, iter_sentences_text, resolve_corpus_files
+from litebert.corpus import CorpusStats, check_corpus, iter_sentences_text
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_bytes, atomic_write_json, check_output_target, read_json, sha256_bytes
 from litebert.protowire import proto_fields
@@ -49,6 +49,32 @@ _SP_START_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
 # and U+0085 NEL are whitespace to Python; BertNormalizer deletes them as control characters), so a text holding one
 # is encoded whole by the pipeline in encode_batch_flat.
 _CTRL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Most distinct words :meth:`AlbertTokenizer.encode_batch_flat` remembers (~250 bytes each: ~16 MB); the cache is
+# emptied when full. Distinct words grow with the corpus, so an unbounded cache grew by ~200 MB per worker per million
+# of them; by Zipf's law the most frequent 65k words are most of a corpus's tokens (a cache of 8k made prepare
+# ~2x slower on WikiText-2, 64k costs nothing there).
+WORD_CACHE_SIZE = 1 << 16
+
+
+class _WordIds:
+    """The word cache of :meth:`AlbertTokenizer.encode_batch_flat`: ``slot[word]`` indexes ``starts``/``lens``
+    (int64) into ``ids`` (int32, every cached word's ids concatenated), so a batch's ids are one numpy gather."""
+
+    def __init__(self) -> None:
+        self.slot: dict[str, int] = {}
+        self.ids = np.zeros(0, np.int32)
+        self.starts = np.zeros(0, np.int64)
+        self.lens = np.zeros(0, np.int64)
+
+    def add(self, words: list[str], id_lists: list[list[int]]) -> None:
+        lens = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
+        ids = np.fromiter(itertools.chain.from_iterable(id_lists), np.int32, int(lens.sum()))
+        self.slot.update(zip(words, range(len(self.lens), len(self.lens) + len(words))))
+        self.starts = np.concatenate([self.starts, len(self.ids) + np.cumsum(lens) - lens])
+        self.lens = np.concatenate([self.lens, lens])
+        self.ids = np.concatenate([self.ids, ids])
+
+
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$|^\[unused_\d+\]$")
 
 
@@ -224,24 +250,24 @@ class Tokenizer:
         in the raw text are cut out first, as the pipeline does. Text with control characters (which Python and
         Rust disagree on as whitespace) is encoded whole by the pipeline. The gather is vectorized with numpy.
         """
-        cache = self._id_cache.setdefault("words", {})
-        if len(cache) > 1_000_000:
-            cache.clear()
-        if "special_re" not in self._id_cache:
+        words = self._id_cache.get("words")
+        if words is None or len(words.slot) > WORD_CACHE_SIZE:  # bounded: distinct words grow with the corpus
             alts = sorted(set(self.special_tokens.values()), key=len, reverse=True)
             self._id_cache["special_re"] = re.compile("(" + "|".join(re.escape(a) for a in alts) + ")")
-            for t in alts:
-                cache["\x00" + t] = [self.backend.token_to_id(t)]
+            words = self._id_cache["words"] = _WordIds()
+            words.add(["\x00" + t for t in alts], [[self.backend.token_to_id(t)] for t in alts])
         special_re = self._id_cache["special_re"]
         sp, lower = self.kind == "sentencepiece", self.do_lower_case
         keys: list[str] = []
-        counts = np.zeros(len(texts), dtype=np.int64)
-        for i, t in enumerate(texts):  # per text, not per word: the word loops below run in C
+        counts: list[int] = []
+        whole = "".join(texts)  # what holds for the whole batch holds for each text: checked once
+        any_ctrl, all_ascii = _CTRL_RE.search(whole) is not None, whole.isascii()
+        for t in texts:  # per text, not per word: the word loops below run in C
             n0 = len(keys)
-            if _CTRL_RE.search(t):
+            if any_ctrl and _CTRL_RE.search(t):
                 keys.append("\x01" + t)  # encoded whole
             else:
-                ascii_ = t.isascii()
+                ascii_ = all_ascii or t.isascii()
                 parts = special_re.split(t) if ("[" in t or "<" in t) else [t]
                 for k, part in enumerate(parts):
                     if k % 2:
@@ -253,23 +279,16 @@ class Tokenizer:
                         if lower:
                             part = part.lower()
                     keys.extend(part.split())
-            counts[i] = len(keys) - n0
-        uniq = list(dict.fromkeys(keys))
-        missing = [k for k in uniq if k not in cache]
+            counts.append(len(keys) - n0)
+        missing = list(set(keys).difference(words.slot))
         if missing:
-            todo = [k[1:] if k[0] == "\x01" else k for k in missing]
-            for k, ids in zip(missing, self._backend_batch(todo)):
-                cache[k] = ids
-        id_lists = [cache[k] for k in uniq]
-        ulens = np.fromiter(map(len, id_lists), np.int64, len(id_lists))
-        uflat = np.fromiter(itertools.chain.from_iterable(id_lists), np.int32, int(ulens.sum()))
-        ustart = np.cumsum(ulens) - ulens
-        index = dict(zip(uniq, range(len(uniq))))
-        widx = np.fromiter(map(index.__getitem__, keys), np.int64, len(keys))
-        occ_len = ulens[widx]
+            words.add(missing, self._backend_batch([k[1:] if k[0] == "\x01" else k for k in missing]))
+        widx = np.fromiter(map(words.slot.__getitem__, keys), np.int64, len(keys))
+        occ_len = words.lens[widx]
         total = int(occ_len.sum())
         occ_first = np.cumsum(occ_len) - occ_len
-        flat = uflat[np.repeat(ustart[widx] - occ_first, occ_len) + np.arange(total)]
+        flat = words.ids[np.repeat(words.starts[widx] - occ_first, occ_len) + np.arange(total)]
+        counts = np.array(counts, dtype=np.int64).reshape(len(texts))
         text_end = np.cumsum(counts)
         word_cum = np.concatenate([[0], np.cumsum(occ_len)])
         lengths = word_cum[text_end] - word_cum[text_end - counts]
@@ -679,6 +698,7 @@ def train_tokenizer(
     character_coverage: float | None = None,
     seed: int = 0,
     stats=None,
+    text_column: str = "text",
 ) -> Tokenizer:
     """Train a tokenizer on ``corpus`` files (any format :func:`litebert.corpus.read_documents` reads) and
     save it to ``output`` (the Hugging Face files, see :meth:`Tokenizer.save`).
@@ -690,6 +710,7 @@ def train_tokenizer(
         lowercase, keep_accents: normalisation, stored with the tokenizer.
         stats: a :class:`litebert.corpus.CorpusStats` to fill while reading (lines skipped as invalid
             UTF-8 or bad JSON, documents, sentences), for the caller's summary.
+        text_column: the text field of JSON lines, Parquet/Arrow files and ``hf://`` datasets.
 
     Raises:
         LitebertError: unknown kind, vocab_size < 10, corpus problems (missing/empty files), or an ``output`` that is
@@ -699,13 +720,17 @@ def train_tokenizer(
         raise LitebertError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if vocab_size < 10:
         raise LitebertError(f"--vocab-size must be at least 10, got {vocab_size}")
-    resolve_corpus_files(corpus)  # missing/empty files fail here, before any training starts
     out = Path(output)
     # a tokenizer directory must hold one tokenizer: files of an earlier one (spiece.model beside vocab.txt) or of
     # anything else (a run) would mix with it, and loaders would pick the wrong files
     check_output_target(out, sources={"--corpus": [str(c) for c in corpus]})
+    check_corpus(
+        corpus, format, text_column
+    )  # missing/empty/corrupt files and unreachable hf:// fail here, before any training
     stats = stats if stats is not None else CorpusStats()
-    sentences = iter_sentences_text(corpus, format=format, stats=stats)  # (the output is written only at the end)
+    sentences = iter_sentences_text(
+        corpus, format=format, stats=stats, text_column=text_column
+    )  # (the output is written only at the end)
     first = next(sentences, None)
     if first is None:
         skipped = (
@@ -764,7 +789,9 @@ def train_tokenizer(
         kwargs = {}
         if kind == "wordpiece":
             kwargs["limit_alphabet"] = alphabet_for_coverage(
-                iter_sentences_text(corpus, format=format),  # a first pass over the corpus: the character counts
+                iter_sentences_text(
+                    corpus, format=format, text_column=text_column
+                ),  # a first pass over the corpus: the character counts
                 backend.normalizer,
                 character_coverage if character_coverage is not None else 0.99995,
                 vocab_size - len(specials),

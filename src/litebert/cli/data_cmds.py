@@ -1,6 +1,7 @@
 """``litebert train-tokenizer`` and ``litebert prepare``: options derived from
 :class:`~litebert.data.tokenizer_config.TrainTokenizerConfig` and :class:`~litebert.data.PrepareConfig`, over
-:func:`litebert.tokenization.train_tokenizer` and :func:`litebert.data.prepare`."""
+:func:`litebert.tokenization.train_tokenizer` and :func:`litebert.data.prepare`; ``litebert merge-data`` over
+:func:`litebert.data.merge.merge_data`."""
 
 from __future__ import annotations
 
@@ -34,6 +35,19 @@ def register(subparsers) -> None:
     add_settings(q, PrepareConfig)
     q.set_defaults(func=_prepare)
 
+    m = subparsers.add_parser(
+        "merge-data",
+        help="join the parts of `prepare --num-partitions N` into one data directory",
+        description="Check that PART_DIR... are the partitions 0..N-1 of one prepare (same corpus, tokenizer and "
+        "settings; every file's sha256) and write one data directory whose manifest.json lists all their shards; "
+        "the shard files are hard-linked (copied across file systems), not rewritten.",
+    )
+    m.add_argument("parts", nargs="+", metavar="PART_DIR", help="the output directories of the partitions")
+    m.add_argument("--output", metavar="DIR", help="the merged directory (new or empty, or --overwrite)")
+    m.add_argument("--overwrite", action="store_true", help="replace an earlier prepare/merge-data output")
+    m.add_argument("--check", action="store_true", help="only check that the parts are complete and consistent")
+    m.set_defaults(func=_merge_data)
+
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
     from litebert.corpus import CorpusStats
@@ -58,4 +72,11 @@ def _prepare(args: argparse.Namespace) -> int:
 
     result = prepare(config_from_args(args))
     print(result.summary)
+    return 0
+
+
+def _merge_data(args: argparse.Namespace) -> int:
+    from litebert.data.merge import merge_data
+
+    print(merge_data(args.parts, args.output, overwrite=args.overwrite, check=args.check).summary)
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from litebert.corpus import FORMATS
+from litebert.corpus import CORPUS_HELP, FORMATS, TEXT_COLUMN_HELP
 from litebert.settings import check, setting
 from litebert.tokenization import KINDS, train_tokenizer
 
@@ -17,7 +17,7 @@ from litebert.tokenization import KINDS, train_tokenizer
 class TrainTokenizerConfig:
     """Settings of one tokenizer training run. Raises LitebertError ``"--option value: why"`` when invalid."""
 
-    corpus: list[str] = setting(metavar="FILE", help="corpus files or directories")
+    corpus: list[str] = setting(metavar="FILE", help=CORPUS_HELP)
     output: str = setting(metavar="DIR", help="directory for the Hugging Face tokenizer files")
     kind: str = setting(
         "sentencepiece",
@@ -28,6 +28,7 @@ class TrainTokenizerConfig:
     lowercase: bool = setting(True, both=True, help="lowercase text (default: yes)")
     keep_accents: bool = setting(False, help="keep accents (default: strip them)")
     format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
+    text_column: str = setting("text", metavar="NAME", help=TEXT_COLUMN_HELP)
     seed: int = setting(0, help="seed of the trainer")
 
     def __post_init__(self) -> None:
@@ -45,6 +46,7 @@ class TrainTokenizerConfig:
             format=self.format,
             seed=self.seed,
             stats=stats,
+            text_column=self.text_column,
         )
 
 
