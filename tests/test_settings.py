@@ -34,7 +34,7 @@ COMMANDS = {
     "ablate": (AblateConfig, {"study": "depth", "corpus": ["c.txt"], "output": "out", "steps": 10}),
 }
 #: settings a field's non-default value needs besides it
-NEEDS = {"dupe_factor": {"static_masking": True}}
+NEEDS = {"dupe_factor": {"static_masking": True}, "partition": {"num_partitions": 2}}
 
 
 def _leaves(cls, prefix=()):
@@ -103,6 +103,8 @@ def _non_default(f, ft, m):
         return "mrpc"
     if f.name == "resume":
         return "auto"
+    if f.name == "partition":  # int | "auto"; 1 of --num-partitions 2 (NEEDS)
+        return 1
     if ft.container is not None:
         return ["a.txt", "b.txt"]
     return f"{f.name}-value"
