@@ -45,7 +45,8 @@ HOST_READS = ("item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__
 
 class HostReads:
     """Counts the calls of :data:`HOST_READS` (and ``Tensor.cpu``) on any tensor while ``counting`` is true, by
-    patching ``torch.Tensor`` for the duration of a ``with`` block; ``calls`` lists (name, where) of each."""
+    patching ``torch.Tensor`` for the duration of a ``with`` block; ``calls`` lists (name, "file:function:line") of
+    each."""
 
     def __init__(self) -> None:
         self.counting = False
@@ -58,8 +59,8 @@ class HostReads:
         def wrap(name, original):
             def counted(tensor, *args, **kwargs):
                 if self.counting:
-                    frame = traceback.extract_stack(limit=3)[0]
-                    self.calls.append((name, f"{frame.filename}:{frame.lineno}"))
+                    frame = traceback.extract_stack(limit=2)[0]  # the caller of the read
+                    self.calls.append((name, f"{frame.filename.rsplit('/', 1)[-1]}:{frame.name}:{frame.lineno}"))
                 return original(tensor, *args, **kwargs)
 
             return counted

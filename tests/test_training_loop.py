@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -522,3 +523,57 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier
     assert "\n" not in msg
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-50"]
     assert {p.name: p.read_bytes() for p in first.iterdir()} == before
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkeypatch, precision):
+    """Issue 25: losses, ratios, counts, the gradient norm and the non-finite check stay on the device except at
+    logging, evaluation and checkpoint steps. Counted: every .item/.tolist/.numpy/float/int/bool/index (and .cpu) of
+    a tensor from the start of a step that does not log to its end, data loading aside (host work on CPU tensors)."""
+    from _training_helpers import HostReads
+
+    from litebert.training import loop as L
+
+    logging_steps, steps = 4, 7  # steps 4 and 7 (the last) log; 1, 2, 3, 5, 6 must not read
+    reads = HostReads()
+
+    def paused(method):
+        def wrapper(self, *a, **k):
+            was, reads.counting = reads.counting, False
+            try:
+                return method(self, *a, **k)
+            finally:
+                reads.counting = was
+
+        return wrapper
+
+    def step_starts(method):
+        def wrapper(self, *a, **k):
+            step = self.st.step + 1
+            reads.counting = step % logging_steps != 0 and step != steps
+            return method(self, *a, **k)
+
+        return wrapper
+
+    monkeypatch.setattr(L._Trainer, "normalisers", step_starts(L._Trainer.normalisers))
+    for name in ("next_batch", "prefetch", "settle"):
+        monkeypatch.setattr(L._Trainer, name, paused(getattr(L._Trainer, name)))
+    with reads:
+        _, result = _run(
+            tmp_path,
+            batch_size=4,
+            accum=2,
+            steps=steps,
+            logging_steps=logging_steps,
+            precision=precision,
+            objective=_nan_objective({5, 6}),  # micro-batches 5, 6 = step 3: non-finite, skipped on the device
+        )
+        reads.counting = False
+    # the one read allowed: AlbertModel.additive_mask skips the mask of a batch without padding when the mask is a
+    # CPU tensor (no transfer there); with the mask on a GPU that branch is never taken
+    calls = [(name, where) for name, where in reads.calls if not where.startswith("modeling.py:additive_mask:")]
+    assert calls == [], Counter(calls)
+    # what the host learnt at the logging steps is what each step would have told it
+    assert result.skipped_steps == 1 and result.step == steps
+    records = [r for r in read_metrics(tmp_path) if r["split"] == "train"]
+    assert [r["step"] for r in records] == [4, 7] and [r["skipped_steps"] for r in records] == [1, 0]

@@ -225,6 +225,12 @@ def _lamb_foreach(
     torch._foreach_add_(params, updates, alpha=-lr)
 
 
+def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer.step()`` honours a ``found_inf`` attribute, skipping a flagged step on the device
+    without a host read: :class:`Lamb`, and torch's fused optimizers (``fused=True``)."""
+    return isinstance(optimizer, Lamb) or any(group.get("fused") for group in optimizer.param_groups)
+
+
 def is_excluded(name: str, patterns: Sequence[str] = NO_DECAY_PATTERNS) -> bool:
     """True when parameter ``name`` gets neither weight decay nor the trust ratio (docs/algorithms.md §4)."""
     return any(pat in name for pat in patterns)
@@ -267,8 +273,10 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     """Build ``"lamb"`` (:class:`Lamb`) or ``"adamw"`` (``torch.optim.AdamW``) over :func:`build_param_groups`.
 
-    AdamW always uses its own bias correction (that is torch's AdamW). Raises :class:`LitebertError` for an unknown
-    ``name``. For FSDP2 build the optimizer after ``fully_shard`` (parameters become DTensors).
+    AdamW always uses its own bias correction (that is torch's AdamW); on a GPU it is torch's fused AdamW (one
+    kernel for the step, and a non-finite step skipped on the device: :func:`skips_on_device`). Raises
+    :class:`LitebertError` for an unknown ``name``. For FSDP2 build the optimizer after ``fully_shard`` (parameters
+    become DTensors).
     """
     groups = build_param_groups(model, weight_decay, exclude)
     if name == "lamb":
@@ -276,7 +284,9 @@ def build_optimizer(
     if name == "adamw":
         for g in groups:
             g.pop("adapt", None)
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        params = [p for g in groups for p in g["params"]]
+        fused = all(p.is_cuda and type(p) is nn.Parameter for p in params) or None  # not DTensors (FSDP)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
     raise LitebertError(f"unknown optimizer {name!r}: expected 'lamb' or 'adamw'")
 
 

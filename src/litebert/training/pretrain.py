@@ -164,14 +164,16 @@ class PretrainResult:
 
 
 # ---------------------------------------------------------------------------------------------- the objective
-def pretraining_count(batch: dict) -> dict[str, int]:
-    """Units of each loss term in a micro-batch: predicted tokens (``labels != -100``) and sequences."""
-    return {"mlm_loss": int((batch["labels"] != -100).sum()), "sop_loss": int(batch["input_ids"].shape[0])}
+def pretraining_count(batch: dict) -> dict[str, torch.Tensor | int]:
+    """Units of each loss term in a micro-batch: predicted tokens (``labels != -100``; a 0-d tensor on the batch's
+    device, never read by the host) and sequences."""
+    return {"mlm_loss": (batch["labels"] != -100).sum(), "sop_loss": int(batch["input_ids"].shape[0])}
 
 
 def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[dict, dict]:
-    """Summed MLM CE (and SOP CE when ``sop``) of one micro-batch, with accuracy ratios. ``sop=False``: the model is
-    an :class:`~litebert.modeling.AlbertForMaskedLM` (MLM-only data: no pooler, no SOP head)."""
+    """Summed MLM CE (and SOP CE when ``sop``) of one micro-batch, with accuracy ratios as 0-d tensors on the
+    device (the training loop reads them at logging steps only). ``sop=False``: the model is an
+    :class:`~litebert.modeling.AlbertForMaskedLM` (MLM-only data: no pooler, no SOP head)."""
     labels = batch["labels"]  # (B, S), -100 = not predicted
     out = model(
         input_ids=batch["input_ids"],
@@ -184,15 +186,15 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
     logits = (out.prediction_logits if sop else out.logits).float()
     mlm_sum = F.cross_entropy(logits, target, reduction="sum") if target.numel() else logits.sum() * 0.0
     with torch.no_grad():
-        mlm_correct = float((logits.argmax(-1) == target).sum()) if target.numel() else 0.0
+        mlm_correct = (logits.argmax(-1) == target).sum()
     sums = {"mlm_loss": mlm_sum}
-    ratios = {"mlm_accuracy": (mlm_correct, float(target.numel()))}
+    ratios = {"mlm_accuracy": (mlm_correct, target.numel())}
     if sop:
         sop_logits = out.sop_logits.float()  # (B, 2)
         sop_label = batch["sentence_order_label"].reshape(-1)
         sums["sop_loss"] = F.cross_entropy(sop_logits, sop_label, reduction="sum")
         with torch.no_grad():
-            ratios["sop_accuracy"] = (float((sop_logits.argmax(-1) == sop_label).sum()), float(sop_label.numel()))
+            ratios["sop_accuracy"] = ((sop_logits.argmax(-1) == sop_label).sum(), sop_label.numel())
     return sums, ratios
 
 
@@ -208,8 +210,8 @@ def mlm_only_objective(model: nn.Module, batch: dict) -> LossOutput:
     return LossOutput(sums=sums, ratios=ratios)
 
 
-def mlm_only_count(batch: dict) -> dict[str, int]:
-    return {"mlm_loss": int((batch["labels"] != -100).sum())}
+def mlm_only_count(batch: dict) -> dict[str, torch.Tensor]:
+    return {"mlm_loss": (batch["labels"] != -100).sum()}
 
 
 def pretraining_model(config, sop: bool = True) -> nn.Module:
@@ -247,7 +249,13 @@ def make_pretraining_eval(batches, device: torch.device, max_batches: int | None
         filler = None
         if fsdp and min(counts) == 0:  # some rank holds no batch at all: every rank pads with rank 0's first
             filler = D.broadcast_object(next(iter(loader)) if D.is_main_rank() else None)
-        acc = torch.zeros(6, dtype=torch.float64)  # mlm_sum, n_mlm, mlm_correct, sop_sum, n_sop, sop_correct
+        acc = torch.zeros(
+            6, dtype=torch.float64, device=device
+        )  # mlm_sum, n_mlm, mlm_correct, sop_sum, n_sop, sop_correct
+
+        def f64(*values):
+            return torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(()) for v in values])
+
         it = iter(loader)
         for i in range(max(counts)):
             batch = next(it) if i < n_local else filler
@@ -257,14 +265,10 @@ def make_pretraining_eval(batches, device: torch.device, max_batches: int | None
             sums, ratios = _pretraining_sums(model, batch, sop)
             if i >= n_local:  # padding forward for FSDP's collectives: not counted
                 continue
-            acc[:3] += torch.tensor(
-                [float(sums["mlm_loss"]), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0]], dtype=torch.float64
-            )
+            acc[:3] += f64(sums["mlm_loss"].detach(), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0])
             if sop:
-                acc[3:] += torch.tensor(
-                    [float(sums["sop_loss"]), ratios["sop_accuracy"][1], ratios["sop_accuracy"][0]], dtype=torch.float64
-                )
-        acc = D.all_reduce_sum(acc.to(device)).cpu().tolist()
+                acc[3:] += f64(sums["sop_loss"].detach(), ratios["sop_accuracy"][1], ratios["sop_accuracy"][0])
+        acc = D.all_reduce_sum(acc).cpu().tolist()
         mlm = acc[0] / max(acc[1], 1.0)
         res = {
             "loss": mlm,
