@@ -466,16 +466,16 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
     by non-finite losses.
     """
     t0 = time.perf_counter()
-    R.check_output_dir(  # before start(): every rank checks before any rank writes
-        cfg.output,
-        "pretrain",
-        cfg.resume,
-        finished="final",
-        sources={"--data": cfg.data, "--eval-data": cfg.eval_data, "--init-from": cfg.init_from},
-        caller_files=caller_files,
-    )
-    dist = R.start(cfg.device)
+    dist = R.start(cfg.device)  # more processes on a node than GPUs: refused here, before anything is written
     try:
+        R.check_output_dir(  # rank 0 decides for every rank, before any rank writes
+            cfg.output,
+            "pretrain",
+            cfg.resume,
+            finished="final",
+            sources={"--data": cfg.data, "--eval-data": cfg.eval_data, "--init-from": cfg.init_from},
+            caller_files=caller_files,
+        )
         if cfg.fsdp and dist.world_size < 2:  # before anything is written
             raise LitebertError(
                 "--fsdp needs 2 or more processes: launch with torchrun --nproc-per-node N (N >= 2), or drop --fsdp"
