@@ -53,15 +53,54 @@ def _encoded(n=23, seed=0, vocab=500) -> Encoded:
     return Encoded(ids, types, None, lengths=lengths)
 
 
-def _logits(model, enc, batch_size=4, bucket=True) -> np.ndarray:
+def _logits(model, enc, batch_size=4, bucket=True, prefetch=None) -> np.ndarray:
     """Classification logits (N, C) in row order, through the task kinds' inference loop."""
     kind = ClassificationKind(DataOptions(task="sst2"))
     config = model.model.config if isinstance(model, TorchRunner) else model.config
     kind.from_config(config)
     outputs, _, _ = run_features(
-        kind, model, features_of(enc), range(len(enc.input_ids)), batch_size, 0, torch.device("cpu"), bucket=bucket
+        kind,
+        model,
+        features_of(enc),
+        range(len(enc.input_ids)),
+        batch_size,
+        0,
+        torch.device("cpu"),
+        bucket=bucket,
+        prefetch=prefetch,
     )
     return np.stack(outputs)
+
+
+def test_prefetched_batches_give_the_plain_loops_outputs_bit_for_bit():
+    model, enc = _classifier(seed=3), _encoded(n=41, seed=3)
+    plain = _logits(model, enc, batch_size=5, prefetch=False)
+    np.testing.assert_array_equal(_logits(model, enc, batch_size=5, prefetch=True), plain)
+    # and what the batches hold: each row alone, unpadded, gives its logits (the collation is the same)
+    with torch.inference_mode():
+        alone = model(input_ids=torch.tensor([enc.input_ids[7]]), token_type_ids=torch.tensor([enc.token_type_ids[7]]))
+    np.testing.assert_allclose(plain[7], alone.logits[0].numpy(), atol=1e-5, rtol=0)
+
+
+def test_prefetch_hands_the_producers_error_to_the_caller():
+    def batches():
+        yield {"x": torch.zeros(2)}
+        raise ValueError("bad row 3")
+
+    got = []
+    with pytest.raises(ValueError, match="bad row 3"):
+        for b in inference.prefetched(batches(), "cpu"):
+            got.append(b)
+    assert len(got) == 1
+
+
+def test_device_batch_size(monkeypatch):
+    cfg = AlbertConfig.from_preset("albert-base")
+    assert inference.device_batch_size("cpu", cfg, 128) == inference.CPU_BATCH_SIZE == 64
+    # albert-base at 128 tokens: 4 B × 128 × (3·768 + 3072 + 12·128) = 3,538,944 bytes a row
+    for free, want in ((80e9, 4096), (8e9, 512), (1e9, 64), (2.6e9, 128)):  # 8e9/4/3538944 = 565 -> 512
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None, free=free: (int(free), int(2 * free)))
+        assert inference.device_batch_size("cuda", cfg, 128) == want, free
 
 
 def test_length_batches_hand_computed():
@@ -439,3 +478,17 @@ def test_unwritable_output_refused_before_the_data_is_read(sst2_classifier, caps
         err = capsys.readouterr().err
         assert err.count("error:") == 1 and "--output /proc/litebert-out/x: cannot write in /proc" in err, err
         assert "such.tsv" not in err
+
+
+def test_default_batch_on_cpu_writes_what_batch_64_wrote(sst2_classifier, tmp_path):
+    """No --batch-size on the CPU: the same files as today's default (64), and 64 recorded as the batch used."""
+    model_dir, dev = sst2_classifier
+    for name, extra in (("auto", []), ("b64", ["--batch-size", "64"])):
+        args = ["evaluate", "--model", str(model_dir), "--data", str(dev), "--output", str(tmp_path / name)]
+        assert main([*args, "--threads", "1", *extra]) == 0
+    for f in ("predictions.tsv", "eval_results.json"):
+        assert (tmp_path / "auto" / f).read_bytes() == (tmp_path / "b64" / f).read_bytes(), f
+    a, b = (json.loads((tmp_path / d / "run_settings.json").read_text()) for d in ("auto", "b64"))
+    for s in (a, b):
+        del s["argv"], s["started"], s["evaluate_config"]["output_dir"]
+    assert a == b and a["evaluate_config"]["batch_size"] == 64

@@ -231,16 +231,19 @@ def run_features(
     pad_token_id: int,
     device: torch.device,
     bucket: bool = True,
+    prefetch: bool | None = None,
 ) -> tuple[list[np.ndarray], float, int]:
     """Run ``model`` (a torch model or a :mod:`litebert.inference` runner) over the features ``rows`` under
     ``torch.inference_mode``, in batches of similar length (:func:`litebert.inference.length_batches`; file order
-    without ``bucket``).
+    without ``bucket``). ``prefetch`` (default: on a GPU): the batches are collated, pinned and copied in a
+    thread while the device runs the previous one (:func:`litebert.inference.prefetched`); the same batches in the
+    same order, so the same outputs.
 
     Returns:
         ``(outputs, loss_sum, units)``: ``outputs[j]`` is :meth:`TaskKind.forward`'s output for feature
         ``rows[j]``; the loss summed over the batches and its units (0, 0 without labels).
     """
-    from litebert.inference import length_batches
+    from litebert.inference import length_batches, prefetched
 
     was_training = model.training
     model.eval()
@@ -248,9 +251,14 @@ def run_features(
     rows = list(rows)
     outputs: list[np.ndarray | None] = [None] * len(rows)
     loss_sum, units = 0.0, 0
+    order = length_batches([feats.lengths[i] for i in rows], batch_size, bucket)
+    made = (collate([feats.items[rows[int(j)]] for j in idx]) for idx in order)
+    if prefetch if prefetch is not None else torch.device(device).type == "cuda":
+        batches = prefetched(made, device)
+    else:
+        batches = ({k: v.to(device) for k, v in b.items()} for b in made)
     with torch.inference_mode():
-        for idx in length_batches([feats.lengths[i] for i in rows], batch_size, bucket):
-            batch = {k: v.to(device) for k, v in collate([feats.items[rows[int(j)]] for j in idx]).items()}
+        for idx, batch in zip(order, batches):
             out, lsum, n = kind.forward(model, batch)
             loss_sum += lsum
             units += n

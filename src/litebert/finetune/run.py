@@ -363,7 +363,11 @@ class EvaluateConfig:
     metrics: tuple[str, ...] | None = setting(
         None, option="--metric", metavar="NAME", help="metrics (default: the task's, else by problem type)"
     )
-    batch_size: int = setting(64, gt=0, help="examples per forward")
+    batch_size: int | None = setting(
+        None,
+        gt=0,
+        help="examples per forward (default: 64 on the CPU; on a GPU chosen from its free memory and the length)",
+    )
     max_seq_length: int | None = setting(
         None,
         ge=4,
@@ -1239,6 +1243,13 @@ def _eval_runtime(cfg: EvaluateConfig, directory: Path, device: torch.device) ->
 
 def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
     kind, split, tokenizer, model, dist, precision, record = _prepare_eval(cfg, name)
+    if cfg.batch_size is None:  # recorded in run_settings.json as the number used
+        from litebert.inference import device_batch_size
+
+        cfg = dataclasses.replace(
+            cfg, batch_size=device_batch_size(dist.device, load_config(Path(cfg.model)), record["max_seq_length"])
+        )
+        log.info("%s: batch size %d", name, cfg.batch_size)
     with precision.autocast(dist.device):
         preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
     read = split.read
