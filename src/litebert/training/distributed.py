@@ -123,7 +123,13 @@ def barrier() -> None:
 
 
 def wrap_model(
-    model: nn.Module, dist: DistInfo, *, fsdp: bool = False, compile: bool = False, precision: str = "fp32"
+    model: nn.Module,
+    dist: DistInfo,
+    *,
+    fsdp: bool = False,
+    compile: bool = False,
+    precision: str = "fp32",
+    compile_mode: str | None = None,
 ) -> nn.Module:
     """Move ``model`` to ``dist.device`` and wrap it for training.
 
@@ -132,7 +138,8 @@ def wrap_model(
     * else, with ``world_size > 1``: ``DistributedDataParallel`` (gradients averaged over ranks). Every parameter
       must get a gradient in every step (no ``find_unused_parameters``, which costs a graph traversal per step):
       pretraining on MLM-only data builds a model without the SOP head for that reason.
-    * ``compile=True``: :func:`compile_model` on the (wrapped) module.
+    * ``compile=True``: :func:`compile_model` on the (wrapped) module, with ``torch.compile``'s ``compile_mode``
+      (None: its default; ``"reduce-overhead"``: CUDA graphs, which need one batch shape).
 
     The returned module is what the objective calls; :func:`unwrap_model` gives back the original.
     """
@@ -143,7 +150,7 @@ def wrap_model(
         ids = [dist.device.index] if dist.device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if compile:
-        model = compile_model(model)
+        model = compile_model(model, **({"mode": compile_mode} if compile_mode else {}))
     return model
 
 

@@ -34,6 +34,9 @@ from litebert.training import distributed as D
 from litebert.training import run as R
 from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
 
+#: the modes of ``torch.compile`` that ``--compile-mode`` offers
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
 
 @dataclass
 class PretrainConfig:
@@ -101,6 +104,16 @@ class PretrainConfig:
     )
     num_workers: int = setting(0, ge=0, help="DataLoader workers per process")
     compile: bool = setting(False, help="torch.compile the model")
+    compile_mode: str | None = setting(
+        None,
+        choices=COMPILE_MODES,
+        help="torch.compile mode (implies --compile); reduce-overhead replays CUDA graphs: use it with --static-shapes",
+    )
+    static_shapes: bool = setting(
+        False,
+        help="one batch shape for the whole run: sequences padded to the data's max_seq_length, masked "
+        "positions to its max_predictions_per_seq (what CUDA graphs need); more padding to compute",
+    )
     fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more processes)")
     deterministic: bool = setting(
         False,
@@ -133,6 +146,8 @@ RESUME_MAY_CHANGE = (
     "save_total_limit",
     "num_workers",
     "compile",
+    "compile_mode",
+    "static_shapes",
     "fsdp",
     "deterministic",
     "device",
@@ -175,20 +190,34 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
     device (the training loop reads them at logging steps only). ``sop=False``: the model is an
     :class:`~litebert.modeling.AlbertForMaskedLM` (MLM-only data: no pooler, no SOP head)."""
     labels = batch["labels"]  # (B, S), -100 = not predicted
+    positions = batch.get("masked_positions")  # (B, P) with static shapes, else None
+    extra = {}
+    if positions is not None and _takes_masked_positions(model):
+        extra["masked_positions"] = positions
     out = model(
         input_ids=batch["input_ids"],
         attention_mask=batch.get("attention_mask"),
         token_type_ids=batch.get("token_type_ids"),
         labels=labels,
+        **extra,
     )
-    target = labels.reshape(-1)
-    target = target[target != -100]  # (P_total,), aligned with the (P_total, V) logits
     logits = (out.prediction_logits if sop else out.logits).float()
-    mlm_sum = F.cross_entropy(logits, target, reduction="sum") if target.numel() else logits.sum() * 0.0
-    with torch.no_grad():
-        mlm_correct = (logits.argmax(-1) == target).sum()
+    if extra:  # (B·P, V) at every slot, pads included: static shapes, no data-dependent size
+        target = labels.gather(1, positions).reshape(-1)  # (B·P,), -100 at pad slots (position 0 is [CLS])
+        mlm_sum = F.cross_entropy(logits, target, reduction="sum")  # ignore_index -100: pads add 0
+        with torch.no_grad():
+            predicted = target != -100
+            mlm_correct = ((logits.argmax(-1) == target) & predicted).sum()
+            mlm_count = predicted.sum()
+    else:
+        target = labels.reshape(-1)
+        target = target[target != -100]  # (P_total,), aligned with the (P_total, V) logits
+        mlm_sum = F.cross_entropy(logits, target, reduction="sum") if target.numel() else logits.sum() * 0.0
+        with torch.no_grad():
+            mlm_correct = (logits.argmax(-1) == target).sum()
+            mlm_count = target.numel()
     sums = {"mlm_loss": mlm_sum}
-    ratios = {"mlm_accuracy": (mlm_correct, target.numel())}
+    ratios = {"mlm_accuracy": (mlm_correct, mlm_count)}
     if sop:
         sop_logits = out.sop_logits.float()  # (B, 2)
         sop_label = batch["sentence_order_label"].reshape(-1)
@@ -196,6 +225,14 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
         with torch.no_grad():
             ratios["sop_accuracy"] = ((sop_logits.argmax(-1) == sop_label).sum(), sop_label.numel())
     return sums, ratios
+
+
+def _takes_masked_positions(model: nn.Module) -> bool:
+    """Whether the (unwrapped) model's forward takes ``masked_positions`` (B, P): the MLM head then gathers a
+    fixed number of rows, with no data-dependent size (``nonzero``: a device sync, and no CUDA graph)."""
+    import inspect
+
+    return "masked_positions" in inspect.signature(D.unwrap_model(model).forward).parameters
 
 
 def pretraining_objective(model: nn.Module, batch: dict) -> LossOutput:
@@ -317,12 +354,13 @@ def _tokenizer_info(manifest: dict) -> dict:
     return info
 
 
-def _collator(manifest: dict, dataset):
-    """The data package's collator for this data set (pads to the longest item with the tokenizer's pad id)."""
+def _collator(manifest: dict, dataset, static_shapes: bool = False):
+    """The data package's collator for this data set (pads to the longest item with the tokenizer's pad id; with
+    ``static_shapes`` to the data's max_seq_length, with ``masked_positions``)."""
     from litebert import data as litebert_data
 
     if hasattr(dataset, "collator"):
-        return dataset.collator()
+        return dataset.collator(static_shapes=static_shapes)
     return litebert_data.PretrainingCollator.from_manifest(manifest)
 
 
@@ -548,7 +586,14 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
 
         from litebert.optim import build_optimizer, build_scheduler
 
-        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile, precision=precision.precision)
+        wrapped = D.wrap_model(
+            model,
+            dist,
+            fsdp=cfg.fsdp,
+            compile=cfg.compile or cfg.compile_mode is not None,
+            compile_mode=cfg.compile_mode,
+            precision=precision.precision,
+        )
         optimizer = build_optimizer(
             wrapped,
             cfg.optimizer,
@@ -562,11 +607,12 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
         batches = make_batch_factory(
             dataset,
             cfg.batch_size,
-            _collator(manifest, dataset),
+            _collator(manifest, dataset, cfg.static_shapes),
             seed=cfg.seed,
             num_workers=cfg.num_workers,
             rank=dist.rank,
             world_size=dist.world_size,
+            pin_memory=dist.device.type == "cuda",
         )
         eval_fn = None
         if eval_dataset is not None:
