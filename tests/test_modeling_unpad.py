@@ -135,3 +135,44 @@ def test_unpadded_compiles_once_for_every_token_count():
         b = eager(**batch, labels=labels).loss
         close(a, b)
     assert counts["stats"]["unique_graphs"] <= 2, dict(counts["stats"])
+
+
+def _positions(labels: torch.Tensor, P: int) -> torch.Tensor:
+    """(B, P) predicted positions of each row, padded with 0 ([CLS], label -100)."""
+    out = torch.zeros(labels.shape[0], P, dtype=torch.long)
+    for b in range(labels.shape[0]):
+        pos = (labels[b] != -100).nonzero().squeeze(1)
+        out[b, : len(pos)] = pos
+    return out
+
+
+@pytest.mark.parametrize("cls", [AlbertForPreTraining, transformers.AlbertForMaskedLM])
+def test_masked_positions_give_the_label_paths_logits_and_loss(cls, tmp_path):
+    """Static-shape gather (masked_positions, for CUDA graphs): the same loss and, at real slots, the same logits
+    as the labels-only path; gradients too; and transformers' full logits at those positions."""
+    from litebert import AlbertForMaskedLM
+
+    ours_cls = AlbertForPreTraining if cls is AlbertForPreTraining else AlbertForMaskedLM
+    model = randomize(ours_cls(make_config())).train()
+    batch, labels = make_batch(seed=7)
+    labels[2, 0], labels[2, 1] = -100, 11  # position 0 ([CLS]) is never predicted: the pad slots point there
+    pos = _positions(labels, 4)  # rows hold 3, 1, 2 predictions: 1–3 pad slots each
+    a = model(**batch, labels=labels)
+    b = model(**batch, labels=labels, masked_positions=pos)
+    logits_a = a.prediction_logits if ours_cls is AlbertForPreTraining else a.logits
+    logits_b = b.prediction_logits if ours_cls is AlbertForPreTraining else b.logits
+    assert logits_b.shape == (3 * 4, logits_a.shape[1])
+    real_slots = labels.gather(1, pos).reshape(-1) != -100
+    close(logits_b[real_slots], logits_a)
+    loss_a = a.mlm_loss if ours_cls is AlbertForPreTraining else a.loss
+    loss_b = b.mlm_loss if ours_cls is AlbertForPreTraining else b.loss
+    close(loss_b, loss_a)
+    ga = torch.autograd.grad(loss_a, model.albert.embeddings.word_embeddings.weight)[0]
+    gb = torch.autograd.grad(loss_b, model.albert.embeddings.word_embeddings.weight)[0]
+    torch.testing.assert_close(gb, ga, atol=1e-6, rtol=1e-5)
+    hf, _ = to_hf(model.eval(), tmp_path, transformers.AlbertForMaskedLM)
+    with torch.no_grad():
+        full = hf(**batch).logits  # (B, S, V)
+        got = model(**batch, labels=labels, masked_positions=pos)
+    got = got.prediction_logits if ours_cls is AlbertForPreTraining else got.logits
+    close(got.view(3, 4, -1), full.gather(1, pos[..., None].expand(-1, -1, full.shape[-1])))
