@@ -265,9 +265,7 @@ class PretrainingCollator:
             S = batch["input_ids"].shape[1]
             if self.pad_to_length < S:
                 raise LitebertError(f"a batch item has {S} tokens, more than the fixed length {self.pad_to_length}")
-            fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
-            for k, value in fill.items():
-                batch[k] = torch.nn.functional.pad(batch[k], (0, self.pad_to_length - S), value=value)
+            self._pad_right(batch, self.pad_to_length - S)
         if self.max_predictions is not None:
             predicted = batch["labels"] != IGNORE_INDEX  # (B, S)
             most = int(predicted.sum(1).max()) if predicted.numel() else 0
@@ -308,11 +306,14 @@ class PretrainingCollator:
         batch = {k: torch.from_numpy(v) for k, v in mb.arrays.items()}
         S = batch["input_ids"].shape[1]
         if self.pad_to_multiple_of and S % self.pad_to_multiple_of:
-            extra = self.pad_to_multiple_of - S % self.pad_to_multiple_of
-            fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
-            for k, value in fill.items():
-                batch[k] = torch.nn.functional.pad(batch[k], (0, extra), value=value)
+            self._pad_right(batch, self.pad_to_multiple_of - S % self.pad_to_multiple_of)
         return batch
+
+    def _pad_right(self, batch: dict[str, torch.Tensor], extra: int) -> None:
+        """Append ``extra`` padding columns to the (B, S) tensors of ``batch``, in place."""
+        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
+        for k, value in fill.items():
+            batch[k] = torch.nn.functional.pad(batch[k], (0, extra), value=value)
 
 
 def _get(config: Any, name: str):
