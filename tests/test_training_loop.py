@@ -17,6 +17,7 @@ from _training_helpers import SyntheticPretrainingData
 from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.data import PretrainingCollator
 from litebert.errors import LitebertError
+from litebert.modeling import set_unpad
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import LossOutput, TrainingArgs, make_batch_factory, train
 from litebert.training import distributed as D
@@ -32,9 +33,10 @@ GOLDEN = Path(__file__).parent / "golden" / "albert_debug_pretrain_loss.json"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
+def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64, unpad=False):
     torch.manual_seed(seed)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
+    set_unpad(model, unpad)
     opt = build_optimizer(model, "lamb", lr=lr, weight_decay=0.01)
     sched = build_scheduler(opt, warmup, steps)
     batches = make_batch_factory(SyntheticPretrainingData(n=n), batch_size, PretrainingCollator(pad_token_id=0), seed=1)
@@ -42,7 +44,7 @@ def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
 
 
 def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, eval_fn=None, **kw):
-    setup_kw = {k: kw.pop(k) for k in ("n", "lr") if k in kw}
+    setup_kw = {k: kw.pop(k) for k in ("n", "lr", "unpad") if k in kw}
     model, opt, sched, batches = _setup(batch_size, steps, **setup_kw)
     kw.setdefault("progress_bar", False)
     kw.setdefault("logging_steps", 1)
@@ -525,8 +527,8 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier
     assert {p.name: p.read_bytes() for p in first.iterdir()} == before
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkeypatch, precision):
+@pytest.mark.parametrize(("precision", "unpad"), [("fp32", False), ("fp16", False), ("fp32", True)])
+def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkeypatch, precision, unpad):
     """Issue 25: losses, ratios, counts, the gradient norm and the non-finite check stay on the device except at
     logging, evaluation and checkpoint steps. Counted: every .item/.tolist/.numpy/float/int/bool/index (and .cpu) of
     a tensor from the start of a step that does not log to its end, data loading aside (host work on CPU tensors)."""
@@ -566,6 +568,7 @@ def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkey
             steps=steps,
             logging_steps=logging_steps,
             precision=precision,
+            unpad=unpad,
             objective=_nan_objective({5, 6}),  # micro-batches 5, 6 = step 3: non-finite, skipped on the device
         )
         reads.counting = False

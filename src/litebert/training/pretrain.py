@@ -114,6 +114,12 @@ class PretrainConfig:
         help="one batch shape for the whole run: sequences padded to the data's max_seq_length, masked "
         "positions to its max_predictions_per_seq (what CUDA graphs need); more padding to compute",
     )
+    unpad: str = setting(
+        "auto",
+        choices=("auto", "on", "off"),
+        help="run the layers on the real tokens only (MosaicBERT unpadding); auto: on unless --static-shapes or "
+        "--compile-mode reduce-overhead (CUDA graphs need one shape)",
+    )
     fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more processes)")
     deterministic: bool = setting(
         False,
@@ -131,6 +137,15 @@ class PretrainConfig:
         check(self)
         if self.warmup_steps > self.max_steps:
             fail(self, "warmup_steps", "must not exceed --max-steps")
+        if self.unpad == "on" and (self.static_shapes or self.compile_mode == "reduce-overhead"):
+            fail(self, "unpad", "on gives every batch its own shape: not with --static-shapes or CUDA graphs")
+
+    @property
+    def unpad_on(self) -> bool:
+        """``--unpad`` resolved: auto is on unless the run wants one batch shape."""
+        if self.unpad == "auto":
+            return not (self.static_shapes or self.compile_mode == "reduce-overhead")
+        return self.unpad == "on"
 
 
 #: what a resumed run may set differently (:func:`litebert.training.run.check_resume_settings`): none of these
@@ -148,6 +163,7 @@ RESUME_MAY_CHANGE = (
     "compile",
     "compile_mode",
     "static_shapes",
+    "unpad",
     "fsdp",
     "deterministic",
     "device",
@@ -482,6 +498,7 @@ def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict,
             "world_size": dist.world_size,
             "device": str(dist.device),
             "global_batch_size": settings_gbs(cfg, dist),
+            "unpad": cfg.unpad_on,
             "model_config": config.to_dict(),
             "num_parameters": n_params,
             "data_manifest": {
@@ -584,8 +601,10 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
             if note:
                 log(note)
 
+        from litebert.modeling import set_unpad
         from litebert.optim import build_optimizer, build_scheduler
 
+        set_unpad(model, cfg.unpad_on)
         wrapped = D.wrap_model(
             model,
             dist,
