@@ -19,12 +19,12 @@ from litebert.optim import Lamb, build_param_groups
 
 
 def time_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], steps: int, device: torch.device) -> float:
-    """Seconds per ``opt.step()`` over ``steps`` steps (GPU: the mean of a burst; CPU: the median step), after 3
-    warm-up steps (which allocate the state)."""
+    """Seconds per ``opt.step()`` over ``steps`` steps (GPU: the mean of a burst; CPU: the median step), after 10
+    warm-up steps."""
     g = torch.Generator(device=device).manual_seed(0)
     for p in params:
         p.grad = torch.randn(p.shape, generator=g, device=device) * 1e-3
-    for _ in range(3):
+    for _ in range(10):  # the state's allocation, and the first steps of a process, which run slower on a CPU
         opt.step()
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -41,6 +41,26 @@ def time_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], steps: in
         opt.step()
         times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]
+
+
+def compare_lamb_adamw(preset: str = "albert-base", device: str | None = None, steps: int = 50) -> dict:
+    """``{"lamb_ms", "adamw_ms", "ratio", "adamw"}``: one LAMB step and one torch AdamW step (fused on a GPU,
+    foreach on the CPU) on ``preset``'s parameters, timed as :func:`time_steps` (what benchmarks/bench_gpu.py
+    reports)."""
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = AlbertForPreTraining(AlbertConfig.from_preset(preset)).to(dev)
+    params = [p for p in model.parameters() if p.requires_grad]
+    kind = "fused" if dev.type == "cuda" else "foreach"
+    lamb = time_steps(Lamb(build_param_groups(model, 0.01), lr=1e-3), params, steps, dev)
+    adamw = time_steps(_adamw(model, kind), params, steps, dev)
+    return {"lamb_ms": lamb * 1e3, "adamw_ms": adamw * 1e3, "ratio": lamb / adamw, "adamw": kind}
+
+
+def _adamw(model: torch.nn.Module, kind: str) -> torch.optim.AdamW:
+    groups = build_param_groups(model, 0.01)
+    for group in groups:
+        group.pop("adapt")
+    return torch.optim.AdamW(groups, lr=1e-3, weight_decay=0.01, **{kind: True})
 
 
 def main() -> None:
@@ -62,12 +82,6 @@ def main() -> None:
     cuda = device.type == "cuda"
     adamw_kind = "fused" if cuda else "foreach"
 
-    def adamw():
-        groups = build_param_groups(model, 0.01)
-        for group in groups:
-            group.pop("adapt")
-        return torch.optim.AdamW(groups, lr=1e-3, weight_decay=0.01, **{adamw_kind: True})
-
     def compiled_lamb():
         opt = Lamb(build_param_groups(model, 0.01), lr=1e-3, foreach=True)
         opt.step = torch.compile(opt.step)
@@ -77,7 +91,7 @@ def main() -> None:
     candidates = [
         ("lamb", lambda: Lamb(build_param_groups(model, 0.01), lr=1e-3, foreach=True)),
         ("lamb one tensor at a time", lambda: Lamb(build_param_groups(model, 0.01), lr=1e-3, foreach=False)),
-        (f"torch AdamW ({adamw_kind})", adamw),
+        (f"torch AdamW ({adamw_kind})", lambda: _adamw(model, adamw_kind)),
     ]
     if args.compile:
         candidates.append(("lamb, step compiled", compiled_lamb))
@@ -90,7 +104,9 @@ def main() -> None:
     ratio = results["lamb"] / results[f"torch AdamW ({adamw_kind})"]
     print(f"  LAMB / AdamW ({adamw_kind}): {ratio:.2f}x" + ("  (target on a GPU: <= 1.5x)" if cuda else ""))
     if args.compile:
-        print(f"  LAMB compiled / AdamW ({adamw_kind}): {results['lamb, step compiled'] / results[f'torch AdamW ({adamw_kind})']:.2f}x")
+        print(
+            f"  LAMB compiled / AdamW ({adamw_kind}): {results['lamb, step compiled'] / results[f'torch AdamW ({adamw_kind})']:.2f}x"
+        )
 
 
 if __name__ == "__main__":
