@@ -19,9 +19,8 @@ Sections (``--sections``, default all, in this order; each one that fails prints
   predict`` process.
 - ``torchrun`` (f): ``torchrun --nproc_per_node 2`` pretraining on one GPU: one clear error, nothing written.
 - ``mainjob`` (c): ``scripts/quickstart.sh`` end to end (target ≤ 60 s; ``QS_*`` variables in the environment
-  reach it). By default a reduced run (QS_STEPS=1000:
-  900 + 100 steps, every other stage as the full job) whose full-length time is extrapolated from its measured
-  phase times; ``--full-main-job`` runs the real 6,000 steps.
+  reach it). By default a reduced run (QS_STEPS=600: 540 + 60 steps, every other stage as the full job) whose
+  full-length time is extrapolated from its measured phase times; ``--full-main-job`` runs the real 6,000 steps.
 
 Inputs are built from public data with no network (``--build-data``): the quick start's tokenizer (SentencePiece,
 8,000 ids, WikiText-2 train), 512-token SOP shards of WikiText-2 train, the WikiText-2 files for the main job and
@@ -70,8 +69,8 @@ def sizes(smoke: bool) -> dict:
         )  # fmt: skip
     return dict(
         base=("albert-base", 64, 512), large=("albert-large", 32, 512), seq=512, steps=10, warmup=3,
-        loop_steps=60, loop_log=20, reads_steps=(4, 8), predict_rows=90_000, pipeline_rows=10_000, batch32_rows=20_000,
-        mainjob_steps=1000, peak_n=8192, optim_preset="albert-base", shard="train-512",
+        loop_steps=60, loop_log=20, reads_steps=(4, 8), predict_rows=90_000, pipeline_rows=5_000, batch32_rows=10_000,
+        mainjob_steps=600, peak_n=8192, optim_preset="albert-base", shard="train-512",
     )  # fmt: skip
 
 
@@ -593,12 +592,13 @@ SECTIONS = {  # the cheap ones first; a second call with --sections runs what th
     "optim": section_optim,
     "torchrun": section_torchrun,
     "mfu": section_mfu,
-    "predict": section_predict,
     "loop": section_loop,
+    "predict": section_predict,
     "mainjob": section_mainjob,
 }
-#: seconds a section needs at least to be started (GPU run); smoke runs start every section
-MIN_SECONDS = {"mfu": 60, "loop": 60, "optim": 10, "predict": 60, "torchrun": 20, "mainjob": 60}
+#: seconds a section needs at least (GPU run): a section starts only if it fits, and its optional parts (compiled
+#: variants, the whole-process run) only if the sections after it still fit; smoke runs do everything
+MIN_SECONDS = {"optim": 10, "torchrun": 20, "mfu": 60, "loop": 40, "predict": 45, "mainjob": 70}
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -642,7 +642,6 @@ def main(argv: list[str] | None = None) -> int:
     ctx = {
         "device": dev, "sizes": sizes(args.smoke), "data": args.data.resolve(), "work": work, "smoke": args.smoke,
         "full_main_job": args.full_main_job,
-        "time_left": lambda need: args.smoke or time.perf_counter() - t_start + need <= args.budget,
     }  # fmt: skip
     import transformers
 
@@ -653,8 +652,13 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     report(f"{results['device']}, torch {torch.__version__}, transformers {transformers.__version__}"
            f"{' (smoke sizes)' if args.smoke else ''}")  # fmt: skip
-    for name in args.sections.split(","):
-        if not ctx["time_left"](MIN_SECONDS[name]):
+    names = args.sections.split(",")
+    if unknown := [n for n in names if n not in SECTIONS]:
+        ap.error(f"--sections {','.join(unknown)}: expected names from {','.join(SECTIONS)}")
+    for i, name in enumerate(names):
+        reserve = sum(MIN_SECONDS[n] for n in names[i + 1 :])  # what the later sections need
+        ctx["time_left"] = lambda need, r=reserve: args.smoke or time.perf_counter() - t_start + need + r <= args.budget
+        if not (args.smoke or time.perf_counter() - t_start + MIN_SECONDS[name] <= args.budget):
             results[name] = {"skipped": f"budget of {args.budget:.0f} s"}
             report(f"-- {name}: skipped (budget)")
             continue
