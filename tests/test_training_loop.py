@@ -33,18 +33,18 @@ GOLDEN = Path(__file__).parent / "golden" / "albert_debug_pretrain_loss.json"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64, unpad=False):
+def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64, unpad=False, optimizer="lamb"):
     torch.manual_seed(seed)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
     set_unpad(model, unpad)
-    opt = build_optimizer(model, "lamb", lr=lr, weight_decay=0.01)
+    opt = build_optimizer(model, optimizer, lr=lr, weight_decay=0.01)
     sched = build_scheduler(opt, warmup, steps)
     batches = make_batch_factory(SyntheticPretrainingData(n=n), batch_size, PretrainingCollator(pad_token_id=0), seed=1)
     return model, opt, sched, batches
 
 
 def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, eval_fn=None, **kw):
-    setup_kw = {k: kw.pop(k) for k in ("n", "lr", "unpad") if k in kw}
+    setup_kw = {k: kw.pop(k) for k in ("n", "lr", "unpad", "optimizer") if k in kw}
     model, opt, sched, batches = _setup(batch_size, steps, **setup_kw)
     kw.setdefault("progress_bar", False)
     kw.setdefault("logging_steps", 1)
@@ -208,12 +208,23 @@ def _nan_objective(bad_steps):
     return objective
 
 
-def test_non_finite_steps_are_skipped_then_stop(tmp_path):
-    model, result = _run(tmp_path / "a", steps=6, objective=_nan_objective({2, 3}))
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw"])  # skipped on the device (found_inf) / by the host
+def test_non_finite_steps_are_skipped_then_stop(tmp_path, optimizer):
+    model, result = _run(tmp_path / "a", steps=6, objective=_nan_objective({2, 3}), optimizer=optimizer)
     assert result.skipped_steps == 2 and result.step == 6
     assert all(torch.isfinite(p).all() for p in model.parameters())
     with pytest.raises(LitebertError, match=r"stopped at step 5: 3 non-finite.*last good checkpoint is .*step-2"):
-        _run(tmp_path / "b", steps=10, save_steps=2, max_bad_steps=3, objective=_nan_objective({3, 4, 5, 6}))
+        _run(
+            tmp_path / "b",
+            steps=10,
+            save_steps=2,
+            max_bad_steps=3,
+            objective=_nan_objective({3, 4, 5, 6}),
+            optimizer=optimizer,
+        )
+    # logged every 4 steps: the streak is read at step 8 and reported as of the step it reached 3 (step 5)
+    with pytest.raises(LitebertError, match=r"stopped at step 5: 3 non-finite.*no checkpoint was saved yet"):
+        _run(tmp_path / "c", steps=10, logging_steps=4, max_bad_steps=3, objective=_nan_objective({3, 4, 5, 6}))
 
 
 def test_best_model_and_early_stopping(tmp_path):
