@@ -652,9 +652,15 @@ def test_static_shapes_batch_layout(tiny_data):
     settings = ds.manifest["settings"]
     S, P = settings["max_seq_length"], settings["max_predictions_per_seq"]
     dynamic, static = ds.collator(), ds.collator(static_shapes=True)
+    with_positions = ds.collator(masked_positions=True)  # what pretrain uses without --static-shapes
     for start in (0, 40):
         items = ds.__getitems__(list(range(start, start + 6)))
-        d, s = dynamic(items), static(items)
+        d, s, w = dynamic(items), static(items), with_positions(items)
+        most = int((d["labels"] != -100).sum(1).max())
+        assert w["masked_positions"].shape == (6, most) and torch.equal(
+            w["masked_positions"], s["masked_positions"][:, :most]
+        )
+        assert "masked_positions" not in d
         assert s["input_ids"].shape == (6, S) and s["masked_positions"].shape == (6, P)
         width = d["input_ids"].shape[1]
         for key in ("input_ids", "token_type_ids", "attention_mask", "labels"):

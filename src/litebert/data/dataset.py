@@ -190,11 +190,16 @@ class PretrainingDataset(torch.utils.data.Dataset):
             self.pad_token_id,
         )
 
-    def collator(self, pad_to_multiple_of: int | None = None, *, static_shapes: bool = False) -> PretrainingCollator:
-        """A :class:`PretrainingCollator` with this data's pad id; ``static_shapes``: every batch padded to the
-        data's ``max_seq_length`` with ``masked_positions`` padded to its ``max_predictions_per_seq``."""
+    def collator(
+        self, pad_to_multiple_of: int | None = None, *, static_shapes: bool = False, masked_positions: bool = False
+    ) -> PretrainingCollator:
+        """A :class:`PretrainingCollator` with this data's pad id. ``masked_positions``: batches carry
+        ``masked_positions`` (as many slots as the batch's most predicted row); ``static_shapes``: every batch padded
+        to the data's ``max_seq_length``, with ``masked_positions`` of its ``max_predictions_per_seq`` slots."""
         if not static_shapes:
-            return PretrainingCollator(self.pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
+            return PretrainingCollator(
+                self.pad_token_id, pad_to_multiple_of=pad_to_multiple_of, masked_positions=masked_positions
+            )
         settings = self.manifest["settings"]
         return PretrainingCollator(
             self.pad_token_id,
@@ -230,11 +235,13 @@ class PretrainingCollator:
     ``attention_mask [B, S]`` (0 on padding), ``labels [B, S]`` (−100 on padding), ``sentence_order_label [B]``.
     ``S`` is the longest item, rounded up to ``pad_to_multiple_of`` when given, or ``pad_to_length``.
 
-    Static shapes (for CUDA graphs, ``torch.compile(mode="reduce-overhead")``): ``pad_to_length`` fixes S, and
-    ``max_predictions`` (P) adds ``masked_positions [B, P]``: each row's predicted positions (``labels != -100``)
-    in increasing order, then 0 (the ``[CLS]`` position, never predicted: its label is −100) up to P, as
-    google-research BERT's ``masked_lm_positions``. Raises LitebertError for an item longer than ``pad_to_length``
-    or with more than P predicted positions.
+    ``masked_positions=True`` adds ``masked_positions [B, P]``: each row's predicted positions (``labels !=
+    -100``) in increasing order, then 0 (the ``[CLS]`` position, never predicted: its label is −100) up to P, as
+    google-research BERT's ``masked_lm_positions``; P is the most predicted positions of a row in this batch,
+    counted here on the host, so the model gathers them with no data-dependent size (``nonzero``, a device sync).
+    Static shapes (for CUDA graphs, ``torch.compile(mode="reduce-overhead")``): ``pad_to_length`` fixes S and
+    ``max_predictions`` fixes P (and implies ``masked_positions``). Raises LitebertError for an item longer than
+    ``pad_to_length`` or with more than ``max_predictions`` predicted positions.
     """
 
     def __init__(
@@ -244,11 +251,13 @@ class PretrainingCollator:
         *,
         pad_to_length: int | None = None,
         max_predictions: int | None = None,
+        masked_positions: bool = False,
     ) -> None:
         self.pad_token_id = int(pad_token_id)
         self.pad_to_multiple_of = pad_to_multiple_of
         self.pad_to_length = pad_to_length
         self.max_predictions = max_predictions
+        self.masked_positions = masked_positions or max_predictions is not None
 
     @classmethod
     def from_manifest(cls, manifest: dict, pad_to_multiple_of: int | None = None) -> PretrainingCollator:
@@ -260,26 +269,28 @@ class PretrainingCollator:
         return self._static(self._pad(items))
 
     def _static(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``batch`` padded to ``pad_to_length`` and given ``masked_positions`` (see the class docstring)."""
+        """``batch`` padded to ``pad_to_length`` and given ``masked_positions`` (see the class docstring).
+        The counts here are of CPU tensors, read by the host that collates (no device involved)."""
         if self.pad_to_length is not None:
             S = batch["input_ids"].shape[1]
             if self.pad_to_length < S:
                 raise LitebertError(f"a batch item has {S} tokens, more than the fixed length {self.pad_to_length}")
             self._pad_right(batch, self.pad_to_length - S)
-        if self.max_predictions is not None:
+        if self.masked_positions:
             predicted = batch["labels"] != IGNORE_INDEX  # (B, S)
             most = int(predicted.sum(1).max()) if predicted.numel() else 0
-            if most > self.max_predictions:
+            P = max(most, 1) if self.max_predictions is None else self.max_predictions
+            if most > P:
                 raise LitebertError(
                     f"a batch item has {most} predicted positions, more than max_predictions_per_seq "
                     f"{self.max_predictions}"
                 )
             # stable sort: predicted positions first, each row in increasing order; the rest become 0
-            order = torch.sort((~predicted).to(torch.int8), dim=1, stable=True).indices[:, : self.max_predictions]
+            order = torch.sort((~predicted).to(torch.int8), dim=1, stable=True).indices[:, :P]
             slots = torch.arange(order.shape[1]) < predicted.sum(1, keepdim=True)  # (B, P)
             positions = torch.where(slots, order, 0)
-            if positions.shape[1] < self.max_predictions:  # S < P: pad the slots too
-                positions = torch.nn.functional.pad(positions, (0, self.max_predictions - positions.shape[1]))
+            if positions.shape[1] < P:  # S < P: pad the slots too
+                positions = torch.nn.functional.pad(positions, (0, P - positions.shape[1]))
             batch["masked_positions"] = positions
         return batch
 

@@ -371,12 +371,13 @@ def _tokenizer_info(manifest: dict) -> dict:
 
 
 def _collator(manifest: dict, dataset, static_shapes: bool = False):
-    """The data package's collator for this data set (pads to the longest item with the tokenizer's pad id; with
-    ``static_shapes`` to the data's max_seq_length, with ``masked_positions``)."""
+    """The data package's collator for this data set: pads to the longest item with the tokenizer's pad id (with
+    ``static_shapes`` to the data's max_seq_length), with ``masked_positions``, so the MLM gather has no
+    data-dependent size (a device sync per micro-batch on a GPU)."""
     from litebert import data as litebert_data
 
     if hasattr(dataset, "collator"):
-        return dataset.collator(static_shapes=static_shapes)
+        return dataset.collator(static_shapes=static_shapes, masked_positions=True)
     return litebert_data.PretrainingCollator.from_manifest(manifest)
 
 
