@@ -3,7 +3,8 @@
 Read :meth:`_Trainer.run` top to bottom: for each optimizer step: micro-batches with accumulation (``no_sync`` on
 all but the last) and global loss normalisation → clip → finite check, optimizer step (or skip), schedule → log →
 evaluate → checkpoint; each step is one named helper of :class:`_Trainer`. The contract is written out in
-docs/DESIGN.md, "Training loop contract".
+docs/DESIGN.md, "Training loop contract". A step that does not log, evaluate or save never waits for the device:
+its numbers stay there (:meth:`_Trainer.record`) until :meth:`_Trainer.settle` reads them all at once.
 """
 
 from __future__ import annotations
