@@ -20,11 +20,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_gpu import shard_batches, train_step  # noqa: E402
+from bench_gpu import shard_batches, train_step
 
-from litebert import AlbertConfig, AlbertForPreTraining  # noqa: E402
-from litebert.data import PretrainingDataset  # noqa: E402
-from litebert.modeling import set_unpad  # noqa: E402
+from litebert import AlbertConfig, AlbertForPreTraining
+from litebert.data import PretrainingDataset
+from litebert.modeling import set_unpad
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -60,10 +60,12 @@ def main(argv: list[str] | None = None) -> None:
                 steps[unpad]()
             times[unpad].append((time.perf_counter() - t) / args.steps)
     padded, unpadded = statistics.median(times[False]), statistics.median(times[True])
-    B, S = batches[0]["input_ids"].shape
+    S = batches[0]["input_ids"].shape[1]
     print(f"{args.model} ({cfg.num_hidden_layers} layers, H {cfg.hidden_size}), {args.batch} x <= {S} tokens, "
           f"{args.threads} thread(s): padding {100 * (1 - real / total):.1f} % of tokens")  # fmt: skip
-    print(f"  padded   {padded * 1e3:8.1f} ms/step (median of {args.rounds} rounds; best {min(times[False]) * 1e3:.1f})")
+    print(
+        f"  padded   {padded * 1e3:8.1f} ms/step (median of {args.rounds} rounds; best {min(times[False]) * 1e3:.1f})"
+    )
     print(f"  unpadded {unpadded * 1e3:8.1f} ms/step (best {min(times[True]) * 1e3:.1f})")
     print(f"  unpadded step / padded step: {unpadded / padded:.3f} (speed-up {padded / unpadded:.2f}x)")
 
