@@ -534,9 +534,13 @@ def section_torchrun(ctx: dict) -> dict:
         written = sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
     text = proc.stdout + proc.stderr
     errors = [line for line in text.splitlines() if line.startswith("error:") or " error: " in line]
+    # torchrun itself ends a failed launch with its own ChildFailedError traceback: only the others count
+    blocks = text.split("Traceback (most recent call last):")[1:]
+    ours = [b for b in blocks if "ChildFailedError" not in b[:4000]]
     res = {
         "returncode": proc.returncode, "seconds": time.perf_counter() - t, "error_lines": errors,
-        "traceback": "Traceback" in text, "written": written[:20], "tail": text[-1500:],
+        "traceback": bool(ours), "launcher_traceback": len(blocks) > len(ours), "written": written[:20],
+        "tail": text[-1500:],
     }  # fmt: skip
     if dev.type == "cuda" and torch.cuda.device_count() < 2:
         ok = proc.returncode != 0 and len(set(errors)) == 1 and not res["traceback"] and not written
