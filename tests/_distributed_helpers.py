@@ -255,4 +255,12 @@ def verdict_worker(rank: int, world: int, store: str, data: str, out: str) -> No
         result = "ok"
     except Exception as exc:  # every failure is the finding of the test
         result = f"{type(exc).__name__}: {exc}"
+    torch.distributed.init_process_group(  # pretrain left the group at its end
+        "gloo", init_method=f"file://{store}.2", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
+    )
+    try:  # again into the finished run: refused alike on both ranks, rank 0's verdict
+        pretrain(cfg)
+        result += "\nnot refused"
+    except Exception as exc:
+        result += f"\n{type(exc).__name__}: {exc}"
     Path(f"{out}.rank{rank}.txt").write_text(result)

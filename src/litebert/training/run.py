@@ -119,12 +119,15 @@ def _rank0_verdict(decide: Callable[..., Any], *args: Any) -> Any:
     if not D.is_dist():
         return decide(*args)
     verdict: tuple[Any, str | None] = (None, None)
+    failure: BaseException | None = None
     if D.is_main_rank():
         try:
             verdict = (decide(*args), None)
-        except LitebertError as exc:
-            verdict = (None, str(exc))
+        except Exception as exc:  # every rank must hear of it, or the others would wait at the broadcast forever
+            verdict, failure = (None, str(exc) if isinstance(exc, LitebertError) else f"rank 0: {exc!r}"), exc
     result, error = D.broadcast_object(verdict)
+    if failure is not None:
+        raise failure
     if error is not None:
         raise LitebertError(error)
     return result
