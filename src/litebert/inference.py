@@ -232,16 +232,16 @@ def device_batch_size(device: torch.device | str, config, seq: int) -> int:
     return int(min(max(2 ** int(np.log2(rows)), 64), 4096))
 
 
-def prefetched(batches, device: torch.device | str, depth: int = 2):
+def prefetched(batches, device: torch.device | str | None, depth: int = 2):
     """Yield the dicts of tensors that ``batches`` (an iterator, run in a thread) makes, moved to ``device``,
     while the caller runs the previous ones: collation (and, on a GPU, the copy from pinned host memory,
-    ``non_blocking``) overlaps the forward instead of waiting for it. Order is kept; an exception in the thread is
-    raised here. ``depth``: batches made ahead."""
+    ``non_blocking``) overlaps the forward instead of waiting for it. ``device`` None: the items as made (any
+    objects). Order is kept; an exception in the thread is raised here. ``depth``: items made ahead."""
     import queue
     import threading
 
-    device = torch.device(device)
-    pin = device.type == "cuda"
+    device = torch.device(device) if device is not None else None
+    pin = device is not None and device.type == "cuda"
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     done = object()
@@ -260,7 +260,7 @@ def prefetched(batches, device: torch.device | str, depth: int = 2):
             for batch in batches:
                 if pin:
                     batch = {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-                elif device.type != "cpu":
+                elif device is not None and device.type != "cpu":
                     batch = {k: v.to(device) for k, v in batch.items()}
                 if not put(batch):
                     return

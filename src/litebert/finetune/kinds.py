@@ -268,6 +268,47 @@ def run_features(
     return outputs, loss_sum, units
 
 
+#: examples per chunk when evaluate/predict featurize a file while the device runs (:func:`infer_in_chunks`)
+CHUNK_ROWS = 16384
+
+
+def infer_in_chunks(
+    kind: TaskKind,
+    model,
+    read,
+    tokenizer,
+    max_seq_length: int,
+    batch_size: int,
+    pad_token_id: int,
+    device: torch.device,
+    chunk_rows: int = CHUNK_ROWS,
+) -> tuple[Features, list[np.ndarray], float | None]:
+    """Featurize ``read``'s examples in chunks of ``chunk_rows`` in a thread while the device runs the previous
+    chunk (:func:`run_features` on each, length buckets within a chunk), for kinds with ``merge_features``
+    (one feature per example). Returns the merged :class:`Features`, the outputs in file order and the mean loss
+    per unit (``None`` without labels), as :func:`infer` on the whole file's features does (the buckets, hence
+    the float rounding, differ across chunk borders)."""
+    import dataclasses
+
+    from litebert.inference import prefetched
+
+    ex = read.examples
+    chunks = (
+        kind.featurize(dataclasses.replace(read, examples=ex[i : i + chunk_rows]), tokenizer, max_seq_length, "data")
+        for i in range(0, len(ex), chunk_rows)
+    )
+    parts: list[Features] = []
+    outputs: list[np.ndarray] = []
+    loss_sum, units = 0.0, 0
+    for feats in prefetched(chunks, None, depth=1):
+        out, lsum, n = run_features(kind, model, feats, range(len(feats)), batch_size, pad_token_id, device)
+        parts.append(feats)
+        outputs.extend(out)
+        loss_sum += lsum
+        units += n
+    return kind.merge_features(parts), outputs, (loss_sum / units if units else None)
+
+
 def infer(
     kind: TaskKind, model, feats: Features, batch_size: int, pad_token_id: int, dist
 ) -> tuple[list[np.ndarray], float | None]:
