@@ -228,3 +228,39 @@ def worker(rank: int, world: int, store: str, tmp: str) -> None:
     finally:
         torch.save(res, tmp / f"results.rank{rank}.pt")
         torch.distributed.destroy_process_group()
+
+
+def verdict_worker(rank: int, world: int, store: str, data: str, out: str) -> None:
+    """Issue 25: two ranks start one ``pretrain`` into a new --output, rank 1 two seconds late, in a process group
+    that exists already (as under nccl, whose ``init_process_group`` lets rank 0 run ahead; gloo's would wait for
+    every rank). Writes ``{out}.rank{r}.txt``: "ok" or the error."""
+    import datetime
+
+    from litebert.training.pretrain import PretrainConfig, pretrain
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
+    )
+    if rank == 1:
+        import time
+
+        time.sleep(2.0)
+    try:
+        cfg = PretrainConfig(
+            data=data, output=out, model_config="albert-debug", max_steps=1, batch_size=2, progress_bar=False
+        )
+        pretrain(cfg)
+        result = "ok"
+    except Exception as exc:  # every failure is the finding of the test
+        result = f"{type(exc).__name__}: {exc}"
+    torch.distributed.init_process_group(  # pretrain left the group at its end
+        "gloo", init_method=f"file://{store}.2", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
+    )
+    try:  # again into the finished run: refused alike on both ranks, rank 0's verdict
+        pretrain(cfg)
+        result += "\nnot refused"
+    except Exception as exc:
+        result += f"\n{type(exc).__name__}: {exc}"
+    Path(f"{out}.rank{rank}.txt").write_text(result)

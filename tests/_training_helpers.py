@@ -37,3 +37,40 @@ class SyntheticPretrainingData(torch.utils.data.Dataset):
             "labels": labels,
             "sentence_order_label": torch.randint(0, 2, (), generator=g),
         }
+
+
+#: what turns a tensor into a host number: each is a device→host transfer (and a wait) on a GPU
+HOST_READS = ("item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__")
+
+
+class HostReads:
+    """Counts the calls of :data:`HOST_READS` (and ``Tensor.cpu``) on any tensor while ``counting`` is true, by
+    patching ``torch.Tensor`` for the duration of a ``with`` block; ``calls`` lists (name, "file:function:line") of
+    each."""
+
+    def __init__(self) -> None:
+        self.counting = False
+        self.calls: list[tuple[str, str]] = []
+        self._saved: dict = {}
+
+    def __enter__(self) -> HostReads:
+        import traceback
+
+        def wrap(name, original):
+            def counted(tensor, *args, **kwargs):
+                if self.counting:
+                    frame = traceback.extract_stack(limit=2)[0]  # the caller of the read
+                    self.calls.append((name, f"{frame.filename.rsplit('/', 1)[-1]}:{frame.name}:{frame.lineno}"))
+                return original(tensor, *args, **kwargs)
+
+            return counted
+
+        for name in (*HOST_READS, "cpu"):
+            self._saved[name] = getattr(torch.Tensor, name)
+            setattr(torch.Tensor, name, wrap(name, self._saved[name]))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, original)
+        self.counting = False

@@ -66,3 +66,15 @@ def test_check_metrics_rejects_unknown_and_mismatched():
         metrics.check_metrics(["accuracy"], "regression")
     with pytest.raises(LitebertError, match="regression"):
         metrics.check_metrics(["pearson"], "single_label")
+
+
+def test_accuracy_is_sklearns():
+    from sklearn.metrics import accuracy_score
+
+    from litebert.finetune.metrics import accuracy
+
+    rng = np.random.default_rng(0)
+    p, y = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
+    assert accuracy(p, y) == float(accuracy_score(y, p))
+    P, Y = rng.integers(0, 2, (50, 3)), rng.integers(0, 2, (50, 3))  # multi-label: whole rows must match
+    assert accuracy(P, Y) == float(accuracy_score(Y, P))

@@ -53,15 +53,54 @@ def _encoded(n=23, seed=0, vocab=500) -> Encoded:
     return Encoded(ids, types, None, lengths=lengths)
 
 
-def _logits(model, enc, batch_size=4, bucket=True) -> np.ndarray:
+def _logits(model, enc, batch_size=4, bucket=True, prefetch=None) -> np.ndarray:
     """Classification logits (N, C) in row order, through the task kinds' inference loop."""
     kind = ClassificationKind(DataOptions(task="sst2"))
     config = model.model.config if isinstance(model, TorchRunner) else model.config
     kind.from_config(config)
     outputs, _, _ = run_features(
-        kind, model, features_of(enc), range(len(enc.input_ids)), batch_size, 0, torch.device("cpu"), bucket=bucket
+        kind,
+        model,
+        features_of(enc),
+        range(len(enc.input_ids)),
+        batch_size,
+        0,
+        torch.device("cpu"),
+        bucket=bucket,
+        prefetch=prefetch,
     )
     return np.stack(outputs)
+
+
+def test_prefetched_batches_give_the_plain_loops_outputs_bit_for_bit():
+    model, enc = _classifier(seed=3), _encoded(n=41, seed=3)
+    plain = _logits(model, enc, batch_size=5, prefetch=False)
+    np.testing.assert_array_equal(_logits(model, enc, batch_size=5, prefetch=True), plain)
+    # and what the batches hold: each row alone, unpadded, gives its logits (the collation is the same)
+    with torch.inference_mode():
+        alone = model(input_ids=torch.tensor([enc.input_ids[7]]), token_type_ids=torch.tensor([enc.token_type_ids[7]]))
+    np.testing.assert_allclose(plain[7], alone.logits[0].numpy(), atol=1e-5, rtol=0)
+
+
+def test_prefetch_hands_the_producers_error_to_the_caller():
+    def batches():
+        yield {"x": torch.zeros(2)}
+        raise ValueError("bad row 3")
+
+    got = []
+    with pytest.raises(ValueError, match="bad row 3"):
+        for b in inference.prefetched(batches(), "cpu"):
+            got.append(b)
+    assert len(got) == 1
+
+
+def test_device_batch_size(monkeypatch):
+    cfg = AlbertConfig.from_preset("albert-base")
+    assert inference.device_batch_size("cpu", cfg, 128) == inference.CPU_BATCH_SIZE == 64
+    # albert-base at 128 tokens: 4 B × 128 × (3·768 + 3072 + 12·128) = 3,538,944 bytes a row
+    for free, want in ((80e9, 4096), (8e9, 512), (1e9, 64), (2.6e9, 128)):  # 8e9/4/3538944 = 565 -> 512
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None, free=free: (int(free), int(2 * free)))
+        assert inference.device_batch_size("cuda", cfg, 128) == want, free
 
 
 def test_length_batches_hand_computed():
@@ -439,3 +478,83 @@ def test_unwritable_output_refused_before_the_data_is_read(sst2_classifier, caps
         err = capsys.readouterr().err
         assert err.count("error:") == 1 and "--output /proc/litebert-out/x: cannot write in /proc" in err, err
         assert "such.tsv" not in err
+
+
+def test_default_batch_on_cpu_writes_what_batch_64_wrote(sst2_classifier, tmp_path):
+    """No --batch-size on the CPU: the same files as today's default (64), and 64 recorded as the batch used."""
+    model_dir, dev = sst2_classifier
+    for name, extra in (("auto", []), ("b64", ["--batch-size", "64"])):
+        args = ["evaluate", "--model", str(model_dir), "--data", str(dev), "--output", str(tmp_path / name)]
+        assert main([*args, "--threads", "1", *extra]) == 0
+    for f in ("predictions.tsv", "eval_results.json"):
+        assert (tmp_path / "auto" / f).read_bytes() == (tmp_path / "b64" / f).read_bytes(), f
+    a, b = (json.loads((tmp_path / d / "run_settings.json").read_text()) for d in ("auto", "b64"))
+    for s in (a, b):
+        del s["argv"], s["started"], s["evaluate_config"]["output_dir"]
+    assert a == b and a["evaluate_config"]["batch_size"] == 64
+
+
+def test_chunked_featurize_and_run_gives_the_whole_files_predictions(sst2_classifier):
+    """evaluate/predict on a GPU featurize long files in chunks while the device runs (kinds.infer_in_chunks):
+    the same features, the same predictions and (to rounding) logits and loss as the whole file at once."""
+    from litebert.finetune.kinds import infer_in_chunks, make_kind
+    from litebert.finetune.run import _load_tokenizer
+    from litebert.tokenization import load_tokenizer
+
+    model_dir, dev = sst2_classifier
+    model = AlbertForSequenceClassification.from_pretrained(model_dir).eval()
+    kind = make_kind(DataOptions(task="sst2"))
+    kind.from_config(model.config)
+    read = kind.read(dev, require_labels=True)
+    tok = _load_tokenizer(model_dir, None, model.config.vocab_size)
+    assert isinstance(tok, type(load_tokenizer(model_dir)))
+    whole = kind.featurize(read, tok, 32, "data")
+    ref, ref_loss, units = run_features(kind, model, whole, range(len(whole)), 8, tok.pad_token_id, torch.device("cpu"))
+    feats, outs, loss = infer_in_chunks(kind, model, read, tok, 32, 8, tok.pad_token_id, torch.device("cpu"), 7)
+    assert [it["input_ids"] for it in feats.items] == [it["input_ids"] for it in whole.items]
+    assert (feats.truncated, feats.longest, feats.lengths) == (whole.truncated, whole.longest, whole.lengths)
+    np.testing.assert_allclose(np.stack(outs), np.stack(ref), atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(kind.postprocess(outs, feats, read), kind.postprocess(ref, whole, read))
+    assert loss == pytest.approx(ref_loss / units, abs=1e-6)
+    assert kind.score(kind.postprocess(outs, feats, read), read, feats) == kind.score(
+        kind.postprocess(ref, whole, read), read, whole
+    )
+
+
+def test_chunks_only_for_one_gpu_process_and_long_files():
+    from types import SimpleNamespace
+
+    from litebert.finetune.kinds import CHUNK_ROWS, make_kind
+    from litebert.finetune.run import _in_chunks
+
+    kind = make_kind(DataOptions(task="sst2"))
+    long, short = SimpleNamespace(examples=[0] * (CHUNK_ROWS + 1)), SimpleNamespace(examples=[0] * CHUNK_ROWS)
+    gpu = SimpleNamespace(world_size=1, device=torch.device("cuda"))
+    assert _in_chunks(kind, gpu, long) and not _in_chunks(kind, gpu, short)
+    assert not _in_chunks(kind, SimpleNamespace(world_size=1, device=torch.device("cpu")), long)
+    assert not _in_chunks(kind, SimpleNamespace(world_size=2, device=torch.device("cuda")), long)
+
+
+def test_evaluate_through_the_chunked_path_writes_the_same_files(sst2_classifier, tmp_path, monkeypatch):
+    """The GPU path of evaluate (chunks featurized while the device runs), forced on the CPU with chunks of 16."""
+    import litebert.finetune.kinds as kinds_module
+    import litebert.finetune.run as run_module
+
+    model_dir, dev = sst2_classifier
+    args = ["evaluate", "--model", str(model_dir), "--data", str(dev), "--threads", "1", "--batch-size", "8"]
+    assert main([*args, "--output", str(tmp_path / "whole")]) == 0
+    monkeypatch.setattr(run_module, "_in_chunks", lambda kind, dist, read: True)
+    real, calls = kinds_module.infer_in_chunks, []
+
+    def chunked(*a, **k):
+        calls.append(1)
+        return real(*a, **k, chunk_rows=16)  # 80 rows: 5 chunks
+
+    monkeypatch.setattr(kinds_module, "infer_in_chunks", chunked)
+    assert main([*args, "--output", str(tmp_path / "chunks")]) == 0
+    assert calls == [1]
+    whole, chunks = tmp_path / "whole", tmp_path / "chunks"
+    assert (whole / "predictions.tsv").read_text() == (chunks / "predictions.tsv").read_text()
+    a, b = (json.loads((d / "eval_results.json").read_text()) for d in (whole, chunks))
+    assert a["accuracy"] == b["accuracy"] and a["truncated"] == b["truncated"] and a["num_examples"] == 80
+    assert b["eval_loss"] == pytest.approx(a["eval_loss"], abs=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -143,3 +144,211 @@ def test_schedule_values_equal_the_formula():
     with pytest.raises(LitebertError):
         WarmupPolyDecay(0, 10, power=0)
     assert math.isclose(WarmupPolyDecay(4, 8)(6), 0.5)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# LAMB as it was before the step stopped reading the host (litebert 0dcbf0a, optim.py), kept verbatim as the reference
+# the device-only step must reproduce.
+class _ReferenceLamb(torch.optim.Optimizer):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-6,
+        weight_decay=0.01,
+        adapt=True,
+        bias_correction=False,
+        foreach=True,
+    ):
+        defaults = dict(
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            adapt=adapt,
+            bias_correction=bias_correction,
+            foreach=foreach,
+        )
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, exp_avgs, exp_avg_sqs = [], [], [], []
+            steps = []
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Lamb does not support sparse gradients")
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.zeros((), dtype=torch.float64)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                steps.append(int(state["step"].item()))
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
+            if not params:
+                continue
+            kwargs = dict(
+                lr=group["lr"],
+                beta1=group["betas"][0],
+                beta2=group["betas"][1],
+                eps=group["eps"],
+                weight_decay=group["weight_decay"],
+                adapt=group["adapt"],
+                bias_correction=group["bias_correction"],
+            )
+            same_kind = all(p.device == params[0].device and p.dtype == params[0].dtype for p in params)
+            if group["foreach"] and same_kind and len(set(steps)) == 1:
+                _ref_foreach(params, grads, exp_avgs, exp_avg_sqs, step=steps[0], **kwargs)
+            else:
+                for p, g, m, v, t in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
+                    _ref_single(p, g, m, v, step=t, **kwargs)
+        return loss
+
+
+def _ref_single(p, g, m, v, *, step, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction) -> None:
+
+    m.mul_(beta1).add_(g, alpha=1 - beta1)
+    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    if bias_correction:
+        denom = (v / (1 - beta2**step)).sqrt_().add_(eps)
+        u = (m / (1 - beta1**step)).div_(denom)
+    else:
+        u = m / v.sqrt().add_(eps)
+    if weight_decay != 0:
+        u.add_(p, alpha=weight_decay)
+    if adapt:
+        w_norm = torch.linalg.vector_norm(p)
+        u_norm = torch.linalg.vector_norm(u)
+        ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+        u.mul_(ratio)
+    p.add_(u, alpha=-lr)
+
+
+def _ref_foreach(
+    params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction
+) -> None:
+
+    torch._foreach_mul_(exp_avgs, beta1)
+    torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
+    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+    if bias_correction:
+        denom = torch._foreach_div(exp_avg_sqs, 1 - beta2**step)
+        torch._foreach_sqrt_(denom)
+        torch._foreach_add_(denom, eps)
+        updates = torch._foreach_div(exp_avgs, 1 - beta1**step)
+        torch._foreach_div_(updates, denom)
+    else:
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_add_(denom, eps)
+        updates = torch._foreach_div(exp_avgs, denom)
+    del denom
+    if weight_decay != 0:
+        torch._foreach_add_(updates, params, alpha=weight_decay)
+    if adapt:
+        w_norms = torch._foreach_norm(params)
+        u_norms = torch._foreach_norm(updates)
+        ratios = [torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w)) for w, u in zip(w_norms, u_norms)]
+        torch._foreach_mul_(updates, ratios)
+    torch._foreach_add_(params, updates, alpha=-lr)
+
+
+def _model_and_grads(steps: int, seed: int = 0):
+    """albert-debug's parameters and ``steps`` seeded gradients for each (some tensors left without one)."""
+    torch.manual_seed(seed)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
+    g = torch.Generator().manual_seed(seed + 1)
+    names = [n for n, _ in model.named_parameters()]
+    grads = [{n: torch.randn(p.shape, generator=g) * 1e-2 for n, p in model.named_parameters()} for _ in range(steps)]
+    for k in range(0, steps, 7):  # now and then a tensor without a gradient: its step count falls behind
+        del grads[k][names[k % len(names)]]
+    return model, grads
+
+
+def _train(model, opt, grads, skip=()):
+    """``len(grads)`` optimizer steps (steps in ``skip`` flagged non-finite through ``found_inf``)."""
+    params = dict(model.named_parameters())
+    for k, step_grads in enumerate(grads):
+        for name, p in params.items():
+            p.grad = step_grads[name].clone() if name in step_grads else None
+        if skip:
+            opt.found_inf = torch.tensor([1.0 if k in skip else 0.0])
+            if k in skip:  # a skipped step's gradients may hold inf and NaN
+                for p in params.values():
+                    if p.grad is not None:
+                        p.grad[..., 0] = float("nan")
+                        p.grad.view(-1)[-1] = float("inf")
+        opt.step()
+    return {n: p.detach().clone() for n, p in params.items()}
+
+
+@pytest.mark.parametrize(("foreach", "bias_correction"), [(True, False), (False, False), (True, True), (False, True)])
+def test_lamb_matches_the_host_reading_lamb_after_100_steps(foreach, bias_correction):
+    # the decayed+adapted group and the excluded group (LayerNorm, bias: no decay, no trust ratio), both as
+    # build_param_groups makes them; step counts that differ between tensors
+    results = []
+    for cls in (Lamb, _ReferenceLamb):
+        model, grads = _model_and_grads(100)
+        opt = cls(
+            build_param_groups(model, 0.01),
+            lr=5e-3,
+            weight_decay=0.01,
+            bias_correction=bias_correction,
+            foreach=foreach,
+        )
+        results.append(_train(model, opt, grads))
+    new, ref = results
+    assert max((new[n] - ref[n]).abs().max().item() for n in new) <= 1e-6
+
+
+def test_a_step_flagged_by_found_inf_changes_nothing():
+    # skipping steps 3 and 10 on the device = training without them (gradients there are inf/NaN)
+    model, grads = _model_and_grads(20)
+    opt = Lamb(build_param_groups(model, 0.01), lr=5e-3)
+    skipped = _train(model, opt, grads, skip={3, 10})
+    model2, grads2 = _model_and_grads(20)
+    opt2 = Lamb(build_param_groups(model2, 0.01), lr=5e-3)
+    without = _train(model2, opt2, [g for k, g in enumerate(grads2) if k not in (3, 10)])
+    assert all(torch.equal(skipped[n], without[n]) for n in skipped)
+    states = [{k: v.clone() for k, v in s.items()} for s in (opt.state[p] for p in model.parameters())]
+    states2 = [{k: v.clone() for k, v in s.items()} for s in (opt2.state[p] for p in model2.parameters())]
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(states, states2) for k in a)
+
+
+def test_lamb_step_reads_nothing_from_the_host():
+    from _training_helpers import HostReads
+
+    model, grads = _model_and_grads(3)
+    opt = Lamb(build_param_groups(model, 0.01), lr=5e-3, bias_correction=True)
+    with HostReads() as reads:
+        reads.counting = True
+        _train(model, opt, grads, skip={1})
+    assert reads.calls == []
+
+
+def test_a_checkpoint_of_the_host_reading_lamb_resumes():
+    # its step counts are float64 tensors on the CPU: loaded into today's Lamb they continue the same trajectory
+    model, grads = _model_and_grads(30)
+    ref_opt = _ReferenceLamb(build_param_groups(model, 0.01), lr=5e-3, bias_correction=True)
+    _train(model, ref_opt, grads[:15])
+    saved_weights = {n: p.detach().clone() for n, p in model.named_parameters()}
+    saved_state = copy.deepcopy(ref_opt.state_dict())
+    ref_final = _train(model, ref_opt, grads[15:])
+    model2, _ = _model_and_grads(1)
+    model2.load_state_dict(saved_weights, strict=False)
+    opt = Lamb(build_param_groups(model2, 0.01), lr=5e-3, bias_correction=True)
+    opt.load_state_dict(saved_state)
+    final = _train(model2, opt, grads[15:])
+    assert max((final[n] - ref_final[n]).abs().max().item() for n in final) <= 1e-6

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from _training_helpers import SyntheticPretrainingData
 from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.data import PretrainingCollator
 from litebert.errors import LitebertError
+from litebert.modeling import set_unpad
 from litebert.optim import build_optimizer, build_scheduler
 from litebert.training import LossOutput, TrainingArgs, make_batch_factory, train
 from litebert.training import distributed as D
@@ -31,17 +33,18 @@ GOLDEN = Path(__file__).parent / "golden" / "albert_debug_pretrain_loss.json"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64):
+def _setup(batch_size=8, steps=20, seed=0, lr=1e-2, warmup=2, n=64, unpad=False, optimizer="lamb"):
     torch.manual_seed(seed)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
-    opt = build_optimizer(model, "lamb", lr=lr, weight_decay=0.01)
+    set_unpad(model, unpad)
+    opt = build_optimizer(model, optimizer, lr=lr, weight_decay=0.01)
     sched = build_scheduler(opt, warmup, steps)
     batches = make_batch_factory(SyntheticPretrainingData(n=n), batch_size, PretrainingCollator(pad_token_id=0), seed=1)
     return model, opt, sched, batches
 
 
 def _run(out, batch_size=8, accum=1, steps=20, objective=pretraining_objective, eval_fn=None, **kw):
-    setup_kw = {k: kw.pop(k) for k in ("n", "lr") if k in kw}
+    setup_kw = {k: kw.pop(k) for k in ("n", "lr", "unpad", "optimizer") if k in kw}
     model, opt, sched, batches = _setup(batch_size, steps, **setup_kw)
     kw.setdefault("progress_bar", False)
     kw.setdefault("logging_steps", 1)
@@ -205,12 +208,23 @@ def _nan_objective(bad_steps):
     return objective
 
 
-def test_non_finite_steps_are_skipped_then_stop(tmp_path):
-    model, result = _run(tmp_path / "a", steps=6, objective=_nan_objective({2, 3}))
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw"])  # skipped on the device (found_inf) / by the host
+def test_non_finite_steps_are_skipped_then_stop(tmp_path, optimizer):
+    model, result = _run(tmp_path / "a", steps=6, objective=_nan_objective({2, 3}), optimizer=optimizer)
     assert result.skipped_steps == 2 and result.step == 6
     assert all(torch.isfinite(p).all() for p in model.parameters())
     with pytest.raises(LitebertError, match=r"stopped at step 5: 3 non-finite.*last good checkpoint is .*step-2"):
-        _run(tmp_path / "b", steps=10, save_steps=2, max_bad_steps=3, objective=_nan_objective({3, 4, 5, 6}))
+        _run(
+            tmp_path / "b",
+            steps=10,
+            save_steps=2,
+            max_bad_steps=3,
+            objective=_nan_objective({3, 4, 5, 6}),
+            optimizer=optimizer,
+        )
+    # logged every 4 steps: the streak is read at step 8 and reported as of the step it reached 3 (step 5)
+    with pytest.raises(LitebertError, match=r"stopped at step 5: 3 non-finite.*no checkpoint was saved yet"):
+        _run(tmp_path / "c", steps=10, logging_steps=4, max_bad_steps=3, objective=_nan_objective({3, 4, 5, 6}))
 
 
 def test_best_model_and_early_stopping(tmp_path):
@@ -522,3 +536,58 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier
     assert "\n" not in msg
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-50"]
     assert {p.name: p.read_bytes() for p in first.iterdir()} == before
+
+
+@pytest.mark.parametrize(("precision", "unpad"), [("fp32", False), ("fp16", False), ("fp32", True)])
+def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkeypatch, precision, unpad):
+    """Issue 25: losses, ratios, counts, the gradient norm and the non-finite check stay on the device except at
+    logging, evaluation and checkpoint steps. Counted: every .item/.tolist/.numpy/float/int/bool/index (and .cpu) of
+    a tensor from the start of a step that does not log to its end, data loading aside (host work on CPU tensors)."""
+    from _training_helpers import HostReads
+
+    from litebert.training import loop as L
+
+    logging_steps, steps = 4, 7  # steps 4 and 7 (the last) log; 1, 2, 3, 5, 6 must not read
+    reads = HostReads()
+
+    def paused(method):
+        def wrapper(self, *a, **k):
+            was, reads.counting = reads.counting, False
+            try:
+                return method(self, *a, **k)
+            finally:
+                reads.counting = was
+
+        return wrapper
+
+    def step_starts(method):
+        def wrapper(self, *a, **k):
+            step = self.st.step + 1
+            reads.counting = step % logging_steps != 0 and step != steps
+            return method(self, *a, **k)
+
+        return wrapper
+
+    monkeypatch.setattr(L._Trainer, "normalisers", step_starts(L._Trainer.normalisers))
+    for name in ("next_batch", "prefetch", "settle"):
+        monkeypatch.setattr(L._Trainer, name, paused(getattr(L._Trainer, name)))
+    with reads:
+        _, result = _run(
+            tmp_path,
+            batch_size=4,
+            accum=2,
+            steps=steps,
+            logging_steps=logging_steps,
+            precision=precision,
+            unpad=unpad,
+            objective=_nan_objective({5, 6}),  # micro-batches 5, 6 = step 3: non-finite, skipped on the device
+        )
+        reads.counting = False
+    # the one read allowed: AlbertModel.additive_mask skips the mask of a batch without padding when the mask is a
+    # CPU tensor (no transfer there); with the mask on a GPU that branch is never taken
+    calls = [(name, where) for name, where in reads.calls if not where.startswith("modeling.py:additive_mask:")]
+    assert calls == [], Counter(calls)
+    # what the host learnt at the logging steps is what each step would have told it
+    assert result.skipped_steps == 1 and result.step == steps
+    records = [r for r in read_metrics(tmp_path) if r["split"] == "train"]
+    assert [r["step"] for r in records] == [4, 7] and [r["skipped_steps"] for r in records] == [1, 0]

@@ -641,3 +641,59 @@ def test_export_finds_the_tokenizer_of_a_relative_data_path_from_any_directory(
             "tokenizer files of the run's data (DATA/tokenizer/*) into it, or pass --tokenizer DIR to "
             "finetune/evaluate/predict"
         ) in err.splitlines(), (name, err)
+
+
+def test_static_shapes_batch_layout(tiny_data):
+    # every batch (B, max_seq_length); masked_positions (B, max_predictions_per_seq) list each row's predicted
+    # positions in order, then 0 ([CLS], label -100)
+    from litebert.data import PretrainingDataset
+
+    ds = PretrainingDataset(tiny_data)
+    settings = ds.manifest["settings"]
+    S, P = settings["max_seq_length"], settings["max_predictions_per_seq"]
+    dynamic, static = ds.collator(), ds.collator(static_shapes=True)
+    with_positions = ds.collator(masked_positions=True)  # what pretrain uses without --static-shapes
+    for start in (0, 40):
+        items = ds.__getitems__(list(range(start, start + 6)))
+        d, s, w = dynamic(items), static(items), with_positions(items)
+        most = int((d["labels"] != -100).sum(1).max())
+        assert w["masked_positions"].shape == (6, most) and torch.equal(
+            w["masked_positions"], s["masked_positions"][:, :most]
+        )
+        assert "masked_positions" not in d
+        assert s["input_ids"].shape == (6, S) and s["masked_positions"].shape == (6, P)
+        width = d["input_ids"].shape[1]
+        for key in ("input_ids", "token_type_ids", "attention_mask", "labels"):
+            assert torch.equal(s[key][:, :width], d[key])
+        assert (s["attention_mask"][:, width:] == 0).all() and (s["labels"][:, width:] == -100).all()
+        for row in range(6):
+            predicted = (d["labels"][row] != -100).nonzero().squeeze(1).tolist()
+            pos = s["masked_positions"][row].tolist()
+            assert pos == predicted + [0] * (P - len(predicted))
+            assert s["labels"][row, 0] == -100
+
+
+def test_static_shapes_train_like_dynamic_padding_and_are_recorded(tiny_data, tmp_path):
+    # the same run with one batch shape: the same losses (padding is masked out, pad slots are ignored)
+    for name, extra in (("dyn", ()), ("static", ("--static-shapes",))):
+        assert main(_args(tiny_data, tmp_path / name, "--max-steps", "6", "--logging-steps", "1", *extra)) == 0
+    dyn = [r for r in read_metrics(tmp_path / "dyn") if r["split"] == "train"]
+    static = [r for r in read_metrics(tmp_path / "static") if r["split"] == "train"]
+    for a, b in zip(dyn, static, strict=True):
+        for key in ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy"):
+            assert abs(a[key] - b[key]) < 1e-5, (key, a, b)
+    recorded = json.loads((tmp_path / "static" / "run_settings.json").read_text())["pretrain_config"]
+    assert recorded["static_shapes"] is True and recorded["compile_mode"] is None
+
+
+@pytest.mark.slow
+def test_compile_mode_reduce_overhead_with_static_shapes_matches_eager(tiny_data, tmp_path):
+    # torch.compile(mode="reduce-overhead") (CUDA graphs on a GPU; inductor on the CPU) on one batch shape
+    common = ("--max-steps", "4", "--logging-steps", "1", "--static-shapes")
+    assert main(_args(tiny_data, tmp_path / "eager", *common)) == 0
+    assert main(_args(tiny_data, tmp_path / "ro", *common, "--compile-mode", "reduce-overhead")) == 0
+    eager = [r["loss"] for r in read_metrics(tmp_path / "eager") if r["split"] == "train"]
+    compiled = [r["loss"] for r in read_metrics(tmp_path / "ro") if r["split"] == "train"]
+    assert len(eager) == 4 and max(abs(a - b) for a, b in zip(eager, compiled)) < 1e-3
+    recorded = json.loads((tmp_path / "ro" / "run_settings.json").read_text())["pretrain_config"]
+    assert recorded["compile_mode"] == "reduce-overhead"

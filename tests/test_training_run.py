@@ -361,3 +361,46 @@ def test_a_checkpoint_of_another_command_or_model_is_refused(tmp_path):
         r"\(here / in the checkpoint\): albert\.embeddings\.word_embeddings\.weight 100x32 / 90x32, ",
     ):
         check_checkpoint_fits(small, "pretrain", model)
+
+
+def test_more_processes_than_gpus_is_one_error_before_anything_is_written(tmp_path, monkeypatch):
+    from litebert.training import distributed as D
+    from litebert.training.pretrain import PretrainConfig, pretrain
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda *a: pytest.fail("set_device reached"))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(LitebertError, match=r"^2 processes on this node but 1 GPU\(s\).*--nproc-per-node 1"):
+        D.init_distributed()
+    out = tmp_path / "run"
+    cfg = PretrainConfig(data=str(tmp_path / "data"), output=str(out), model_config="albert-debug", device="cuda")
+    with pytest.raises(LitebertError, match="2 processes on this node but 1 GPU"):
+        pretrain(cfg)
+    assert not out.exists()
+    # rank 0 of the two (LOCAL_RANK 0) is refused alike: every process says the same
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    with pytest.raises(LitebertError, match="2 processes on this node but 1 GPU"):
+        D.init_distributed("cuda")
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_output_verdict_is_rank_0s_so_no_rank_sees_another_ranks_writes(tiny, tmp_path):
+    # issue 25: under torchrun --fsdp, rank 1 checked --output after rank 0 had written run_settings.json into it
+    # and refused the run as "an interrupted run"; now rank 0 decides and every rank gets its verdict
+    import tempfile
+
+    import _distributed_helpers as H
+    import torch.multiprocessing as mp
+
+    data = tiny.pretraining_data()
+    out = tmp_path / "run"
+    mp.spawn(H.verdict_worker, args=(2, tempfile.mktemp(prefix="litebert_store_"), str(data), str(out)), nprocs=2)
+    first, again = zip(*((tmp_path / f"run.rank{r}.txt").read_text().split("\n") for r in range(2)))
+    assert first == ("ok", "ok")
+    assert (out / "final" / "model.safetensors").is_file()
+    assert again[0] == again[1] and again[0].startswith("LitebertError: ") and "already holds checkpoints" in again[0]

@@ -196,6 +196,26 @@ class AlbertEmbeddings(nn.Module):
         return _dropout(self.LayerNorm(x), self.dropout_prob, self.training)
 
 
+# ====================================================================================================== unpadding
+class Unpadded:
+    """Where the T real tokens of a padded (B, S) batch are, so that every per-token op (QKV, output projection,
+    FFN, LayerNorm, dropout) runs on (T, ·) rows and only attention sees the padded (B, S) layout (MosaicBERT's
+    ``bert_padding``, Portes et al. 2023; docs/algorithms.md §1). ``index`` (T,) int64: the real positions in the
+    flattened B·S, row-major (batch, position) order."""
+
+    def __init__(self, index: torch.Tensor, batch: int, seq: int):
+        self.index, self.batch, self.seq = index, batch, seq
+
+    def unpad(self, t: torch.Tensor) -> torch.Tensor:
+        """t (B, S, D) → (T, D)."""
+        return t.reshape(-1, t.shape[-1]).index_select(0, self.index)
+
+    def pad(self, t: torch.Tensor) -> torch.Tensor:
+        """t (T, D) → (B, S, D), zeros at the padded positions (gradients flow to ``t`` only)."""
+        out = t.new_zeros(self.batch * self.seq, t.shape[-1]).index_copy(0, self.index, t)  # (B·S, D)
+        return out.view(self.batch, self.seq, -1)
+
+
 # ====================================================================================================== attention
 class AlbertAttention(nn.Module):
     """Multi-head self-attention with its output projection, residual and LayerNorm (HF ``AlbertAttention``).
@@ -249,19 +269,29 @@ class AlbertAttention(nn.Module):
         output_attentions: bool = False,
         cache: dict | None = None,
         first_only: bool = False,
+        unpadded: Unpadded | None = None,
     ):
         """x (B, S, H); mask None or additive (B, 1, 1, S) float → ((B, S, H), probs (B, nh, S, S) or None).
 
         ``first_only`` (inference): only position 0 ([CLS]) queries, attending to every key → ((B, 1, H),
         probs (B, nh, 1, S) or None): the pooler's input, the output projection (and the layer's FFN) run for one
-        position; the QKV projection still runs for all S (keys and values)."""
-        B, S, H = x.shape
+        position; the QKV projection still runs for all S (keys and values).
+
+        ``unpadded``: x is (T, H), the real tokens only (:class:`Unpadded`); the projections run on (T, ·) and
+        q, k, v are re-padded to (B, nh, S, hd) for attention only → ((T, H), probs). With ``first_only`` x is
+        re-padded first and the result is (B, 1, H)."""
+        if unpadded is not None and first_only:
+            x, unpadded = unpadded.pad(x), None  # (T, H) -> (B, S, H)
+        H = x.shape[-1]
         h = self.LayerNorm(x) if self.pre_ln else x
         if self.qkv is not None:
             qkv = self.qkv(h)
         else:
             w, b = self.fused_qkv(cache)
             qkv = F.linear(h, w, b)
+        if unpadded is not None:
+            qkv = unpadded.pad(qkv)  # (T, 3H) -> (B, S, 3H)
+        B, S = qkv.shape[:2]
         qkv = qkv.view(B, S, 3, self.num_heads, self.head_size)  # (B, S, 3H) -> (B, S, 3, nh, hd)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, nh, S, hd)
         if first_only:
@@ -276,6 +306,8 @@ class AlbertAttention(nn.Module):
             probs = None
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)  # (B, nh, S, hd)
         ctx = ctx.transpose(1, 2).reshape(B, S, H)  # (B, nh, S, hd) -> (B, S, H)
+        if unpadded is not None:
+            ctx = unpadded.unpad(ctx)  # (B, S, H) -> (T, H)
         out = _dropout(self.dense(ctx), self.dropout_prob, self.training)
         return (x + out if self.pre_ln else self.LayerNorm(x + out)), probs
 
@@ -305,10 +337,11 @@ class AlbertLayer(nn.Module):
         output_attentions: bool = False,
         cache: dict | None = None,
         first_only: bool = False,
+        unpadded: Unpadded | None = None,
     ):
-        """x (B, S, H) → ((B, S, H), attention probs or None); ``first_only``: position 0 only, (B, 1, H)
-        (:meth:`AlbertAttention.forward`)."""
-        a, probs = self.attention(x, mask, output_attentions, cache, first_only)
+        """x (B, S, H) → ((B, S, H), attention probs or None); ``first_only``: position 0 only, (B, 1, H);
+        ``unpadded``: x and the result are (T, H) (:meth:`AlbertAttention.forward`)."""
+        a, probs = self.attention(x, mask, output_attentions, cache, first_only, unpadded)
         h = self.full_layer_layer_norm(a) if self.pre_ln else a
         f = self.ffn_output(self.activation(self.ffn(h)))  # (B, S, H) -> (B, S, I) -> (B, S, H)
         f = _dropout(f, self.dropout_prob, self.training)
@@ -331,18 +364,20 @@ class AlbertLayerGroup(nn.Module):
         cache: dict | None = None,
         repeats: int = 1,
         first_only_last: bool = False,
+        unpadded: Unpadded | None = None,
     ):
         """x (B, S, H) → (B, S, H): the K layers, ``repeats`` times over (the consecutive layer uses of a shared
         group run in one call, so a sharded group is gathered once per forward); appends each layer's output /
         attention probs to the lists when given. ``first_only_last``: the last layer computes position 0 only
-        → (B, 1, H)."""
+        → (B, 1, H). ``unpadded``: x is (T, H) (:class:`Unpadded`), and so is the result (unless
+        ``first_only_last``); the hidden states appended are re-padded to (B, S, H)."""
         n = repeats * len(self.albert_layers)
         for r in range(repeats):
             for k, layer in enumerate(self.albert_layers):
                 last = first_only_last and r * len(self.albert_layers) + k == n - 1
-                x, probs = layer(x, mask, all_attn is not None, cache, last)
+                x, probs = layer(x, mask, all_attn is not None, cache, last, unpadded)
                 if all_hidden is not None:
-                    all_hidden.append(x)
+                    all_hidden.append(unpadded.pad(x) if unpadded is not None and x.dim() == 2 else x)
                 if all_attn is not None:
                     all_attn.append(probs)
         return x
@@ -380,18 +415,26 @@ class AlbertTransformer(nn.Module):
                     for name in shared:
                         setattr(layer, name, getattr(src[k], name))
 
-    def forward(self, x, mask=None, output_hidden_states=False, output_attentions=False, pooled_only=False):
+    def forward(
+        self, x, mask=None, output_hidden_states=False, output_attentions=False, pooled_only=False, unpadded=None
+    ):
         """x (B, S, E) factorized / (B, S, H) albert_zh → (last (B, S, H), hidden_states | None, attentions | None).
 
-        ``pooled_only`` (inference): the last layer computes position 0 only, so ``last`` is (B, 1, H)."""
+        ``pooled_only`` (inference): the last layer computes position 0 only, so ``last`` is (B, 1, H).
+        ``unpadded`` (:class:`Unpadded`): x is (T, E) / (T, H), the real tokens only; every layer runs on them
+        and ``last`` is re-padded to (B, S, H) with zeros at the padded positions."""
         if hasattr(self, "embedding_hidden_mapping_in"):
-            x = self.embedding_hidden_mapping_in(x)  # (B, S, E) -> (B, S, H)
-        all_hidden = [x] if output_hidden_states else None
+            x = self.embedding_hidden_mapping_in(x)  # (B, S, E) -> (B, S, H)  [unpadded: (T, E) -> (T, H)]
+        all_hidden = None
+        if output_hidden_states:
+            all_hidden = [unpadded.pad(x) if unpadded is not None else x]
         all_attn = [] if output_attentions else None
         cache: dict = {}  # fused QKV weights, built once per forward for each distinct attention module
         for i, (g, repeats) in enumerate(self.group_runs):  # = for layer l: group physical_group[l]
             last_run = pooled_only and i == len(self.group_runs) - 1
-            x = self.albert_layer_groups[g](x, mask, all_hidden, all_attn, cache, repeats, last_run)
+            x = self.albert_layer_groups[g](x, mask, all_hidden, all_attn, cache, repeats, last_run, unpadded)
+        if unpadded is not None and x.dim() == 2:
+            x = all_hidden[-1] if all_hidden is not None else unpadded.pad(x)  # (T, H) -> (B, S, H)
         return (
             x,
             tuple(all_hidden) if all_hidden is not None else None,
@@ -533,6 +576,9 @@ class AlbertModel(AlbertPreTrainedModel):
         else:
             self.pooler = None
             self.pooler_activation = None
+        #: run the layers on the real tokens only when an attention_mask is given (:meth:`unpadding`); off by
+        #: default, see :func:`set_unpad`
+        self.unpad = False
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -555,6 +601,22 @@ class AlbertModel(AlbertPreTrainedModel):
         keep = attention_mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
         return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, torch.finfo(dtype).min)
 
+    def unpadding(self, attention_mask: torch.Tensor | None) -> Unpadded | None:
+        """The :class:`Unpadded` of ``attention_mask`` (B, S) when :attr:`unpad` is on, else None.
+
+        In eager mode a batch without padding (T = B·S) gets None: nothing to skip. ``nonzero`` has a
+        data-dependent size: on a GPU it waits for the mask to be on the device (the masked-LM head's gather
+        does the same), and under ``torch.compile`` T is a dynamic size
+        (``capture_dynamic_output_shape_ops``, set by ``training.distributed.compile_model``), so one graph
+        serves every T; CUDA graphs need static shapes, so unpadding must stay off there."""
+        if not self.unpad or attention_mask is None:
+            return None
+        B, S = attention_mask.shape
+        index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (T,) real positions of the flat (B·S)
+        if not torch.compiler.is_compiling() and index.shape[0] == B * S:
+            return None
+        return Unpadded(index, B, S)
+
     def forward(
         self,
         input_ids=None,
@@ -575,6 +637,11 @@ class AlbertModel(AlbertPreTrainedModel):
         but the QKV projection; ``last_hidden_state``
         (and the last of ``hidden_states``) is then (B, 1, H). ``pooler_output`` is unchanged up to float rounding.
 
+        With :attr:`unpad` on (:func:`set_unpad`) and an ``attention_mask``, the layers run on the T real tokens
+        only (:class:`Unpadded`): the same function at the real positions (to float rounding; with dropout, other
+        random draws), ``last_hidden_state`` and ``hidden_states`` are 0 at the padded positions (the padded path
+        leaves values there that nothing reads).
+
         Raises ValueError unless exactly one of input_ids / inputs_embeds is given, when inputs_embeds is not
         ``embedding_size`` (E) wide, or when S exceeds ``max_position_embeddings``.
         """
@@ -582,10 +649,25 @@ class AlbertModel(AlbertPreTrainedModel):
             raise ValueError("give exactly one of input_ids or inputs_embeds")
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = self.additive_mask(attention_mask, x.dtype)
-        h, hidden, attn = self.encoder(x, mask, output_hidden_states, output_attentions, pooled_only)
+        unpadded = self.unpadding(attention_mask)
+        if unpadded is not None:
+            x = unpadded.unpad(x)  # (B, S, E) -> (T, E)
+        h, hidden, attn = self.encoder(x, mask, output_hidden_states, output_attentions, pooled_only, unpadded)
         pooled = self.pooler_activation(self.pooler(h[:, 0])) if self.pooler is not None else None  # (B, H)
         out = AlbertModelOutput(last_hidden_state=h, pooler_output=pooled, hidden_states=hidden, attentions=attn)
         return out if return_dict else out.to_tuple()
+
+
+def set_unpad(model: nn.Module, enabled: bool) -> int:
+    """Turn unpadding (:meth:`AlbertModel.unpadding`) on or off in every :class:`AlbertModel` inside ``model``
+    (a wrapper, a compiled or DDP module included); returns how many were set. Parameters and the state dict do
+    not change."""
+    n = 0
+    for m in model.modules():
+        if isinstance(m, AlbertModel):
+            m.unpad = bool(enabled)
+            n += 1
+    return n
 
 
 # ====================================================================================================== heads
@@ -632,8 +714,13 @@ def _classifier_dropout(config: AlbertConfig) -> float:
 class _MaskedLMMixin:
     """Shared by the two MLM models: vocabulary logits at the predicted positions only when labels are given."""
 
-    def _mlm(self, h: torch.Tensor, labels: torch.Tensor | None):
+    def _mlm(self, h: torch.Tensor, labels: torch.Tensor | None, masked_positions: torch.Tensor | None = None):
         """h (B, S, H), labels (B, S) or None → (logits (P_total, V) or (B, S, V), mean CE loss or None).
+
+        ``masked_positions`` (B, P) int64 (static shapes, e.g. CUDA graphs): the positions to predict, padded
+        with slots whose label (``labels.gather(1, masked_positions)``) is −100 (position 0, [CLS], serves); the
+        logits are then (B·P, V) in row-major (b, p) order, pad slots included, and the loss is the mean CE over
+        the slots whose label is not −100 — the same value as without it, with no data-dependent size.
 
         With no predicted position in the batch the loss is 0 (with a graph), not NaN. The number of predicted
         positions is data-dependent (``nonzero``): under ``torch.compile`` it needs
@@ -642,7 +729,21 @@ class _MaskedLMMixin:
         """
         projection = self.albert.embeddings.word_embeddings_2.weight if self.albert.embeddings.zh else None
         if labels is None:
+            if masked_positions is not None:
+                raise ValueError("masked_positions needs labels (B, S): the pad slots are told by label -100")
             return self.predictions(h, projection), None
+        if masked_positions is not None:
+            B, S = labels.shape
+            if masked_positions.dim() != 2 or masked_positions.shape[0] != B:
+                raise ValueError(f"masked_positions has shape {list(masked_positions.shape)}, expected ({B}, P)")
+            flat = (masked_positions + torch.arange(B, device=h.device)[:, None] * S).reshape(-1)  # (B·P,)
+            rows = h.reshape(-1, h.shape[-1]).index_select(0, flat)  # (B·S, H) -> (B·P, H)
+            logits = self.predictions(rows, projection)  # (B·P, V)
+            target = labels.gather(1, masked_positions).reshape(-1)  # (B·P,), -100 at pad slots
+            loss = F.cross_entropy(logits, target, ignore_index=-100, reduction="sum") / (target != -100).sum().clamp(
+                min=1
+            )
+            return logits, loss
         if labels.shape != h.shape[:-1]:  # a flat gather would silently pair labels with the wrong positions
             raise ValueError(
                 f"labels have shape {list(labels.shape)}, expected {list(h.shape[:-1])} (B, S) like input_ids"
@@ -680,9 +781,11 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
         return_dict=True,
+        masked_positions=None,
     ):
         """Inputs as :meth:`AlbertModel.forward`; labels (B, S) int64 with −100 = not predicted;
-        sentence_order_label (B,) 0 = in order, 1 = swapped.
+        sentence_order_label (B,) 0 = in order, 1 = swapped; masked_positions (B, P) int64 or None: static-shape
+        gather of the predicted positions (:meth:`_MaskedLMMixin._mlm`; ``prediction_logits`` then (B·P, V)).
 
         Returns :class:`AlbertForPreTrainingOutput`: ``prediction_logits`` (P_total, V) at ``labels != -100`` in
         row-major (batch, position) order (aligned with ``labels[labels != -100]``) when labels are given, else
@@ -698,7 +801,7 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
             output_hidden_states,
             output_attentions,
         )
-        prediction_logits, mlm_loss = self._mlm(out.last_hidden_state, labels)
+        prediction_logits, mlm_loss = self._mlm(out.last_hidden_state, labels, masked_positions)
         sop_logits = self.sop_classifier(out.pooler_output)
         sop_loss = None
         if sentence_order_label is not None:
@@ -731,9 +834,11 @@ class AlbertForMaskedLM(_MaskedLMMixin, AlbertPreTrainedModel):
         output_hidden_states=False,
         output_attentions=False,
         return_dict=True,
+        masked_positions=None,
     ):
         """→ :class:`MaskedLMOutput`: ``logits`` (P_total, V) at ``labels != -100`` (row-major order) when labels
-        are given, else (B, S, V); ``loss`` mean CE over predicted tokens."""
+        are given, else (B, S, V); ``loss`` mean CE over predicted tokens. ``masked_positions`` (B, P): as
+        :meth:`AlbertForPreTraining.forward` (``logits`` (B·P, V))."""
         out = self._run_albert(
             input_ids,
             attention_mask,
@@ -743,7 +848,7 @@ class AlbertForMaskedLM(_MaskedLMMixin, AlbertPreTrainedModel):
             output_hidden_states,
             output_attentions,
         )
-        logits, loss = self._mlm(out.last_hidden_state, labels)
+        logits, loss = self._mlm(out.last_hidden_state, labels, masked_positions)
         res = MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
         return res if return_dict else res.to_tuple()
 

@@ -44,9 +44,18 @@ class Lamb(torch.optim.Optimizer):
     trust ratio), ``bias_correction``. Use :func:`build_param_groups` to set ``weight_decay=0, adapt=False`` for
     LayerNorm and bias parameters. Defaults are docs/algorithms.md §4's: β = (0.9, 0.999), ε = 1e-6, λ = 0.01.
 
-    ``foreach=True`` (default) updates a group's tensors with ``torch._foreach_*`` kernels (fewer, larger
-    kernel launches; the same arithmetic in the same order, hence the same results as ``foreach=False``).
-    Sparse gradients are not supported (``RuntimeError``).
+    The step never reads a number back to the host (a GPU never waits for it): each parameter's step count ``t``
+    is a float64 tensor on the parameter's device (``state["step"]``; a checkpoint that holds it on the CPU is
+    moved on the first step), and ``foreach=True`` (default) computes a group's update with ``torch._foreach_*``
+    kernels: both norms of every tensor in one ``torch._foreach_norm`` each, the trust ratios of the whole group in
+    one vectorized ``torch.where`` over the stacked norms, applied with one ``torch._foreach_mul_``.
+    ``foreach=False`` is the one-tensor-at-a-time reference of the same arithmetic.
+
+    Skipping a step on the device: when the attribute ``found_inf`` is set (a float tensor of one element on the
+    parameters' device, nonzero = skip; the protocol of ``torch.amp.GradScaler`` and torch's fused optimizers), a
+    skipped step leaves weights, moments and step counts exactly as they were, without the host looking at the flag;
+    the gradients of a skipped step are zeroed (they may hold inf/NaN). Sparse gradients are not supported
+    (``RuntimeError``).
     """
 
     def __init__(
@@ -85,9 +94,9 @@ class Lamb(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        found_inf = getattr(self, "found_inf", None)
         for group in self.param_groups:
-            params, grads, exp_avgs, exp_avg_sqs = [], [], [], []
-            steps = []
+            params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -95,17 +104,22 @@ class Lamb(torch.optim.Optimizer):
                     raise RuntimeError("Lamb does not support sparse gradients")
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = torch.zeros((), dtype=torch.float64)
+                    state["step"] = torch.zeros((), dtype=torch.float64, device=p.device)
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["step"] += 1
-                steps.append(int(state["step"].item()))
+                elif state["step"].device != p.device:  # a checkpoint written before the count lived on the device
+                    state["step"] = state["step"].to(p.device, torch.float64)
                 params.append(p)
                 grads.append(p.grad)
                 exp_avgs.append(state["exp_avg"])
                 exp_avg_sqs.append(state["exp_avg_sq"])
+                steps.append(state["step"])
             if not params:
                 continue
+            keep = None
+            if found_inf is not None:  # 1 = apply this step, 0 = skip it (on the device: no host read)
+                keep = 1.0 - (found_inf.reshape(()).to(params[0].device) != 0).float()
+                _zero_unless(grads, keep)
             kwargs = dict(
                 lr=group["lr"],
                 beta1=group["betas"][0],
@@ -114,23 +128,48 @@ class Lamb(torch.optim.Optimizer):
                 weight_decay=group["weight_decay"],
                 adapt=group["adapt"],
                 bias_correction=group["bias_correction"],
+                keep=keep,
             )
             same_kind = all(p.device == params[0].device and p.dtype == params[0].dtype for p in params)
-            if group["foreach"] and same_kind and len(set(steps)) == 1:
-                _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, step=steps[0], **kwargs)
+            if group["foreach"] and same_kind:
+                _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, steps, **kwargs)
             else:
                 for p, g, m, v, t in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
-                    _lamb_single(p, g, m, v, step=t, **kwargs)
+                    _lamb_single(p, g, m, v, t, **kwargs)
         return loss
 
 
-def _lamb_single(p, g, m, v, *, step, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction) -> None:
+#: an integer type of each floating-point element size (bytes), to zero a tensor through its bit pattern
+_SAME_SIZE_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _zero_unless(tensors: list[torch.Tensor], keep: torch.Tensor) -> None:
+    """``t *= keep`` (a 0-d 0./1. tensor) in place for every tensor, also where ``t`` holds inf or NaN: in floating
+    point 0·NaN is NaN, so the bit patterns are multiplied as integers (all-zero bits are +0.0). One multi-tensor
+    kernel, no host read. DTensors (FSDP) are zeroed through their local shard."""
+    local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
+    torch._foreach_mul_([t.view(_SAME_SIZE_INT[t.element_size()]) for t in local], keep.to(torch.int64))
+
+
+def _bias_corrections(steps, beta1: float, beta2: float, dtype: torch.dtype):
+    """Per tensor ``1 − β1^t`` and ``1 − β2^t`` (float64, then ``dtype``) from the step-count tensors."""
+    t = torch.stack(steps)  # (N,) float64
+    return (1 - beta1**t).to(dtype).unbind(0), (1 - beta2**t).to(dtype).unbind(0)
+
+
+def _lamb_single(p, g, m, v, t, *, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction, keep) -> None:
     """One parameter's LAMB update (the reference path; :func:`_lamb_foreach` is its multi-tensor twin)."""
-    m.mul_(beta1).add_(g, alpha=1 - beta1)
-    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    t.add_(1 if keep is None else keep)
+    if keep is not None:  # a skipped step leaves the moments as they are (its gradient is zero, see the caller)
+        m.mul_(torch.where(keep > 0, beta1, 1.0)).add_(g, alpha=1 - beta1)
+        v.mul_(torch.where(keep > 0, beta2, 1.0)).addcmul_(g, g, value=1 - beta2)
+    else:
+        m.mul_(beta1).add_(g, alpha=1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
     if bias_correction:
-        denom = (v / (1 - beta2**step)).sqrt_().add_(eps)
-        u = (m / (1 - beta1**step)).div_(denom)
+        (bc1,), (bc2,) = _bias_corrections([t], beta1, beta2, p.dtype)
+        denom = (v / bc2).sqrt_().add_(eps)
+        u = (m / bc1).div_(denom)
     else:
         u = m / v.sqrt().add_(eps)
     if weight_decay != 0:
@@ -139,23 +178,32 @@ def _lamb_single(p, g, m, v, *, step, lr, beta1, beta2, eps, weight_decay, adapt
         w_norm = torch.linalg.vector_norm(p)
         u_norm = torch.linalg.vector_norm(u)
         ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-        u.mul_(ratio)
+        u.mul_(ratio if keep is None else ratio * keep)
+    elif keep is not None:
+        u.mul_(keep)
     p.add_(u, alpha=-lr)
 
 
 def _lamb_foreach(
-    params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction
+    params, grads, exp_avgs, exp_avg_sqs, steps, *, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction, keep
 ) -> None:
     """LAMB for a list of same-device, same-dtype tensors with ``torch._foreach_*`` kernels."""
-    torch._foreach_mul_(exp_avgs, beta1)
-    torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
-    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_add_(steps, 1 if keep is None else keep)
+    if keep is not None:  # a skipped step leaves the moments as they are (its gradients are zero, see the caller)
+        torch._foreach_mul_(exp_avgs, torch.where(keep > 0, beta1, 1.0))
+        torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, torch.where(keep > 0, beta2, 1.0))
+    else:
+        torch._foreach_mul_(exp_avgs, beta1)
+        torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
     torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
     if bias_correction:
-        denom = torch._foreach_div(exp_avg_sqs, 1 - beta2**step)
+        bc1, bc2 = _bias_corrections(steps, beta1, beta2, params[0].dtype)
+        denom = torch._foreach_div(exp_avg_sqs, bc2)
         torch._foreach_sqrt_(denom)
         torch._foreach_add_(denom, eps)
-        updates = torch._foreach_div(exp_avgs, 1 - beta1**step)
+        updates = torch._foreach_div(exp_avgs, bc1)
         torch._foreach_div_(updates, denom)
     else:
         denom = torch._foreach_sqrt(exp_avg_sqs)
@@ -165,11 +213,22 @@ def _lamb_foreach(
     if weight_decay != 0:
         torch._foreach_add_(updates, params, alpha=weight_decay)
     if adapt:
-        w_norms = torch._foreach_norm(params)
-        u_norms = torch._foreach_norm(updates)
-        ratios = [torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w)) for w, u in zip(w_norms, u_norms)]
-        torch._foreach_mul_(updates, ratios)
+        # every trust ratio of the group at once: (N,) norms → (N,) ratios, applied per tensor in one call
+        w = torch.stack(torch._foreach_norm(params))
+        u = torch.stack(torch._foreach_norm(updates))
+        ratios = torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w))
+        if keep is not None:
+            ratios = ratios * keep
+        torch._foreach_mul_(updates, ratios.unbind(0))
+    elif keep is not None:
+        torch._foreach_mul_(updates, keep)
     torch._foreach_add_(params, updates, alpha=-lr)
+
+
+def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer.step()`` honours a ``found_inf`` attribute, skipping a flagged step on the device
+    without a host read: :class:`Lamb`, and torch's fused optimizers (``fused=True``)."""
+    return isinstance(optimizer, Lamb) or any(group.get("fused") for group in optimizer.param_groups)
 
 
 def is_excluded(name: str, patterns: Sequence[str] = NO_DECAY_PATTERNS) -> bool:
@@ -214,8 +273,10 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     """Build ``"lamb"`` (:class:`Lamb`) or ``"adamw"`` (``torch.optim.AdamW``) over :func:`build_param_groups`.
 
-    AdamW always uses its own bias correction (that is torch's AdamW). Raises :class:`LitebertError` for an unknown
-    ``name``. For FSDP2 build the optimizer after ``fully_shard`` (parameters become DTensors).
+    AdamW always uses its own bias correction (that is torch's AdamW); on a GPU it is torch's fused AdamW (one
+    kernel for the step, and a non-finite step skipped on the device: :func:`skips_on_device`). Raises
+    :class:`LitebertError` for an unknown ``name``. For FSDP2 build the optimizer after ``fully_shard`` (parameters
+    become DTensors).
     """
     groups = build_param_groups(model, weight_decay, exclude)
     if name == "lamb":
@@ -223,7 +284,9 @@ def build_optimizer(
     if name == "adamw":
         for g in groups:
             g.pop("adapt", None)
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        params = [p for g in groups for p in g["params"]]
+        fused = all(p.is_cuda and type(p) is nn.Parameter for p in params) or None  # not DTensors (FSDP)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused)
     raise LitebertError(f"unknown optimizer {name!r}: expected 'lamb' or 'adamw'")
 
 

@@ -236,7 +236,8 @@ class Tokenizer:
         if add_special_tokens:
             return [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=True)]
         flat, lengths = self.encode_batch_flat(texts)
-        return [a.tolist() for a in np.split(flat, np.cumsum(lengths)[:-1])] if len(texts) else []
+        ids, ends = flat.tolist(), np.cumsum(lengths).tolist()  # one conversion, then list slices (fresh lists)
+        return [ids[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
     def encode_batch_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of many texts (no special tokens added) as one ``int32 [T]`` array plus ``int64 [len(texts)]``

@@ -190,9 +190,22 @@ class PretrainingDataset(torch.utils.data.Dataset):
             self.pad_token_id,
         )
 
-    def collator(self, pad_to_multiple_of: int | None = None) -> PretrainingCollator:
-        """A :class:`PretrainingCollator` with this data's pad id."""
-        return PretrainingCollator(self.pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
+    def collator(
+        self, pad_to_multiple_of: int | None = None, *, static_shapes: bool = False, masked_positions: bool = False
+    ) -> PretrainingCollator:
+        """A :class:`PretrainingCollator` with this data's pad id. ``masked_positions``: batches carry
+        ``masked_positions`` (as many slots as the batch's most predicted row); ``static_shapes``: every batch padded
+        to the data's ``max_seq_length``, with ``masked_positions`` of its ``max_predictions_per_seq`` slots."""
+        if not static_shapes:
+            return PretrainingCollator(
+                self.pad_token_id, pad_to_multiple_of=pad_to_multiple_of, masked_positions=masked_positions
+            )
+        settings = self.manifest["settings"]
+        return PretrainingCollator(
+            self.pad_token_id,
+            pad_to_length=int(settings["max_seq_length"]),
+            max_predictions=int(settings["max_predictions_per_seq"]),
+        )
 
 
 class MaskedBatch(collections.abc.Sequence):
@@ -216,16 +229,35 @@ class MaskedBatch(collections.abc.Sequence):
 
 
 class PretrainingCollator:
-    """Pads a list of items to the longest one (dynamic padding).
+    """Pads a list of items to the longest one (dynamic padding), or to a fixed shape.
 
     Returns a dict of ``int64`` tensors: ``input_ids [B, S]`` (pad id), ``token_type_ids [B, S]`` (0),
     ``attention_mask [B, S]`` (0 on padding), ``labels [B, S]`` (−100 on padding), ``sentence_order_label [B]``.
-    ``S`` is the longest item, rounded up to ``pad_to_multiple_of`` when given.
+    ``S`` is the longest item, rounded up to ``pad_to_multiple_of`` when given, or ``pad_to_length``.
+
+    ``masked_positions=True`` adds ``masked_positions [B, P]``: each row's predicted positions (``labels !=
+    -100``) in increasing order, then 0 (the ``[CLS]`` position, never predicted: its label is −100) up to P, as
+    google-research BERT's ``masked_lm_positions``; P is the most predicted positions of a row in this batch,
+    counted here on the host, so the model gathers them with no data-dependent size (``nonzero``, a device sync).
+    Static shapes (for CUDA graphs, ``torch.compile(mode="reduce-overhead")``): ``pad_to_length`` fixes S and
+    ``max_predictions`` fixes P (and implies ``masked_positions``). Raises LitebertError for an item longer than
+    ``pad_to_length`` or with more than ``max_predictions`` predicted positions.
     """
 
-    def __init__(self, pad_token_id: int, pad_to_multiple_of: int | None = None) -> None:
+    def __init__(
+        self,
+        pad_token_id: int,
+        pad_to_multiple_of: int | None = None,
+        *,
+        pad_to_length: int | None = None,
+        max_predictions: int | None = None,
+        masked_positions: bool = False,
+    ) -> None:
         self.pad_token_id = int(pad_token_id)
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.pad_to_length = pad_to_length
+        self.max_predictions = max_predictions
+        self.masked_positions = masked_positions or max_predictions is not None
 
     @classmethod
     def from_manifest(cls, manifest: dict, pad_to_multiple_of: int | None = None) -> PretrainingCollator:
@@ -233,7 +265,36 @@ class PretrainingCollator:
 
     def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         if isinstance(items, MaskedBatch) and items.pad_token_id == self.pad_token_id:
-            return self._from_masked_batch(items)
+            return self._static(self._from_masked_batch(items))
+        return self._static(self._pad(items))
+
+    def _static(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` padded to ``pad_to_length`` and given ``masked_positions`` (see the class docstring).
+        The counts here are of CPU tensors, read by the host that collates (no device involved)."""
+        if self.pad_to_length is not None:
+            S = batch["input_ids"].shape[1]
+            if self.pad_to_length < S:
+                raise LitebertError(f"a batch item has {S} tokens, more than the fixed length {self.pad_to_length}")
+            self._pad_right(batch, self.pad_to_length - S)
+        if self.masked_positions:
+            predicted = batch["labels"] != IGNORE_INDEX  # (B, S)
+            most = int(predicted.sum(1).max()) if predicted.numel() else 0
+            P = max(most, 1) if self.max_predictions is None else self.max_predictions
+            if most > P:
+                raise LitebertError(
+                    f"a batch item has {most} predicted positions, more than max_predictions_per_seq "
+                    f"{self.max_predictions}"
+                )
+            # stable sort: predicted positions first, each row in increasing order; the rest become 0
+            order = torch.sort((~predicted).to(torch.int8), dim=1, stable=True).indices[:, :P]
+            slots = torch.arange(order.shape[1]) < predicted.sum(1, keepdim=True)  # (B, P)
+            positions = torch.where(slots, order, 0)
+            if positions.shape[1] < P:  # S < P: pad the slots too
+                positions = torch.nn.functional.pad(positions, (0, P - positions.shape[1]))
+            batch["masked_positions"] = positions
+        return batch
+
+    def _pad(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         B = len(items)
         S = max(int(it["input_ids"].shape[0]) for it in items)
         if self.pad_to_multiple_of:
@@ -256,11 +317,14 @@ class PretrainingCollator:
         batch = {k: torch.from_numpy(v) for k, v in mb.arrays.items()}
         S = batch["input_ids"].shape[1]
         if self.pad_to_multiple_of and S % self.pad_to_multiple_of:
-            extra = self.pad_to_multiple_of - S % self.pad_to_multiple_of
-            fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
-            for k, value in fill.items():
-                batch[k] = torch.nn.functional.pad(batch[k], (0, extra), value=value)
+            self._pad_right(batch, self.pad_to_multiple_of - S % self.pad_to_multiple_of)
         return batch
+
+    def _pad_right(self, batch: dict[str, torch.Tensor], extra: int) -> None:
+        """Append ``extra`` padding columns to the (B, S) tensors of ``batch``, in place."""
+        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
+        for k, value in fill.items():
+            batch[k] = torch.nn.functional.pad(batch[k], (0, extra), value=value)
 
 
 def _get(config: Any, name: str):

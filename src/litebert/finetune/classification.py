@@ -158,6 +158,27 @@ class ClassificationKind(TaskKind):
     def collator(self, pad_token_id: int):
         return PadCollator(pad_token_id, self.space.problem_type)
 
+    def merge_features(self, parts: list[Features]) -> Features:
+        """The features of consecutive chunks of one file as one (:func:`litebert.finetune.kinds.infer_in_chunks`)."""
+        encs = [p.extra["encoded"] for p in parts]
+        labelled = all(e.targets is not None for e in encs)
+        enc = Encoded(
+            [ids for e in encs for ids in e.input_ids],
+            [t for e in encs for t in e.token_type_ids],
+            [t for e in encs for t in e.targets] if labelled else None,
+            sum(e.truncated for e in encs),
+            max((e.longest for e in encs), default=0),
+            [n for e in encs for n in e.lengths],
+        )
+        return Features(
+            items=[it for p in parts for it in p.items],
+            lengths=list(enc.lengths),
+            example_index=list(range(len(enc.lengths))),
+            truncated=enc.truncated,
+            longest=enc.longest,
+            extra={"encoded": enc},
+        )
+
     # ---- model
     def config_overrides(self) -> dict[str, Any]:
         space = self.space

@@ -10,6 +10,7 @@ keep their first ``max_seq_length - 2`` tokens. Truncated rows are counted and r
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ class LabelSpace:
     def num_labels(self) -> int:
         return 1 if self.problem_type == "regression" else len(self.labels)
 
-    @property
+    @functools.cached_property  # read once per example by encode(): built once (the dataclass is frozen)
     def label2id(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.labels)}
 
@@ -263,8 +264,8 @@ def _batch_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     """Ids without special tokens; ``encode_batch`` (Rust, parallel) when the tokenizer has it."""
     if not texts:
         return []
-    if hasattr(tokenizer, "encode_batch"):
-        return [list(ids) for ids in tokenizer.encode_batch(texts)]
+    if hasattr(tokenizer, "encode_batch"):  # fresh lists (callers truncate them in place)
+        return [ids if isinstance(ids, list) else list(ids) for ids in tokenizer.encode_batch(texts)]
     return [list(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t))) for t in texts]
 
 

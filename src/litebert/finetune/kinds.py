@@ -240,16 +240,19 @@ def run_features(
     pad_token_id: int,
     device: torch.device,
     bucket: bool = True,
+    prefetch: bool | None = None,
 ) -> tuple[list[np.ndarray], float, int]:
     """Run ``model`` (a torch model or a :mod:`litebert.inference` runner) over the features ``rows`` under
     ``torch.inference_mode``, in batches of similar length (:func:`litebert.inference.length_batches`; file order
-    without ``bucket``).
+    without ``bucket``). ``prefetch`` (default: on a GPU): the batches are collated, pinned and copied in a
+    thread while the device runs the previous one (:func:`litebert.inference.prefetched`); the same batches in the
+    same order, so the same outputs.
 
     Returns:
         ``(outputs, loss_sum, units)``: ``outputs[j]`` is :meth:`TaskKind.forward`'s output for feature
         ``rows[j]``; the loss summed over the batches and its units (0, 0 without labels).
     """
-    from litebert.inference import length_batches
+    from litebert.inference import length_batches, prefetched
 
     was_training = model.training
     model.eval()
@@ -257,9 +260,14 @@ def run_features(
     rows = list(rows)
     outputs: list[np.ndarray | None] = [None] * len(rows)
     loss_sum, units = 0.0, 0
+    order = length_batches([feats.lengths[i] for i in rows], batch_size, bucket)
+    made = (collate([feats.items[rows[int(j)]] for j in idx]) for idx in order)
+    if prefetch if prefetch is not None else torch.device(device).type == "cuda":
+        batches = prefetched(made, device)
+    else:
+        batches = ({k: v.to(device) for k, v in b.items()} for b in made)
     with torch.inference_mode():
-        for idx in length_batches([feats.lengths[i] for i in rows], batch_size, bucket):
-            batch = {k: v.to(device) for k, v in collate([feats.items[rows[int(j)]] for j in idx]).items()}
+        for idx, batch in zip(order, batches):
             out, lsum, n = kind.forward(model, batch)
             loss_sum += lsum
             units += n
@@ -267,6 +275,47 @@ def run_features(
                 outputs[int(j)] = out[row]
     model.train(was_training)
     return outputs, loss_sum, units
+
+
+#: examples per chunk when evaluate/predict featurize a file while the device runs (:func:`infer_in_chunks`)
+CHUNK_ROWS = 16384
+
+
+def infer_in_chunks(
+    kind: TaskKind,
+    model,
+    read,
+    tokenizer,
+    max_seq_length: int,
+    batch_size: int,
+    pad_token_id: int,
+    device: torch.device,
+    chunk_rows: int = CHUNK_ROWS,
+) -> tuple[Features, list[np.ndarray], float | None]:
+    """Featurize ``read``'s examples in chunks of ``chunk_rows`` in a thread while the device runs the previous
+    chunk (:func:`run_features` on each, length buckets within a chunk), for kinds with ``merge_features``
+    (one feature per example). Returns the merged :class:`Features`, the outputs in file order and the mean loss
+    per unit (``None`` without labels), as :func:`infer` on the whole file's features does (the buckets, hence
+    the float rounding, differ across chunk borders)."""
+    import dataclasses
+
+    from litebert.inference import prefetched
+
+    ex = read.examples
+    chunks = (
+        kind.featurize(dataclasses.replace(read, examples=ex[i : i + chunk_rows]), tokenizer, max_seq_length, "data")
+        for i in range(0, len(ex), chunk_rows)
+    )
+    parts: list[Features] = []
+    outputs: list[np.ndarray] = []
+    loss_sum, units = 0.0, 0
+    for feats in prefetched(chunks, None, depth=1):
+        out, lsum, n = run_features(kind, model, feats, range(len(feats)), batch_size, pad_token_id, device)
+        parts.append(feats)
+        outputs.extend(out)
+        loss_sum += lsum
+        units += n
+    return kind.merge_features(parts), outputs, (loss_sum / units if units else None)
 
 
 def infer(

@@ -25,10 +25,10 @@ REGRESSION_METRICS = ("pearson", "spearman")
 
 
 def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of rows whose prediction equals the label (all of a row's labels for 2-D multi-label input)."""
-    from sklearn.metrics import accuracy_score
-
-    return float(accuracy_score(labels, predictions))
+    """Fraction of rows whose prediction equals the label (all of a row's labels for 2-D multi-label input): the
+    value of sklearn's ``accuracy_score``, without importing sklearn (seconds) for a mean."""
+    same = np.asarray(predictions) == np.asarray(labels)
+    return float(np.mean(same.all(axis=1) if same.ndim == 2 else same))
 
 
 def f1(predictions: np.ndarray, labels: np.ndarray, num_labels: int = 2, average: str | None = None) -> float:

@@ -408,7 +408,11 @@ class EvaluateConfig:
     metrics: tuple[str, ...] | None = setting(
         None, option="--metric", metavar="NAME", help="metrics (default: the task's, else by problem type)"
     )
-    batch_size: int = setting(64, gt=0, help="examples per forward")
+    batch_size: int | None = setting(
+        None,
+        gt=0,
+        help="examples per forward (default: 64 on the CPU; on a GPU chosen from its free memory and the length)",
+    )
     max_seq_length: int | None = setting(
         None,
         ge=4,
@@ -734,10 +738,12 @@ def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, 
 # --------------------------------------------------------------------------------------------------- finetune
 @dataclass
 class _Split:
-    """One data file of a run: what was read and its features."""
+    """One data file of a run: what was read, its features (None until evaluate/predict featurize it in chunks)
+    and, once known, the model's outputs and mean loss."""
 
     read: ReadResult
-    feats: Features
+    feats: Features | None
+    outputs: tuple[list, float | None] | None = None
 
 
 @dataclass
@@ -866,12 +872,41 @@ def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
     return model, positions_warning
 
 
+def _in_chunks(kind: TaskKind, dist, read) -> bool:
+    """Whether evaluate/predict featurize ``read`` in chunks that overlap the device: one process on a GPU, a
+    kind that can merge chunks (classification), a file longer than one chunk. On the CPU never: the CPU computes
+    the model itself, and its outputs stay those of whole-file length buckets."""
+    from litebert.finetune.kinds import CHUNK_ROWS
+
+    return (
+        dist.world_size == 1
+        and dist.device.type != "cpu"
+        and hasattr(kind, "merge_features")
+        and len(read.examples) > CHUNK_ROWS
+    )
+
+
+def _chunked_split(kind: TaskKind, model, read, tokenizer, seq: int, batch_size: int, dist) -> _Split:
+    """``read`` featurized and run in chunks (:func:`kinds.infer_in_chunks`): a split whose outputs are known."""
+    from litebert.finetune.kinds import infer_in_chunks
+
+    feats, outputs, loss = infer_in_chunks(
+        kind, model, read, tokenizer, seq, batch_size, tokenizer.pad_token_id, dist.device
+    )
+    _report_truncation("data", read.path, feats, seq)
+    return _Split(read, feats, (outputs, loss))
+
+
 def evaluate_split(
     kind: TaskKind, model, split: _Split, batch_size: int, pad_token_id: int, dist
 ) -> tuple[Any, dict[str, float]]:
     """Predictions of ``model`` for every example of ``split`` and, when it has labels, the kind's metrics plus
-    ``eval_loss`` (mean per loss unit)."""
-    outputs, loss = infer(kind, model, split.feats, batch_size, pad_token_id, dist)
+    ``eval_loss`` (mean per loss unit). A split whose ``outputs`` are known (:func:`_chunked_split`) is not run
+    again."""
+    if split.outputs is not None:
+        outputs, loss = split.outputs
+    else:
+        outputs, loss = infer(kind, model, split.feats, batch_size, pad_token_id, dist)
     preds = kind.postprocess(outputs, split.feats, split.read)
     metrics: dict[str, float] = {}
     if split.read.has_labels:
@@ -1250,9 +1285,11 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
     tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)
-    feats = kind.featurize(read, tokenizer, seq, "data")
+    # on a GPU a long file is featurized in chunks while the device runs (_evaluate_file); else all of it now
+    feats = None if _in_chunks(kind, dist, read) else kind.featurize(read, tokenizer, seq, "data")
     _report_dropped("data", read)
-    _report_truncation("data", read.path, feats, seq)
+    if feats is not None:
+        _report_truncation("data", read.path, feats, seq)
     log.info("%s: %s backend, %s", command, backend, precision)
     from litebert.inference import load_runner
 
@@ -1358,7 +1395,16 @@ def _eval_runtime(cfg: EvaluateConfig, directory: Path, device: torch.device) ->
 
 def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
     kind, split, tokenizer, model, dist, precision, record = _prepare_eval(cfg, name)
+    if cfg.batch_size is None:  # recorded in run_settings.json as the number used
+        from litebert.inference import device_batch_size
+
+        cfg = dataclasses.replace(
+            cfg, batch_size=device_batch_size(dist.device, load_config(Path(cfg.model)), record["max_seq_length"])
+        )
+        log.info("%s: batch size %d", name, cfg.batch_size)
     with precision.autocast(dist.device):
+        if split.feats is None:  # featurized in chunks that overlap the device (kinds.infer_in_chunks)
+            split = _chunked_split(kind, model, split.read, tokenizer, record["max_seq_length"], cfg.batch_size, dist)
         preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
     read = split.read
     labels = [ex.label for ex in read.examples] if read.has_labels else None

@@ -41,6 +41,10 @@ def init_distributed(device: str | None = None) -> DistInfo:
 
     ``device``: ``None`` = ``cuda:LOCAL_RANK`` when CUDA is available, else CPU; or ``"cpu"``/``"cuda"``. The
     backend is nccl on CUDA, gloo on CPU. Idempotent: an existing default group is reused.
+
+    Raises LitebertError, before the group is joined (so before anything is written), when CUDA is asked for but
+    absent, or when a node runs more processes than it has GPUs (``LOCAL_WORLD_SIZE`` > ``torch.cuda.device_count()``:
+    one process per GPU).
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -48,6 +52,15 @@ def init_distributed(device: str | None = None) -> DistInfo:
     use_cuda = torch.cuda.is_available() if device is None else device.startswith("cuda")
     if use_cuda and not torch.cuda.is_available():
         raise LitebertError("device 'cuda' requested but CUDA is not available")
+    if use_cuda:
+        gpus = torch.cuda.device_count()
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(local_rank + 1)))
+        if max(local_world, local_rank + 1) > gpus:
+            raise LitebertError(
+                f"{max(local_world, local_rank + 1)} processes on this node but {gpus} GPU(s): each process needs a "
+                f"GPU of its own; launch with torchrun --nproc-per-node {gpus} (or fewer), or pass --device cpu "
+                "(nothing was written)"
+            )
     dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(dev)
@@ -110,7 +123,13 @@ def barrier() -> None:
 
 
 def wrap_model(
-    model: nn.Module, dist: DistInfo, *, fsdp: bool = False, compile: bool = False, precision: str = "fp32"
+    model: nn.Module,
+    dist: DistInfo,
+    *,
+    fsdp: bool = False,
+    compile: bool = False,
+    precision: str = "fp32",
+    compile_mode: str | None = None,
 ) -> nn.Module:
     """Move ``model`` to ``dist.device`` and wrap it for training.
 
@@ -119,7 +138,8 @@ def wrap_model(
     * else, with ``world_size > 1``: ``DistributedDataParallel`` (gradients averaged over ranks). Every parameter
       must get a gradient in every step (no ``find_unused_parameters``, which costs a graph traversal per step):
       pretraining on MLM-only data builds a model without the SOP head for that reason.
-    * ``compile=True``: :func:`compile_model` on the (wrapped) module.
+    * ``compile=True``: :func:`compile_model` on the (wrapped) module, with ``torch.compile``'s ``compile_mode``
+      (None: its default; ``"reduce-overhead"``: CUDA graphs, which need one batch shape).
 
     The returned module is what the objective calls; :func:`unwrap_model` gives back the original.
     """
@@ -130,7 +150,7 @@ def wrap_model(
         ids = [dist.device.index] if dist.device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if compile:
-        model = compile_model(model)
+        model = compile_model(model, **({"mode": compile_mode} if compile_mode else {}))
     return model
 
 

@@ -3,7 +3,8 @@
 Read :meth:`_Trainer.run` top to bottom: for each optimizer step: micro-batches with accumulation (``no_sync`` on
 all but the last) and global loss normalisation → clip → finite check, optimizer step (or skip), schedule → log →
 evaluate → checkpoint; each step is one named helper of :class:`_Trainer`. The contract is written out in
-docs/DESIGN.md, "Training loop contract".
+docs/DESIGN.md, "Training loop contract". A step that does not log, evaluate or save never waits for the device:
+its numbers stay there (:meth:`_Trainer.record`) until :meth:`_Trainer.settle` reads them all at once.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from litebert.errors import LitebertError
+from litebert.optim import skips_on_device
 from litebert.precision import RESOLVED_PRECISIONS
 from litebert.training import distributed as D
 from litebert.training import state as S
@@ -99,16 +101,18 @@ class LossOutput:
     """The objective's result for one micro-batch.
 
     ``sums``: loss term → 0-d tensor summed (not averaged) over the term's units in this micro-batch (e.g.
-    ``mlm_loss``: summed cross-entropy over its predicted tokens). ``ratios``: metric → (numerator, denominator)
-    floats, e.g. ``mlm_accuracy``: (correct, predicted tokens); the loop reports Σnum/Σden.
+    ``mlm_loss``: summed cross-entropy over its predicted tokens). ``ratios``: metric → (numerator, denominator),
+    0-d tensors (or numbers), e.g. ``mlm_accuracy``: (correct, predicted tokens); the loop reports Σnum/Σden.
+    Tensors stay on the device: the loop reads them back only at logging, evaluation and checkpoint steps (a number
+    costs the objective a device→host wait of its own).
     """
 
     sums: dict[str, torch.Tensor]
-    ratios: dict[str, tuple[float, float]] = field(default_factory=dict)
+    ratios: dict[str, tuple[torch.Tensor | float, torch.Tensor | float]] = field(default_factory=dict)
 
 
 Objective = Callable[[nn.Module, Batch], LossOutput]
-CountFn = Callable[[Batch], dict[str, int]]
+CountFn = Callable[[Batch], dict[str, "torch.Tensor | int"]]
 BatchFactory = Callable[[int, int], Iterable[Batch]]
 EvalFn = Callable[[nn.Module], dict[str, float]]
 
@@ -162,6 +166,7 @@ def make_batch_factory(
     world_size: int = 1,
     set_epoch: bool = True,
     equal_per_rank: bool = True,
+    pin_memory: bool = False,
 ) -> BatchFactory:
     """A :data:`BatchFactory` over a map-style ``dataset``.
 
@@ -171,7 +176,8 @@ def make_batch_factory(
     chunks (extra chunks at the end are dropped; ``equal_per_rank=False`` keeps them, for evaluation). So 1 process × batch 8, 1 × 4 with 2 accumulation steps and
     2 processes × 4 see the same examples in each optimizer step. ``dataset.set_epoch(e)`` is called first
     when it exists (dynamic masking). The DataLoader gets its own seeded generator, so creating it never
-    touches the global RNG (which would break exact resume).
+    touches the global RNG (which would break exact resume). ``pin_memory``: batches in page-locked memory (for a
+    GPU: the loop's ``non_blocking`` copies then overlap the device's work instead of waiting for it).
     """
     n = len(dataset)
 
@@ -192,6 +198,7 @@ def make_batch_factory(
             batch_sampler=mine,
             collate_fn=collate_fn,
             num_workers=num_workers,
+            pin_memory=pin_memory,
             generator=torch.Generator().manual_seed(seed + 7919 * (epoch + 1)),
         )
 
@@ -202,12 +209,21 @@ def _to_device(batch: Batch, device: torch.device) -> Batch:
     return {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
 
 
-def _count_tokens(batch: Batch) -> float:
+def _count_tokens(batch: Batch) -> torch.Tensor | int:
+    """Real (non-padding) tokens of a batch: Σ attention_mask, a tensor (no host read); else the number of ids."""
     if "attention_mask" in batch:
-        return float(batch["attention_mask"].sum())
+        return batch["attention_mask"].sum()
     if "input_ids" in batch:
-        return float(batch["input_ids"].numel())
-    return 0.0
+        return batch["input_ids"].numel()
+    return 0
+
+
+def _on_device(value, device: torch.device) -> torch.Tensor:
+    """``value`` (a tensor or a number) as a 0-d float64 tensor on ``device``; a number is written by a fill kernel
+    (``torch.full``), not copied from host memory, so it never waits for the device either."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(device, torch.float64).reshape(())
+    return torch.full((), float(value), dtype=torch.float64, device=device)
 
 
 # ---------------------------------------------------------------------------------------------- state dicts
@@ -386,6 +402,13 @@ class _Trainer:
         self.stopped_early = False
         self.logger: MetricsLogger | None = None
         self.data_iter: Iterator[Batch] | None = None
+        # where reading the data has got to (one batch ahead of st.epoch/st.position when one is staged)
+        self.fetch_epoch, self.fetch_position = 0, 0
+        self.staged: tuple[Batch, int, int] | None = None
+        # the steps since the last host read: their numbers on the device (record) and their host seconds
+        self.pending: list = []
+        self.step_seconds: list[float] = []
+        self.postfix = ""
         # this call's start, and the run's clocks before it (from the checkpoint it resumes from)
         self.clock_start = (time.perf_counter(), time.process_time())
         self.clock_before = (0.0, 0.0)
@@ -426,6 +449,7 @@ class _Trainer:
                 f"resumed from {path} at step {self.st.step} (epoch {self.st.epoch}, batch {self.st.position})"
             )
         self.data_iter = iter(self.batches(self.st.epoch, self.st.position))
+        self.fetch_epoch, self.fetch_position = self.st.epoch, self.st.position
 
     # -- one optimizer step ---------------------------------------------------------------------------------------
     def autocast(self):
@@ -433,115 +457,174 @@ class _Trainer:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.dist.device.type, dtype=self.amp_dtype)
 
-    def next_batch(self) -> Batch:
-        """This rank's next micro-batch; moves to the next epoch (and tracks the position) as needed."""
+    def _fetch(self) -> tuple[Batch, int, int]:
+        """This rank's next micro-batch, its copy to the device issued (``non_blocking``: from pinned memory it
+        overlaps the device's work), with the (epoch, position) the run reaches once it is consumed; moves to the
+        next epoch as needed."""
         try:
             batch = next(self.data_iter)
         except StopIteration:
-            self.st.epoch, self.st.position = self.st.epoch + 1, 0
-            self.data_iter = iter(self.batches(self.st.epoch, 0))
+            self.fetch_epoch, self.fetch_position = self.fetch_epoch + 1, 0
+            self.data_iter = iter(self.batches(self.fetch_epoch, 0))
             try:
                 batch = next(self.data_iter)
             except StopIteration:
                 raise LitebertError(
-                    f"epoch {self.st.epoch} yields no batches: the data set is smaller than one "
+                    f"epoch {self.fetch_epoch} yields no batches: the data set is smaller than one "
                     "batch per process (lower --batch-size)"
                 ) from None
-        self.st.position += 1
+        self.fetch_position += 1
+        return _to_device(batch, self.dist.device), self.fetch_epoch, self.fetch_position
+
+    def next_batch(self) -> Batch:
+        """This rank's next micro-batch on the device (the one :meth:`prefetch` staged, if any); the data position
+        (``st.epoch``, ``st.position``) counts the batches consumed, so a checkpoint resumes at the right one."""
+        batch, self.st.epoch, self.st.position = self.staged if self.staged is not None else self._fetch()
+        self.staged = None
         return batch
 
-    def normalisers(self, micro: list[Batch]) -> tuple[dict[str, float], float]:
-        """Units of each loss term over all micro-batches and ranks (a term with no units adds 0), and tokens."""
-        local: dict[str, float] = {}
-        tokens = 0.0
-        for mb in micro:
-            for k, v in self.count(mb).items():
-                local[k] = local.get(k, 0.0) + float(v)
-            tokens += _count_tokens(mb)
-        terms = sorted(local)
-        vec = D.all_reduce_sum(
-            torch.tensor([local[t] for t in terms] + [tokens], dtype=torch.float64, device=self.dist.device)
-        )
-        return {t: max(float(vec[i]), 1.0) for i, t in enumerate(terms)}, float(vec[-1])
+    def prefetch(self) -> None:
+        """Read and collate the next micro-batch and issue its copy now, so it is on the device before the step
+        that needs it (the host prepares it while the device works on this step)."""
+        if self.staged is None:
+            self.staged = self._fetch()
 
-    def forward_backward(self, micro: list[Batch], norm: dict[str, float]) -> tuple[dict, dict]:
-        """Backward of Σ_terms sum/units over the micro-batches (gradient sync on the last only); returns the step's
-        loss sums and ratio sums, reduced over ranks."""
-        sums = {t: 0.0 for t in norm}
-        ratios: dict[str, list[float]] = {}
+    def normalisers(self, micro: list[Batch]) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+        """Units of each loss term over all micro-batches and ranks: (terms, (T,) float64 units ≥ 1 on the device,
+        0-d float64 tokens). A term with no units counts 1. One all-reduce, no host read."""
+        counts = [self.count(mb) for mb in micro]
+        terms = sorted({t for c in counts for t in c})
+        dev = self.dist.device
+        rows = [
+            torch.stack([_on_device(c.get(t, 0), dev) for t in terms] + [_on_device(_count_tokens(mb), dev)])
+            for c, mb in zip(counts, micro)
+        ]
+        vec = D.all_reduce_sum(torch.stack(rows).sum(0))
+        return terms, vec[:-1].clamp(min=1.0), vec[-1]
+
+    def forward_backward(self, micro: list[Batch], terms: list[str], units: torch.Tensor):
+        """Backward of Σ_terms sum/units over the micro-batches (gradient sync on the last only). Returns the ratio
+        names and one float64 vector on the device, reduced over ranks: the step's loss sums (in ``terms`` order)
+        then each ratio's numerator and denominator."""
+        dev = self.dist.device
+        norm = units.float()  # exact: counts below 2^24; float32 as the loss (a Python float divided it before)
+        sums: dict[str, list[torch.Tensor]] = {t: [] for t in terms}
+        ratios: dict[str, list[list[torch.Tensor]]] = {}
         for i, mb in enumerate(micro):
             with _sync_context(self.model, i == len(micro) - 1), self.autocast():
                 out = self.objective(self.model, mb)
-                loss = sum(out.sums[t].float() / norm[t] for t in out.sums)
+                loss = sum(out.sums[t].float() / norm[terms.index(t)] for t in out.sums)
             # DDP/FSDP average gradients over ranks; × world turns that average back into the global sum
             loss = loss * self.dist.world_size
             (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             for t, v in out.sums.items():
-                sums[t] = sums.get(t, 0.0) + float(v.detach())
+                sums[t].append(_on_device(v, dev))
             for name, (num, den) in out.ratios.items():
-                acc = ratios.setdefault(name, [0.0, 0.0])
-                acc[0] += float(num)
-                acc[1] += float(den)
-        terms, names = sorted(sums), sorted(ratios)
-        vec = D.all_reduce_sum(
-            torch.tensor(
-                [sums[t] for t in terms] + [x for n in names for x in ratios[n]],
-                dtype=torch.float64,
-                device=self.dist.device,
-            )
-        ).tolist()
-        return (
-            {t: vec[i] for i, t in enumerate(terms)},
-            {n: (vec[len(terms) + 2 * j], vec[len(terms) + 2 * j + 1]) for j, n in enumerate(names)},
-        )
+                acc = ratios.setdefault(name, [[], []])
+                acc[0].append(_on_device(num, dev))
+                acc[1].append(_on_device(den, dev))
+        names = sorted(ratios)
+        zero = torch.zeros((), dtype=torch.float64, device=dev)
+        parts = [sum(sums[t], zero) for t in terms] + [sum(part, zero) for n in names for part in ratios[n]]
+        return names, D.all_reduce_sum(torch.stack(parts))
 
-    def clip(self) -> float:
-        """Unscale (fp16), clip to ``max_grad_norm`` and return the global gradient norm (inf/NaN if non-finite)."""
+    def clip(self) -> torch.Tensor:
+        """Unscale (fp16), clip to ``max_grad_norm`` and return the global gradient norm, a 0-d tensor on the
+        device (inf/NaN if non-finite)."""
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         clip = self.args.max_grad_norm if self.args.max_grad_norm else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, clip)
         if hasattr(grad_norm, "full_tensor"):  # DTensor under FSDP
             grad_norm = grad_norm.full_tensor()
-        return float(grad_norm)
+        return grad_norm.detach()
 
-    def optimizer_step(self, finite: bool) -> None:
+    def optimizer_step(self, finite: torch.Tensor) -> None:
         """Update the weights if the step is finite (else skip it), clear the gradients, advance the schedule.
 
-        fp16: ``GradScaler.step`` is only called for finite steps (it would skip the others by itself); its
-        ``update`` runs every step, so a non-finite step backs the loss scale off.
+        ``finite`` is a device bool: an optimizer that skips on the device (:func:`litebert.optim.skips_on_device`:
+        LAMB, torch's fused optimizers) gets it as ``found_inf``, so the host never waits for it; another one costs
+        one host read here. fp16: the ``GradScaler`` has unscaled the gradients (``clip``) and its ``update`` runs
+        every step (a device op), so a non-finite step backs the loss scale off.
         """
-        if self.scaler is not None:
-            if finite:
-                self.scaler.step(self.optimizer)
-            self.scaler.update()
-        elif finite:
+        if skips_on_device(self.optimizer):
+            self.optimizer.found_inf = (~finite).float().reshape(1)
+            self.optimizer.grad_scale = None  # already unscaled (fp16) or never scaled
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf, self.optimizer.grad_scale
+        elif bool(finite):
             self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.st.step += 1
 
-    def count_bad_step(self, finite: bool, step_loss: float, grad_norm: float) -> None:
-        """Count a skipped (non-finite) step — including a step the fp16 loss scaler had to skip — and stop the run
-        after ``max_bad_steps`` in a row."""
+    def record(self, finite, step_loss, grad_norm, terms, names, reduced, units, tokens, lr) -> None:
+        """Keep this step's numbers on the device (one small float64 vector) until :meth:`settle` reads them."""
+        scale = self.scaler._get_scale_async() if self.scaler is not None else torch.zeros((), device=finite.device)
+        head = torch.stack([finite.double(), step_loss, grad_norm.double(), scale.double().reshape(())])
+        vec = torch.cat([head, reduced, units, tokens.reshape(1)])
+        self.pending.append((self.st.step, lr, terms, names, vec))
+
+    def settle(self, step_end: float) -> None:
+        """Read the steps kept since the last read (one device→host transfer) and account for them in order, as
+        each step did when it read its own numbers: skipped (non-finite) steps are counted and logged, and stop the
+        run (:meth:`count_bad_step`); finite ones enter the log window. ``step_end``: the time this step's work was
+        enqueued; the wait for the device here is part of the step's time."""
+        if not self.pending:
+            return
+        pending, seconds_of = self.pending, self.step_seconds
+        self.pending, self.step_seconds = [], []  # a raise below leaves nothing to account twice
+        values = torch.stack([v for *_, v in pending]).tolist()  # the one host read of the window
+        seconds_of[-1] += time.perf_counter() - step_end
+        for (step, lr, terms, names, _), vec, seconds in zip(pending, values, seconds_of):
+            finite, step_loss, grad_norm, scale = bool(vec[0]), vec[1], vec[2], vec[3]
+            k, r = len(terms), len(names)
+            sums = dict(zip(terms, vec[4 : 4 + k]))
+            ratios = {n: (vec[4 + k + 2 * j], vec[5 + k + 2 * j]) for j, n in enumerate(names)}
+            units = dict(zip(terms, vec[4 + k + 2 * r : 4 + 2 * k + 2 * r]))
+            tokens = vec[-1]
+            step_loss = sum(sums[t] / units[t] for t in units)  # as the host computed it before: exact same float
+            self.count_bad_step(finite, step_loss, grad_norm, step, scale)
+            if finite:
+                self.window.add(sums, units, ratios, grad_norm, tokens, seconds)
+            self.postfix = _postfix(step_loss, ratios, lr, self.window)
+
+    def count_bad_step(self, finite: bool, step_loss: float, grad_norm: float, step: int, scale: float) -> None:
+        """Count a skipped (non-finite) step ``step`` — including a step the fp16 loss scaler had to skip (its scale
+        then was ``scale``) — and stop the run after ``max_bad_steps`` in a row."""
         if finite:
             self.st.bad_in_row = 0
             return
         self.st.skipped_steps += 1
         self.st.bad_in_row += 1
         self.window.skipped += 1
-        scale = f", loss scale now {self.scaler.get_scale():g}" if self.scaler is not None else ""
+        scale_note = f", loss scale now {scale:g}" if self.scaler is not None else ""
         self.logger.text(
-            f"step {self.st.step}: non-finite loss ({step_loss}) or gradient norm ({grad_norm}); step "
-            f"skipped ({self.st.bad_in_row} in a row, {self.st.skipped_steps} in total{scale})"
+            f"step {step}: non-finite loss ({step_loss}) or gradient norm ({grad_norm}); step "
+            f"skipped ({self.st.bad_in_row} in a row, {self.st.skipped_steps} in total{scale_note})"
         )
         if self.st.bad_in_row >= self.args.max_bad_steps:
             where = f"the last good checkpoint is {self.last_ckpt}" if self.last_ckpt else "no checkpoint was saved yet"
             raise LitebertError(
-                f"stopped at step {self.st.step}: {self.st.bad_in_row} non-finite steps in a row (loss {step_loss}, "
+                f"stopped at step {step}: {self.st.bad_in_row} non-finite steps in a row (loss {step_loss}, "
                 f"gradient norm {grad_norm}); {where}. Lower --learning-rate or use --precision fp32, then "
                 f"resume with --resume PATH"
             )
+
+    def reads_now(self, at_end: bool) -> bool:
+        """Whether this step logs, evaluates or saves, and so reads the steps' numbers back to the host now."""
+        args, step = self.args, self.st.step
+        return (
+            at_end
+            or self.stopped_early
+            or step % args.logging_steps == 0
+            or bool(self.eval_fn is not None and args.eval_steps and step % args.eval_steps == 0)
+            or bool(args.save_steps and step % args.save_steps == 0)
+        )
 
     # -- log, evaluate, checkpoint ----------------------------------------------------------------------------------
     def log(self, lr: float, at_end: bool) -> None:
@@ -648,21 +731,21 @@ class _Trainer:
             while st.step < args.max_steps:
                 lr = self.optimizer.param_groups[0]["lr"]
                 t_step = time.perf_counter()
-                micro = [
-                    _to_device(self.next_batch(), self.dist.device) for _ in range(args.gradient_accumulation_steps)
-                ]
-                norm, tokens = self.normalisers(micro)
-                sums, ratios = self.forward_backward(micro, norm)
+                micro = [self.next_batch() for _ in range(args.gradient_accumulation_steps)]
+                if st.step + 1 < args.max_steps:
+                    self.prefetch()
+                # every number of the step stays on the device: read back only when logged, evaluated or saved
+                terms, units, tokens = self.normalisers(micro)
+                names, reduced = self.forward_backward(micro, terms, units)
                 del micro
-                step_loss = sum(sums[t] / norm[t] for t in norm)
+                step_loss = (reduced[: len(terms)] / units).sum()
                 grad_norm = self.clip()
-                finite = math.isfinite(step_loss) and math.isfinite(grad_norm)
+                finite = torch.isfinite(step_loss) & torch.isfinite(grad_norm)
                 self.optimizer_step(finite)
-                self.count_bad_step(finite, step_loss, grad_norm)
-                if finite:
-                    self.window.add(sums, norm, ratios, grad_norm, tokens, time.perf_counter() - t_step)
+                self.record(finite, step_loss, grad_norm, terms, names, reduced, units, tokens, lr)
+                step_end = time.perf_counter()
+                self.step_seconds.append(step_end - t_step)
                 bar.update(1)
-                bar.set_postfix_str(_postfix(step_loss, ratios, lr, self.window), refresh=False)
                 at_end = st.step >= args.max_steps
                 if args.max_minutes is not None and not at_end:
                     at_end = bool(D.broadcast_object(time.perf_counter() - t_run >= 60.0 * args.max_minutes))
@@ -671,6 +754,9 @@ class _Trainer:
                             f"step {st.step}: the time limit of {args.max_minutes:g} minutes is reached; stopping"
                         )
                         self.stopped_early = True  # leaves the loop after this step's log, evaluation, checkpoint
+                if self.reads_now(at_end):
+                    self.settle(step_end)  # may stop the run: max_bad_steps non-finite steps in a row
+                    bar.set_postfix_str(self.postfix, refresh=False)
                 self.log(lr, at_end)
                 self.evaluate(at_end)
                 self.checkpoint(at_end)

@@ -36,6 +36,9 @@ from litebert.training import run as R
 from litebert.training.loop import LossOutput, TrainingArgs, make_batch_factory, train
 from litebert.training.modelcard import write_model_card
 
+#: the modes of ``torch.compile`` that ``--compile-mode`` offers
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
 
 @dataclass
 class PretrainConfig:
@@ -104,6 +107,22 @@ class PretrainConfig:
     )
     num_workers: int = setting(0, ge=0, help="DataLoader workers per process")
     compile: bool = setting(False, help="torch.compile the model")
+    compile_mode: str | None = setting(
+        None,
+        choices=COMPILE_MODES,
+        help="torch.compile mode (implies --compile); reduce-overhead replays CUDA graphs: use it with --static-shapes",
+    )
+    static_shapes: bool = setting(
+        False,
+        help="one batch shape for the whole run: sequences padded to the data's max_seq_length, masked "
+        "positions to its max_predictions_per_seq (what CUDA graphs need); more padding to compute",
+    )
+    unpad: str = setting(
+        "auto",
+        choices=("auto", "on", "off"),
+        help="run the layers on the real tokens only (MosaicBERT unpadding); auto: on unless --static-shapes or "
+        "--compile-mode reduce-overhead (CUDA graphs need one shape)",
+    )
     fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more processes)")
     deterministic: bool = setting(
         False,
@@ -121,6 +140,15 @@ class PretrainConfig:
         check(self)
         if self.warmup_steps > self.max_steps:
             fail(self, "warmup_steps", "must not exceed --max-steps")
+        if self.unpad == "on" and (self.static_shapes or self.compile_mode == "reduce-overhead"):
+            fail(self, "unpad", "on gives every batch its own shape: not with --static-shapes or CUDA graphs")
+
+    @property
+    def unpad_on(self) -> bool:
+        """``--unpad`` resolved: auto is on unless the run wants one batch shape."""
+        if self.unpad == "auto":
+            return not (self.static_shapes or self.compile_mode == "reduce-overhead")
+        return self.unpad == "on"
 
 
 #: what a resumed run may set differently (:func:`litebert.training.run.check_resume_settings`): none of these
@@ -136,6 +164,9 @@ RESUME_MAY_CHANGE = (
     "save_total_limit",
     "num_workers",
     "compile",
+    "compile_mode",
+    "static_shapes",
+    "unpad",
     "fsdp",
     "deterministic",
     "device",
@@ -167,36 +198,60 @@ class PretrainResult:
 
 
 # ---------------------------------------------------------------------------------------------- the objective
-def pretraining_count(batch: dict) -> dict[str, int]:
-    """Units of each loss term in a micro-batch: predicted tokens (``labels != -100``) and sequences."""
-    return {"mlm_loss": int((batch["labels"] != -100).sum()), "sop_loss": int(batch["input_ids"].shape[0])}
+def pretraining_count(batch: dict) -> dict[str, torch.Tensor | int]:
+    """Units of each loss term in a micro-batch: predicted tokens (``labels != -100``; a 0-d tensor on the batch's
+    device, never read by the host) and sequences."""
+    return {"mlm_loss": (batch["labels"] != -100).sum(), "sop_loss": int(batch["input_ids"].shape[0])}
 
 
 def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[dict, dict]:
-    """Summed MLM CE (and SOP CE when ``sop``) of one micro-batch, with accuracy ratios. ``sop=False``: the model is
-    an :class:`~litebert.modeling.AlbertForMaskedLM` (MLM-only data: no pooler, no SOP head)."""
+    """Summed MLM CE (and SOP CE when ``sop``) of one micro-batch, with accuracy ratios as 0-d tensors on the
+    device (the training loop reads them at logging steps only). ``sop=False``: the model is an
+    :class:`~litebert.modeling.AlbertForMaskedLM` (MLM-only data: no pooler, no SOP head)."""
     labels = batch["labels"]  # (B, S), -100 = not predicted
+    positions = batch.get("masked_positions")  # (B, P) with static shapes, else None
+    extra = {}
+    if positions is not None and _takes_masked_positions(model):
+        extra["masked_positions"] = positions
     out = model(
         input_ids=batch["input_ids"],
         attention_mask=batch.get("attention_mask"),
         token_type_ids=batch.get("token_type_ids"),
         labels=labels,
+        **extra,
     )
-    target = labels.reshape(-1)
-    target = target[target != -100]  # (P_total,), aligned with the (P_total, V) logits
     logits = (out.prediction_logits if sop else out.logits).float()
-    mlm_sum = F.cross_entropy(logits, target, reduction="sum") if target.numel() else logits.sum() * 0.0
-    with torch.no_grad():
-        mlm_correct = float((logits.argmax(-1) == target).sum()) if target.numel() else 0.0
+    if extra:  # (B·P, V) at every slot, pads included: static shapes, no data-dependent size
+        target = labels.gather(1, positions).reshape(-1)  # (B·P,), -100 at pad slots (position 0 is [CLS])
+        mlm_sum = F.cross_entropy(logits, target, reduction="sum")  # ignore_index -100: pads add 0
+        with torch.no_grad():
+            predicted = target != -100
+            mlm_correct = ((logits.argmax(-1) == target) & predicted).sum()
+            mlm_count = predicted.sum()
+    else:
+        target = labels.reshape(-1)
+        target = target[target != -100]  # (P_total,), aligned with the (P_total, V) logits
+        mlm_sum = F.cross_entropy(logits, target, reduction="sum") if target.numel() else logits.sum() * 0.0
+        with torch.no_grad():
+            mlm_correct = (logits.argmax(-1) == target).sum()
+            mlm_count = target.numel()
     sums = {"mlm_loss": mlm_sum}
-    ratios = {"mlm_accuracy": (mlm_correct, float(target.numel()))}
+    ratios = {"mlm_accuracy": (mlm_correct, mlm_count)}
     if sop:
         sop_logits = out.sop_logits.float()  # (B, 2)
         sop_label = batch["sentence_order_label"].reshape(-1)
         sums["sop_loss"] = F.cross_entropy(sop_logits, sop_label, reduction="sum")
         with torch.no_grad():
-            ratios["sop_accuracy"] = (float((sop_logits.argmax(-1) == sop_label).sum()), float(sop_label.numel()))
+            ratios["sop_accuracy"] = ((sop_logits.argmax(-1) == sop_label).sum(), sop_label.numel())
     return sums, ratios
+
+
+def _takes_masked_positions(model: nn.Module) -> bool:
+    """Whether the (unwrapped) model's forward takes ``masked_positions`` (B, P): the MLM head then gathers a
+    fixed number of rows, with no data-dependent size (``nonzero``: a device sync, and no CUDA graph)."""
+    import inspect
+
+    return "masked_positions" in inspect.signature(D.unwrap_model(model).forward).parameters
 
 
 def pretraining_objective(model: nn.Module, batch: dict) -> LossOutput:
@@ -211,8 +266,8 @@ def mlm_only_objective(model: nn.Module, batch: dict) -> LossOutput:
     return LossOutput(sums=sums, ratios=ratios)
 
 
-def mlm_only_count(batch: dict) -> dict[str, int]:
-    return {"mlm_loss": int((batch["labels"] != -100).sum())}
+def mlm_only_count(batch: dict) -> dict[str, torch.Tensor]:
+    return {"mlm_loss": (batch["labels"] != -100).sum()}
 
 
 def pretraining_model(config, sop: bool = True) -> nn.Module:
@@ -250,7 +305,13 @@ def make_pretraining_eval(batches, device: torch.device, max_batches: int | None
         filler = None
         if fsdp and min(counts) == 0:  # some rank holds no batch at all: every rank pads with rank 0's first
             filler = D.broadcast_object(next(iter(loader)) if D.is_main_rank() else None)
-        acc = torch.zeros(6, dtype=torch.float64)  # mlm_sum, n_mlm, mlm_correct, sop_sum, n_sop, sop_correct
+        acc = torch.zeros(
+            6, dtype=torch.float64, device=device
+        )  # mlm_sum, n_mlm, mlm_correct, sop_sum, n_sop, sop_correct
+
+        def f64(*values):
+            return torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(()) for v in values])
+
         it = iter(loader)
         for i in range(max(counts)):
             batch = next(it) if i < n_local else filler
@@ -260,14 +321,10 @@ def make_pretraining_eval(batches, device: torch.device, max_batches: int | None
             sums, ratios = _pretraining_sums(model, batch, sop)
             if i >= n_local:  # padding forward for FSDP's collectives: not counted
                 continue
-            acc[:3] += torch.tensor(
-                [float(sums["mlm_loss"]), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0]], dtype=torch.float64
-            )
+            acc[:3] += f64(sums["mlm_loss"].detach(), ratios["mlm_accuracy"][1], ratios["mlm_accuracy"][0])
             if sop:
-                acc[3:] += torch.tensor(
-                    [float(sums["sop_loss"]), ratios["sop_accuracy"][1], ratios["sop_accuracy"][0]], dtype=torch.float64
-                )
-        acc = D.all_reduce_sum(acc.to(device)).cpu().tolist()
+                acc[3:] += f64(sums["sop_loss"].detach(), ratios["sop_accuracy"][1], ratios["sop_accuracy"][0])
+        acc = D.all_reduce_sum(acc).cpu().tolist()
         mlm = acc[0] / max(acc[1], 1.0)
         res = {
             "loss": mlm,
@@ -316,12 +373,14 @@ def _tokenizer_info(manifest: dict) -> dict:
     return info
 
 
-def _collator(manifest: dict, dataset):
-    """The data package's collator for this data set (pads to the longest item with the tokenizer's pad id)."""
+def _collator(manifest: dict, dataset, static_shapes: bool = False):
+    """The data package's collator for this data set: pads to the longest item with the tokenizer's pad id (with
+    ``static_shapes`` to the data's max_seq_length), with ``masked_positions``, so the MLM gather has no
+    data-dependent size (a device sync per micro-batch on a GPU)."""
     from litebert import data as litebert_data
 
     if hasattr(dataset, "collator"):
-        return dataset.collator()
+        return dataset.collator(static_shapes=static_shapes, masked_positions=True)
     return litebert_data.PretrainingCollator.from_manifest(manifest)
 
 
@@ -448,6 +507,7 @@ def _run_settings(cfg: PretrainConfig, dist: D.DistInfo, config, manifest: dict,
             "world_size": dist.world_size,
             "device": str(dist.device),
             "global_batch_size": settings_gbs(cfg, dist),
+            "unpad": cfg.unpad_on,
             "model_config": config.to_dict(),
             "num_parameters": n_params,
             "data_manifest": {
@@ -470,16 +530,16 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
     by non-finite losses.
     """
     t0 = time.perf_counter()
-    R.check_output_dir(  # before start(): every rank checks before any rank writes
-        cfg.output,
-        "pretrain",
-        cfg.resume,
-        finished="final",
-        sources={"--data": cfg.data, "--eval-data": cfg.eval_data, "--init-from": cfg.init_from},
-        caller_files=caller_files,
-    )
-    dist = R.start(cfg.device)
+    dist = R.start(cfg.device)  # more processes on a node than GPUs: refused here, before anything is written
     try:
+        R.check_output_dir(  # rank 0 decides for every rank, before any rank writes
+            cfg.output,
+            "pretrain",
+            cfg.resume,
+            finished="final",
+            sources={"--data": cfg.data, "--eval-data": cfg.eval_data, "--init-from": cfg.init_from},
+            caller_files=caller_files,
+        )
         if cfg.fsdp and dist.world_size < 2:  # before anything is written
             raise LitebertError(
                 "--fsdp needs 2 or more processes: launch with torchrun --nproc-per-node N (N >= 2), or drop --fsdp"
@@ -550,9 +610,18 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
             if note:
                 log(note)
 
+        from litebert.modeling import set_unpad
         from litebert.optim import build_optimizer, build_scheduler
 
-        wrapped = D.wrap_model(model, dist, fsdp=cfg.fsdp, compile=cfg.compile, precision=precision.precision)
+        set_unpad(model, cfg.unpad_on)
+        wrapped = D.wrap_model(
+            model,
+            dist,
+            fsdp=cfg.fsdp,
+            compile=cfg.compile or cfg.compile_mode is not None,
+            compile_mode=cfg.compile_mode,
+            precision=precision.precision,
+        )
         optimizer = build_optimizer(
             wrapped,
             cfg.optimizer,
@@ -566,11 +635,12 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
         batches = make_batch_factory(
             dataset,
             cfg.batch_size,
-            _collator(manifest, dataset),
+            _collator(manifest, dataset, cfg.static_shapes),
             seed=cfg.seed,
             num_workers=cfg.num_workers,
             rank=dist.rank,
             world_size=dist.world_size,
+            pin_memory=dist.device.type == "cuda",
         )
         eval_fn = None
         if eval_dataset is not None:

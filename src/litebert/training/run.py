@@ -93,8 +93,10 @@ def check_output_dir(
 ) -> None:
     """Refuse an output directory that a run of ``command`` must not write into (see the module docstring).
 
-    Reads only; call it before anything is written and, under ``torchrun``, before :func:`start` (a rendezvous of
-    every rank, so no rank has written yet when any rank checks). ``finished`` names what a finished run of
+    Reads only; call it before anything is written. In a process group (call it after :func:`start`) rank 0 alone
+    looks at the directory and every rank gets its verdict (:func:`_rank0_verdict`): a rank that checked by itself
+    could run after another rank's first writes (``init_process_group`` is no barrier: with nccl it returns before
+    the other ranks have joined) and refuse the run that rank started. ``finished`` names what a finished run of
     ``command`` leaves (``final`` for pretrain, ``eval_results.json`` for finetune); ``may_extend``: a finished run
     that kept its checkpoints may be resumed, to be continued further (pretrain, with a larger ``--max-steps``);
     without it (finetune, whose steps cannot grow) resuming a finished run could only rewrite its results, and is
@@ -109,8 +111,32 @@ def check_output_dir(
             a resumed run into a directory that holds no run of ``command``, or a finished one without checkpoints
             (without ``may_extend``: any finished one).
     """
+    _rank0_verdict(_check_output_dir, output_dir, command, resume, finished, may_extend, sources or {}, caller_files)
+
+
+def _rank0_verdict(decide: Callable[..., Any], *args: Any) -> Any:
+    """``decide(*args)`` on rank 0, its result (or its LitebertError) on every rank: one broadcast, which also
+    holds every rank until rank 0 has decided. Without a process group: ``decide(*args)``."""
+    if not D.is_dist():
+        return decide(*args)
+    verdict: tuple[Any, str | None] = (None, None)
+    failure: BaseException | None = None
+    if D.is_main_rank():
+        try:
+            verdict = (decide(*args), None)
+        except Exception as exc:  # every rank must hear of it, or the others would wait at the broadcast forever
+            verdict, failure = (None, str(exc) if isinstance(exc, LitebertError) else f"rank 0: {exc!r}"), exc
+    result, error = D.broadcast_object(verdict)
+    if failure is not None:
+        raise failure
+    if error is not None:
+        raise LitebertError(error)
+    return result
+
+
+def _check_output_dir(output_dir, command, resume, finished, may_extend, sources, caller_files) -> None:
     out = Path(output_dir)
-    for option, source in (sources or {}).items():
+    for option, source in sources.items():
         if source is not None and out.resolve() == Path(source).resolve():
             raise LitebertError(
                 f"--output {out} is the {option} directory, which the run reads: choose a new --output {_NOTHING}"
@@ -213,23 +239,28 @@ def resolve_resume(
     """The checkpoint a run continues from, or None for a fresh start (see the module docstring).
 
     ``verify`` also checks the checkpoint's sizes and checksums now, before the run writes anything. ``log``
-    (rank 0's) is told when ``"auto"`` finds no checkpoint, so a restart from step 0 is never silent.
+    (rank 0's) is told when ``"auto"`` finds no checkpoint, so a restart from step 0 is never silent. In a process
+    group rank 0 decides and every rank gets its answer (or its error): one broadcast, every rank calls it.
 
     Raises:
         LitebertError: a fresh run into a directory with checkpoints; a ``resume`` path that is not a directory;
             (``verify``) an incomplete or corrupted checkpoint.
     """
-    out = Path(output_dir)
+    is_main = dist is None or dist.is_main
+    path = _rank0_verdict(_resolve_resume, Path(output_dir), resume, verify)
+    if resume is not None and str(resume) == "auto" and path is None and is_main and log is not None:
+        log(f"--resume auto: no checkpoint in {output_dir}, starting from step 0")
+    return path
+
+
+def _resolve_resume(out: Path, resume, verify: bool) -> Path | None:
     if resume is None:
         existing = S.list_checkpoints(out, warn=False)
         if existing:
             raise _holds_checkpoints(out, existing)
         return None
     if str(resume) == "auto":
-        is_main = dist is None or dist.is_main
-        path = D.broadcast_object(S.find_latest_checkpoint(out) if is_main else None)
-        if path is None and is_main and log is not None:
-            log(f"--resume auto: no checkpoint in {out}, starting from step 0")
+        path = S.find_latest_checkpoint(out)
     else:
         path = Path(resume)
         if not path.is_dir():
