@@ -159,7 +159,7 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
     else:
         data_dir = run_config.get("data")
         manifest = _read(Path(data_dir) / "manifest.json") if isinstance(data_dir, str) else None
-        corpus = [c.get("file") for c in (manifest or {}).get("corpus", []) if isinstance(c, dict)]
+        corpus = [_source_name(c) for c in (manifest or {}).get("corpus", []) if isinstance(c, dict)]
         dataset_type, dataset_config, split = "pretraining-corpus", None, "held-out"
         dataset_name = ", ".join(c for c in corpus if c) or "pretraining corpus"
     name = (run.resolve().name if run is not None else model_dir.resolve().name) or "litebert-albert"
@@ -254,3 +254,12 @@ def write_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
 
 
 __all__ = ["CARD_NAME", "build_model_card", "write_model_card"]
+
+
+def _source_name(entry: dict) -> str | None:
+    """A manifest ``corpus`` entry's name for the card: a Hub dataset as its ``hf://`` id, a file by its name
+    (manifests before compressed/Hub inputs said ``file``, later ones ``source``)."""
+    source = entry.get("source") or entry.get("file")
+    if not source:
+        return None
+    return source if source.startswith("hf://") else Path(source).name
