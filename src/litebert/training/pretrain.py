@@ -120,8 +120,8 @@ class PretrainConfig:
     unpad: str = setting(
         "auto",
         choices=("auto", "on", "off"),
-        help="run the layers on the real tokens only (MosaicBERT unpadding); auto: on unless --static-shapes or "
-        "--compile-mode reduce-overhead (CUDA graphs need one shape)",
+        help="run the layers on the real tokens only (MosaicBERT unpadding); auto: on a GPU unless --static-shapes "
+        "or --compile-mode reduce-overhead (CUDA graphs need one shape), off on the CPU",
     )
     fsdp: bool = setting(False, help="FSDP2 fully_shard instead of DDP (GPUs, under torchrun with 2 or more processes)")
     deterministic: bool = setting(
@@ -145,9 +145,11 @@ class PretrainConfig:
 
     @property
     def unpad_on(self) -> bool:
-        """``--unpad`` resolved: auto is on unless the run wants one batch shape."""
+        """``--unpad`` resolved: auto is on for a GPU run unless it wants one batch shape. On the CPU auto is off:
+        there the gathers cost about what the padding does at the quick start's sizes (docs/gpu.md, unpadding)."""
         if self.unpad == "auto":
-            return not (self.static_shapes or self.compile_mode == "reduce-overhead")
+            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            return device == "cuda" and not (self.static_shapes or self.compile_mode == "reduce-overhead")
         return self.unpad == "on"
 
 
