@@ -53,8 +53,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-import zstandard
-
 from litebert.errors import LitebertError
 
 FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "plain")
@@ -305,7 +303,10 @@ class _ZstdReader(io.RawIOBase):
     ``EOFError`` (``zstandard``'s own readers return the truncated data silently)."""
 
     def __init__(self, fh: BinaryIO) -> None:
+        import zstandard  # here, not at the top: only zstd input needs it (GPU images often lack the package)
+
         self._fh = fh
+        self._zstd_error = zstandard.ZstdError
         self._dctx = zstandard.ZstdDecompressor()
         self._obj = self._dctx.decompressobj()
         self._buf = b""
@@ -332,7 +333,10 @@ class _ZstdReader(io.RawIOBase):
         out = []
         while data:
             self._in_frame = True
-            out.append(self._obj.decompress(data))
+            try:
+                out.append(self._obj.decompress(data))
+            except self._zstd_error as exc:  # as the other decompressors: an OSError for _stream_errors
+                raise OSError(f"zstd: {exc}") from None
             if not self._obj.eof:
                 break
             data = self._obj.unused_data  # the next frame
@@ -341,7 +345,7 @@ class _ZstdReader(io.RawIOBase):
         return b"".join(out)
 
 
-_STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError)
+_STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError)
 
 
 @contextlib.contextmanager
