@@ -74,3 +74,52 @@ class HostReads:
         for name, original in self._saved.items():
             setattr(torch.Tensor, name, original)
         self.counting = False
+
+
+#: the one host read a training step may make on CPU: ``AlbertModel.additive_mask`` skips the mask of a batch
+#: without padding when the mask is a CPU tensor (no transfer there); with the mask on a GPU that branch is never taken
+ALLOWED_CPU_READ = "modeling.py:additive_mask:"
+
+
+def count_reads_of_quiet_steps(monkeypatch, reads: HostReads, logging_steps: int, steps: int) -> None:
+    """Make ``reads`` count from the start of every training step of ``litebert.training.loop`` that does not log
+    (``step % logging_steps != 0`` and not the last, ``steps``) to the start of the next step, leaving out data
+    loading (``next_batch``, ``prefetch``: host work on CPU tensors) and the read-back of logging steps (``settle``).
+    Read :meth:`unexpected` of the result after the run."""
+    from litebert.training import loop as L
+
+    def paused(method):
+        def wrapper(self, *a, **k):
+            was, reads.counting = reads.counting, False
+            try:
+                return method(self, *a, **k)
+            finally:
+                reads.counting = was
+
+        return wrapper
+
+    def step_starts(method):
+        def wrapper(self, *a, **k):
+            step = self.st.step + 1
+            reads.counting = step % logging_steps != 0 and step != steps
+            return method(self, *a, **k)
+
+        return wrapper
+
+    monkeypatch.setattr(L._Trainer, "normalisers", step_starts(L._Trainer.normalisers))
+    for name in ("next_batch", "prefetch", "settle"):
+        monkeypatch.setattr(L._Trainer, name, paused(getattr(L._Trainer, name)))
+
+
+def fused_adamw():
+    """A context in which ``torch.optim.AdamW`` is torch's fused AdamW, which :func:`litebert.optim.build_optimizer`
+    gives a GPU (the foreach AdamW it gives a CPU reads its step counts on the host: CPU tensors there)."""
+    from unittest import mock
+
+    adamw = torch.optim.AdamW
+    return mock.patch.object(torch.optim, "AdamW", lambda *a, fused=None, **k: adamw(*a, fused=True, **k))
+
+
+def unexpected_reads(reads: HostReads) -> list[tuple[str, str]]:
+    """``reads.calls`` but the one read allowed on CPU (:data:`ALLOWED_CPU_READ`)."""
+    return [(name, where) for name, where in reads.calls if not where.startswith(ALLOWED_CPU_READ)]
