@@ -3,6 +3,8 @@ with the real collator, ``litebert.data.PretrainingCollator(pad_token_id=0)``.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 
@@ -123,3 +125,27 @@ def fused_adamw():
 def unexpected_reads(reads: HostReads) -> list[tuple[str, str]]:
     """``reads.calls`` but the one read allowed on CPU (:data:`ALLOWED_CPU_READ`)."""
     return [(name, where) for name, where in reads.calls if not where.startswith(ALLOWED_CPU_READ)]
+
+
+def finetune_model_dir(data_dir: Path, path: Path) -> Path:
+    """Random albert-debug weights (seed 0) and a WordPiece vocabulary that is the same on every machine (a trained
+    tokenizer is not): the 2,000 most frequent lower-cased words of SST-2's first 2,000 training rows, after the
+    special tokens, single characters and their ``##`` continuations."""
+    import json
+    import re
+    import string
+    from collections import Counter
+
+    from litebert import AlbertConfig, AlbertForPreTraining
+
+    text = (data_dir / "glue/SST-2/train.tsv").read_text(encoding="utf-8").lower().splitlines()[1:2001]
+    counts = Counter(w for row in text for w in re.findall(r"[a-z]+", row.split("\t")[0]))
+    chars = string.ascii_lowercase + string.digits + string.punctuation
+    words = [w for w, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0])) if len(w) > 1][:2000]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars), *words]
+    path.mkdir(parents=True)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    torch.manual_seed(0)
+    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=len(vocab))).save_pretrained(path)
+    return path

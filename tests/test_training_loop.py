@@ -579,27 +579,9 @@ FINETUNE_GOLDEN = Path(__file__).parent / "golden" / "finetune_kinds_metrics.jso
 
 @pytest.fixture(scope="module")
 def finetune_model(shared_data, tmp_path_factory):
+    from _training_helpers import finetune_model_dir
+
     return finetune_model_dir(shared_data, tmp_path_factory.mktemp("ft") / "model")
-
-
-def finetune_model_dir(data_dir: Path, path: Path) -> Path:
-    """Random albert-debug weights (seed 0) and a WordPiece vocabulary that is the same on every machine (a trained
-    tokenizer is not): the 2,000 most frequent lower-cased words of SST-2's first 2,000 training rows, after the
-    special tokens, single characters and their ``##`` continuations."""
-    import re
-    import string
-
-    text = (data_dir / "glue/SST-2/train.tsv").read_text(encoding="utf-8").lower().splitlines()[1:2001]
-    counts = Counter(w for row in text for w in re.findall(r"[a-z]+", row.split("\t")[0]))
-    chars = string.ascii_lowercase + string.digits + string.punctuation
-    words = [w for w, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0])) if len(w) > 1][:2000]
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars), *words]
-    path.mkdir(parents=True)
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
-    torch.manual_seed(0)
-    AlbertForPreTraining(AlbertConfig.from_preset("albert-debug", vocab_size=len(vocab))).save_pretrained(path)
-    return path
 
 
 def finetune_kind(kind: str, model, data_dir: Path, out: Path, steps: int = 7, logging_steps: int = 4):
