@@ -230,37 +230,53 @@ def worker(rank: int, world: int, store: str, tmp: str) -> None:
         torch.distributed.destroy_process_group()
 
 
-def verdict_worker(rank: int, world: int, store: str, data: str, out: str) -> None:
-    """Issue 25: two ranks start one ``pretrain`` into a new --output, rank 1 two seconds late, in a process group
-    that exists already (as under nccl, whose ``init_process_group`` lets rank 0 run ahead; gloo's would wait for
-    every rank). Writes ``{out}.rank{r}.txt``: "ok" or the error."""
+def _join_unseen(rank: int, world: int, store: str):
+    """A gloo group that the run in this process cannot see until its ``start()`` joins it, and whose join then
+    returns at once: what nccl's ``init_process_group`` does (it returns before the other ranks have joined, so one
+    rank may run ahead of another); gloo's would wait for every rank. Returns the function that undoes the patches."""
     import datetime
 
-    from litebert.training.pretrain import PretrainConfig, pretrain
+    dist = torch.distributed
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
+    )
+    originals = dist.init_process_group, dist.is_initialized
+    joined = [False]
+    dist.is_initialized = lambda: joined[0] and originals[1]()
+    dist.init_process_group = lambda *a, **k: joined.__setitem__(0, True)
+
+    def restore() -> None:
+        dist.init_process_group, dist.is_initialized = originals
+
+    return restore
+
+
+def verdict_worker(rank: int, world: int, store: str, out: str, run, cfg) -> None:
+    """Issue 25: two ranks start one ``run(cfg)`` (``pretrain`` or ``finetune``) into a new --output, rank 1 two
+    seconds late, in a process group that each joins when the run's ``start()`` asks (:func:`_join_unseen`: as under
+    nccl, rank 0 runs ahead). Writes ``{out}.rank{r}.txt``: "ok" or the error, then how often this rank decided on
+    the output directory itself; then the same for a second run into the finished one."""
+    from litebert.training import run as R
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    torch.distributed.init_process_group(
-        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
-    )
-    if rank == 1:
-        import time
+    decided = []
+    decide = R._check_output_dir
+    R._check_output_dir = lambda *a: decided.append(1) or decide(*a)
+    lines = []
+    for attempt in (1, 2):  # 2: again into the finished run: refused alike on both ranks, rank 0's verdict
+        restore = _join_unseen(rank, world, f"{store}.{attempt}")
+        if rank == 1:
+            import time
 
-        time.sleep(2.0)
-    try:
-        cfg = PretrainConfig(
-            data=data, output=out, model_config="albert-debug", max_steps=1, batch_size=2, progress_bar=False
-        )
-        pretrain(cfg)
-        result = "ok"
-    except Exception as exc:  # every failure is the finding of the test
-        result = f"{type(exc).__name__}: {exc}"
-    torch.distributed.init_process_group(  # pretrain left the group at its end
-        "gloo", init_method=f"file://{store}.2", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
-    )
-    try:  # again into the finished run: refused alike on both ranks, rank 0's verdict
-        pretrain(cfg)
-        result += "\nnot refused"
-    except Exception as exc:
-        result += f"\n{type(exc).__name__}: {exc}"
-    Path(f"{out}.rank{rank}.txt").write_text(result)
+            time.sleep(2.0)
+        try:
+            run(cfg)
+            lines.append("ok")
+        except Exception as exc:  # every failure is the finding of the test
+            lines.append(f"{type(exc).__name__}: {exc}")
+        restore()
+        if torch.distributed.is_initialized():  # a run that failed before start(): leave the group for the next one
+            torch.distributed.destroy_process_group()
+        lines.append(f"decided {len(decided)}")
+    Path(f"{out}.rank{rank}.txt").write_text("\n".join(lines))

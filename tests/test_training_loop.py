@@ -538,40 +538,21 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_and_leaves_the_earlier
     assert {p.name: p.read_bytes() for p in first.iterdir()} == before
 
 
-@pytest.mark.parametrize(("precision", "unpad"), [("fp32", False), ("fp16", False), ("fp32", True)])
-def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkeypatch, precision, unpad):
+@pytest.mark.parametrize(
+    ("precision", "unpad", "optimizer"),
+    [("fp32", False, "lamb"), ("fp16", False, "lamb"), ("fp32", True, "lamb"), ("fp32", False, "adamw")],
+)
+def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkeypatch, precision, unpad, optimizer):
     """Issue 25: losses, ratios, counts, the gradient norm and the non-finite check stay on the device except at
     logging, evaluation and checkpoint steps. Counted: every .item/.tolist/.numpy/float/int/bool/index (and .cpu) of
-    a tensor from the start of a step that does not log to its end, data loading aside (host work on CPU tensors)."""
-    from _training_helpers import HostReads
-
-    from litebert.training import loop as L
+    a tensor from the start of a step that does not log to its end, data loading aside (host work on CPU tensors).
+    ``adamw``: torch's fused AdamW, as a GPU gets it, which skips the non-finite step on the device too."""
+    from _training_helpers import HostReads, count_reads_of_quiet_steps, fused_adamw, unexpected_reads
 
     logging_steps, steps = 4, 7  # steps 4 and 7 (the last) log; 1, 2, 3, 5, 6 must not read
     reads = HostReads()
-
-    def paused(method):
-        def wrapper(self, *a, **k):
-            was, reads.counting = reads.counting, False
-            try:
-                return method(self, *a, **k)
-            finally:
-                reads.counting = was
-
-        return wrapper
-
-    def step_starts(method):
-        def wrapper(self, *a, **k):
-            step = self.st.step + 1
-            reads.counting = step % logging_steps != 0 and step != steps
-            return method(self, *a, **k)
-
-        return wrapper
-
-    monkeypatch.setattr(L._Trainer, "normalisers", step_starts(L._Trainer.normalisers))
-    for name in ("next_batch", "prefetch", "settle"):
-        monkeypatch.setattr(L._Trainer, name, paused(getattr(L._Trainer, name)))
-    with reads:
+    count_reads_of_quiet_steps(monkeypatch, reads, logging_steps, steps)
+    with reads, fused_adamw():
         _, result = _run(
             tmp_path,
             batch_size=4,
@@ -580,14 +561,104 @@ def test_a_step_that_does_not_log_reads_nothing_from_the_device(tmp_path, monkey
             logging_steps=logging_steps,
             precision=precision,
             unpad=unpad,
+            optimizer=optimizer,
             objective=_nan_objective({5, 6}),  # micro-batches 5, 6 = step 3: non-finite, skipped on the device
         )
         reads.counting = False
-    # the one read allowed: AlbertModel.additive_mask skips the mask of a batch without padding when the mask is a
-    # CPU tensor (no transfer there); with the mask on a GPU that branch is never taken
-    calls = [(name, where) for name, where in reads.calls if not where.startswith("modeling.py:additive_mask:")]
+    calls = unexpected_reads(reads)  # all but the one read allowed on CPU (AlbertModel.additive_mask)
     assert calls == [], Counter(calls)
     # what the host learnt at the logging steps is what each step would have told it
     assert result.skipped_steps == 1 and result.step == steps
     records = [r for r in read_metrics(tmp_path) if r["split"] == "train"]
     assert [r["step"] for r in records] == [4, 7] and [r["skipped_steps"] for r in records] == [1, 0]
+
+
+# ------------------------------------------------------------------------------ finetune: the same loop, every kind
+FINETUNE_GOLDEN = Path(__file__).parent / "golden" / "finetune_kinds_metrics.json"
+
+
+@pytest.fixture(scope="module")
+def finetune_model(shared_data, tmp_path_factory):
+    from _training_helpers import finetune_model_dir
+
+    return finetune_model_dir(shared_data, tmp_path_factory.mktemp("ft") / "model")
+
+
+def finetune_kind(kind: str, model, data_dir: Path, out: Path, steps: int = 7, logging_steps: int = 4):
+    """A small fine-tuning run of one task kind on the public data (batch 4, fp32, dropout off, evaluation at the
+    last step only) with torch's fused AdamW, which a GPU gets (:func:`litebert.optim.build_optimizer`; the foreach
+    AdamW of a CPU reads its step count on the host, a CPU tensor there); returns the train/eval records of
+    metrics.jsonl (timings dropped) and eval_results.json."""
+    from _training_helpers import fused_adamw
+
+    from litebert.fileio import read_json
+    from litebert.finetune import DataOptions, FinetuneConfig, finetune
+
+    files = {  # kind -> task, train, dev
+        "classification": ("sst2", data_dir / "glue/SST-2/train.tsv", data_dir / "glue/SST-2/dev.tsv"),
+        "token": ("conll2003", data_dir / "conll2003/train.txt", data_dir / "conll2003/dev.txt"),
+        "choice": ("swag", data_dir / "swag/sample.json", data_dir / "swag/sample.json"),
+        "qa": ("squad", out.parent / "squad_slice.json", out.parent / "squad_slice.json"),
+    }
+    task, train_file, dev_file = files[kind]
+    if kind == "qa":  # the first article of SQuAD dev, as train and dev
+        doc = json.loads((data_dir / "squad/v1.1/dev-v1.1.json").read_text(encoding="utf-8"))
+        train_file.write_text(json.dumps({"version": "1.1", "data": doc["data"][:1]}), encoding="utf-8")
+    with fused_adamw():
+        finetune(
+            FinetuneConfig(
+                model=str(model),
+                train_file=str(train_file),
+                dev_file=str(dev_file),
+                output_dir=str(out),
+                data=DataOptions(task=task, **({"doc_stride": 32, "max_query_length": 24} if kind == "qa" else {})),
+                max_train_examples=40,
+                max_eval_examples=16,
+                batch_size=4,
+                max_steps=steps,
+                logging_steps=logging_steps,
+                eval_steps=steps,
+                learning_rate=1e-3,
+                max_seq_length=96 if kind == "qa" else 32,
+                hidden_dropout=0.0,
+                classifier_dropout=0.0,
+                precision="fp32",
+                device="cpu",
+                progress_bar=False,
+            )
+        )
+    timings = {"tokens_per_second", "seconds", "samples_per_second", "steps_per_second", "eval_seconds"}
+    records = [{k: v for k, v in r.items() if k not in timings} for r in read_metrics(out)]
+    results = {k: v for k, v in read_json(out / "eval_results.json").items() if k not in timings}
+    return {"records": records, "eval_results": results}
+
+
+@pytest.mark.parametrize("kind", ["classification", "token", "choice", "qa"])
+def test_a_finetune_step_that_does_not_log_reads_nothing_from_the_device(
+    finetune_model, shared_data, tmp_path, monkeypatch, kind
+):
+    """Issue 25, for `finetune` (the same loop; each kind brings its objective): a step that does not log reads
+    nothing from the device, and what is logged and evaluated is what it was when the objectives read the host
+    every micro-batch (golden values recorded at 314a6ca, the commit before)."""
+    from _training_helpers import HostReads, count_reads_of_quiet_steps, unexpected_reads
+
+    logging_steps, steps = 4, 7  # steps 4 and 7 (the last, which also evaluates) log; 1, 2, 3, 5, 6 must not read
+    reads = HostReads()
+    count_reads_of_quiet_steps(monkeypatch, reads, logging_steps, steps)
+    with reads:
+        got = finetune_kind(kind, finetune_model, shared_data, tmp_path / "run", steps, logging_steps)
+        reads.counting = False
+    calls = unexpected_reads(reads)
+    assert calls == [], Counter(calls)
+    golden = json.loads(FINETUNE_GOLDEN.read_text())
+    want = golden["kinds"][kind]
+    assert [(r["split"], r["step"]) for r in got["records"]] == [(r["split"], r["step"]) for r in want["records"]]
+    assert [(r["split"], r["step"]) for r in got["records"]] == [("train", 4), ("train", 7), ("eval", 7)]
+    tol = golden["tolerance"]
+    for g, w in zip(got["records"], want["records"]):
+        assert set(g) == set(w), (g, w)
+        for key, value in w.items():
+            assert value == pytest.approx(g[key], abs=tol), f"{kind} {w['split']} step {w['step']} {key}"
+    assert set(got["eval_results"]) == set(want["eval_results"])
+    for key, value in want["eval_results"].items():
+        assert value == pytest.approx(got["eval_results"][key], abs=tol), f"{kind} eval_results {key}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -381,6 +382,17 @@ def test_more_processes_than_gpus_is_one_error_before_anything_is_written(tmp_pa
     with pytest.raises(LitebertError, match="2 processes on this node but 1 GPU"):
         pretrain(cfg)
     assert not out.exists()
+    # finetune alike, before it reads anything (none of these files exists)
+    from litebert.finetune import DataOptions, FinetuneConfig, finetune
+
+    ft_out = tmp_path / "finetune"
+    ft = FinetuneConfig(
+        model=str(tmp_path / "model"), train_file=str(tmp_path / "train.tsv"), dev_file=str(tmp_path / "dev.tsv"),
+        output_dir=str(ft_out), data=DataOptions(task="sst2"), device="cuda",
+    )  # fmt: skip
+    with pytest.raises(LitebertError, match="2 processes on this node but 1 GPU"):
+        finetune(ft)
+    assert not ft_out.exists()
     # rank 0 of the two (LOCAL_RANK 0) is refused alike: every process says the same
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("LOCAL_RANK", "0")
@@ -388,19 +400,53 @@ def test_more_processes_than_gpus_is_one_error_before_anything_is_written(tmp_pa
         D.init_distributed("cuda")
 
 
-@pytest.mark.usefixtures("one_thread")
-def test_the_output_verdict_is_rank_0s_so_no_rank_sees_another_ranks_writes(tiny, tmp_path):
-    # issue 25: under torchrun --fsdp, rank 1 checked --output after rank 0 had written run_settings.json into it
-    # and refused the run as "an interrupted run"; now rank 0 decides and every rank gets its verdict
+def _verdicts(run, cfg, out: Path) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str], tuple[str, str]]:
+    """``run(cfg)`` on 2 gloo processes twice (:func:`_distributed_helpers.verdict_worker`), rank 1 two seconds
+    late: (the first run's results, how often each rank decided on --output itself, the same for the second)."""
     import tempfile
 
     import _distributed_helpers as H
     import torch.multiprocessing as mp
 
-    data = tiny.pretraining_data()
+    store = tempfile.mktemp(prefix="litebert_store_")
+    mp.spawn(H.verdict_worker, args=(2, store, str(out), run, cfg), nprocs=2)
+    return tuple(zip(*((out.parent / f"{out.name}.rank{r}.txt").read_text().split("\n") for r in range(2))))
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_output_verdict_is_rank_0s_so_no_rank_sees_another_ranks_writes(tiny, tmp_path):
+    # issue 25: under torchrun --fsdp, rank 1 checked --output after rank 0 had written run_settings.json into it
+    # and refused the run as "an interrupted run"; now rank 0 decides and every rank gets its verdict
+    from litebert.training.pretrain import PretrainConfig, pretrain
+
     out = tmp_path / "run"
-    mp.spawn(H.verdict_worker, args=(2, tempfile.mktemp(prefix="litebert_store_"), str(data), str(out)), nprocs=2)
-    first, again = zip(*((tmp_path / f"run.rank{r}.txt").read_text().split("\n") for r in range(2)))
-    assert first == ("ok", "ok")
+    cfg = PretrainConfig(
+        data=str(tiny.pretraining_data()), output=str(out), model_config="albert-debug", max_steps=1, batch_size=2,
+        progress_bar=False, device="cpu",
+    )  # fmt: skip
+    first, decided, again, decided_again = _verdicts(pretrain, cfg, out)
+    assert first == ("ok", "ok") and decided == ("decided 1", "decided 0")
     assert (out / "final" / "model.safetensors").is_file()
     assert again[0] == again[1] and again[0].startswith("LitebertError: ") and "already holds checkpoints" in again[0]
+    assert decided_again == ("decided 2", "decided 0")
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_finetune_takes_rank_0s_output_verdict_after_joining_the_group(shared_data, tmp_path):
+    # the same for finetune, which checked --output (and so every rank by itself) before it joined the group
+    from _training_helpers import finetune_model_dir
+
+    from litebert.finetune import DataOptions, FinetuneConfig, finetune
+
+    sst2 = shared_data / "glue/SST-2"
+    out = tmp_path / "run"
+    cfg = FinetuneConfig(
+        model=str(finetune_model_dir(shared_data, tmp_path / "model")), train_file=str(sst2 / "train.tsv"),
+        dev_file=str(sst2 / "dev.tsv"), output_dir=str(out), data=DataOptions(task="sst2"), max_train_examples=16,
+        max_eval_examples=8, batch_size=4, max_steps=2, max_seq_length=32, device="cpu", progress_bar=False,
+    )  # fmt: skip
+    first, decided, again, decided_again = _verdicts(finetune, cfg, out)
+    assert first == ("ok", "ok") and decided == ("decided 1", "decided 0")
+    assert (out / "eval_results.json").is_file() and (out / "best" / "model.safetensors").is_file()
+    assert again[0] == again[1] and again[0].startswith("LitebertError: ") and "already holds checkpoints" in again[0]
+    assert decided_again == ("decided 2", "decided 0")

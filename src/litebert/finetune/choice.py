@@ -364,8 +364,8 @@ class ChoiceKind(TaskKind):
             batch = {k: v.to(device) for k, v in batch.items()}
             logits = choice_logits(model, batch)
             loss = F.cross_entropy(logits.float(), batch["labels"], reduction="sum")
-            correct = (logits.detach().argmax(-1) == batch["labels"]).sum().item()
-            return LossOutput(sums={"loss": loss}, ratios={"accuracy": (float(correct), float(len(logits)))})
+            correct = (logits.detach().argmax(-1) == batch["labels"]).sum()  # 0-d, stays on the device
+            return LossOutput(sums={"loss": loss}, ratios={"accuracy": (correct, len(logits))})
 
         def count(batch):
             return {"loss": int(batch["labels"].numel())}

@@ -294,7 +294,8 @@ def _loss_sum(logits: torch.Tensor, labels: torch.Tensor, problem_type: str) -> 
 
 def make_objective(problem_type: str, device: torch.device):
     """The fine-tuning objective for :func:`litebert.training.train`: one term ``loss`` summed over the batch
-    (units: examples; label entries for multi-label) and the ratio ``accuracy`` (classification)."""
+    (units: examples; label entries for multi-label) and the ratio ``accuracy`` (classification). The numbers stay
+    on the device (0-d tensors): the training loop reads them at logging steps only."""
     from litebert.training import LossOutput
 
     def objective(model, batch):
@@ -303,8 +304,8 @@ def make_objective(problem_type: str, device: torch.device):
         loss = _loss_sum(logits, batch["labels"], problem_type)
         ratios = {}
         if problem_type == "single_label":
-            correct = (logits.detach().argmax(-1) == batch["labels"]).sum().item()
-            ratios["accuracy"] = (float(correct), float(len(logits)))
+            correct = (logits.detach().argmax(-1) == batch["labels"]).sum()  # 0-d, stays on the device
+            ratios["accuracy"] = (correct, len(logits))
         return LossOutput(sums={"loss": loss}, ratios=ratios)
 
     def count(batch):

@@ -515,7 +515,7 @@ class QACollator:
 def make_qa_objective(device: torch.device):
     """Objective for :func:`litebert.training.train`: ``loss`` = (start CE + end CE) / 2 summed over the features
     of the batch (transformers' ``AlbertForQuestionAnswering`` loss × B; units = features) and the ratio
-    ``span_accuracy`` (start and end both right)."""
+    ``span_accuracy`` (start and end both right), a 0-d tensor on the device (read at logging steps only)."""
     from litebert.training import LossOutput
 
     def objective(model, batch):
@@ -526,8 +526,8 @@ def make_qa_objective(device: torch.device):
         s, e = out.start_logits.float(), out.end_logits.float()  # (B, S)
         ys, ye = batch["start_positions"], batch["end_positions"]
         loss = (F.cross_entropy(s, ys, reduction="sum") + F.cross_entropy(e, ye, reduction="sum")) / 2
-        right = ((s.detach().argmax(-1) == ys) & (e.detach().argmax(-1) == ye)).sum().item()
-        return LossOutput(sums={"loss": loss}, ratios={"span_accuracy": (float(right), float(len(ys)))})
+        right = ((s.detach().argmax(-1) == ys) & (e.detach().argmax(-1) == ye)).sum()  # 0-d, stays on the device
+        return LossOutput(sums={"loss": loss}, ratios={"span_accuracy": (right, len(ys))})
 
     def count(batch):
         return {"loss": int(batch["start_positions"].numel())}

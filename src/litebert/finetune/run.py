@@ -1035,7 +1035,9 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     ``max_seq_length`` exceeds the model's ``pretraining_max_seq_length`` (:func:`untrained_positions_warning`).
 
     ``cfg.output_dir`` must be absent or empty, or, with ``cfg.resume``, an unfinished finetune run of its own
-    (:func:`litebert.training.run.check_output_dir`); the training state is checkpointed every ``cfg.save_steps``
+    (:func:`litebert.training.run.check_output_dir`; under ``torchrun`` rank 0 decides after joining the process group
+    and every rank gets its verdict, so no rank can see another's first writes; more processes on a node than GPUs
+    are refused before anything is read); the training state is checkpointed every ``cfg.save_steps``
     steps (default: at every evaluation), and ``resume="auto"`` continues from the newest complete checkpoint to the
     weights, metrics and ``metrics.jsonl`` of an uninterrupted run.
 
@@ -1044,6 +1046,21 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
             problem type, a model directory without weights or tokenizer, an output directory a run must not write
             into (the model directory, another run, a finished run, anything else that is not empty).
     """
+    from litebert.training.run import start, teardown
+
+    t0 = time.time()
+    out = Path(cfg.output_dir)
+    # under torchrun: DDP over WORLD_SIZE processes, each a micro-batch of cfg.batch_size (global batch
+    # batch_size x world_size), dev features sharded and gathered; rank 0 alone writes OUTPUT/.
+    # More processes on a node than GPUs: refused here, before anything is read or written.
+    dist = start(cfg.device)
+    try:
+        return _finetune(cfg, dist, out, t0)
+    finally:
+        teardown()  # an error on some rank: leave the group without waiting (after a normal end: nothing left)
+
+
+def _finetune(cfg: FinetuneConfig, dist, out: Path, t0: float) -> FinetuneResult:
     from litebert.optim import build_optimizer, build_scheduler
     from litebert.training import TrainingArgs, make_batch_factory, train
     from litebert.training import distributed as D
@@ -1054,16 +1071,12 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
         check_resume_settings,
         resolve_resume,
         resolve_run_precision,
-        start,
         teardown,
         write_run_settings,
     )
     from litebert.training.run import run_settings as make_run_settings
 
-    t0 = time.time()
-    out = Path(cfg.output_dir)
-    # before start(): every rank checks before any rank writes
-    check_output_dir(
+    check_output_dir(  # in a process group rank 0 decides for every rank, before any rank writes
         out,
         "finetune",
         cfg.resume,
@@ -1073,10 +1086,6 @@ def finetune(cfg: FinetuneConfig) -> FinetuneResult:
     )
     kind = make_kind(cfg.data, problem_type=cfg.problem_type, metrics=cfg.metrics)
     data = _load_data(cfg, kind)
-
-    # under torchrun: DDP over WORLD_SIZE processes, each a micro-batch of cfg.batch_size (global batch
-    # batch_size x world_size), dev features sharded and gathered; rank 0 alone writes OUTPUT/
-    dist = start(cfg.device)
     model, positions_warning = _build_for_training(cfg, kind, data)
     model = wrap_model(model.to(dist.device), dist)
 

@@ -470,12 +470,12 @@ class TokenKind(TaskKind):
             logits = _logits(model, batch)
             labels = batch["labels"]
             loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
-            on = labels != -100
-            correct = (logits.detach().argmax(-1)[on] == labels[on]).sum().item()
-            return LossOutput(sums={"loss": loss}, ratios={"accuracy": (float(correct), float(on.sum().item()))})
+            on = labels != -100  # (B, S): tagged positions (first sub-tokens); no boolean index, no device sync
+            correct = ((logits.detach().argmax(-1) == labels) & on).sum()
+            return LossOutput(sums={"loss": loss}, ratios={"accuracy": (correct, on.sum())})  # 0-d, on the device
 
         def count(batch):
-            return {"loss": int((batch["labels"] != -100).sum())}
+            return {"loss": (batch["labels"] != -100).sum()}  # 0-d on the batch's device, never read by the host
 
         return objective, count
 

@@ -548,7 +548,7 @@ class _Trainer:
         every step (a device op), so a non-finite step backs the loss scale off.
         """
         if skips_on_device(self.optimizer):
-            self.optimizer.found_inf = (~finite).float().reshape(1)
+            self.optimizer.found_inf = (~finite).float().reshape(())  # 0-d, as GradScaler's: fused AdamW needs it
             self.optimizer.grad_scale = None  # already unscaled (fp16) or never scaled
             try:
                 self.optimizer.step()
