@@ -22,16 +22,18 @@ Sections (``--sections``, default all, in this order; each one that fails prints
   reach it). By default a reduced run (QS_STEPS=600: 540 + 60 steps, every other stage as the full job) whose
   full-length time is extrapolated from its measured phase times; ``--full-main-job`` runs the real 6,000 steps.
 
-Inputs are built from public data with no network (``--build-data``): the quick start's tokenizer (SentencePiece,
-8,000 ids, WikiText-2 train), 512-token SOP shards of WikiText-2 train, the WikiText-2 files for the main job and
-SST-2 dev, about 25 MB in all::
+Inputs are built from public data with no network (``--build-data DIR``, the inputs of both modes): for the GPU run
+the quick start's tokenizer (SentencePiece, 8,000 ids, WikiText-2 train), 512-token SOP shards of WikiText-2 train,
+the WikiText-2 files for the main job and SST-2 dev; for ``--smoke``, the same from WikiText-2 valid (2,000 ids,
+128-token shards) in ``DIR/smoke/``; about 30 MB in all::
 
     PYTHONPATH=src python benchmarks/bench_gpu.py --build-data runs/gpu-data            # here, once
     PYTHONPATH=src python benchmarks/bench_gpu.py --data runs/gpu-data --out gpu.json    # on the GPU, < 6 min
-    PYTHONPATH=src python benchmarks/bench_gpu.py --data runs/gpu-smoke --device cpu --smoke --out smoke.json
+    PYTHONPATH=src python benchmarks/bench_gpu.py --data runs/gpu-data --device cpu --smoke --out smoke.json
 
-``--smoke`` runs every section at toy sizes (``--build-data`` is implied when ``--data`` lacks the inputs; it then
-builds small ones from ``--source``). A global ``--budget`` (seconds) skips what would not fit and says so.
+``--smoke`` runs every section at toy sizes (it builds ``DATA/smoke/`` from ``--source`` when that is missing);
+a GPU run whose inputs are missing stops at once, naming them. A global ``--budget`` (seconds) skips what would not
+fit and says so.
 """
 
 from __future__ import annotations
@@ -65,40 +67,53 @@ def sizes(smoke: bool) -> dict:
         return dict(
             base=("albert-unittest", 4, 128), large=("albert-unittest", 2, 128), seq=128, steps=3, warmup=1,
             loop_steps=6, loop_log=2, reads_steps=(2, 4), predict_rows=1200, pipeline_rows=200, batch32_rows=600, mainjob_steps=10,
-            peak_n=512, optim_preset="albert-unittest", shard="train-128",
+            peak_n=512, optim_preset="albert-unittest", shard="train-128", vocab=2000,
         )  # fmt: skip
     return dict(
         base=("albert-base", 64, 512), large=("albert-large", 32, 512), seq=512, steps=10, warmup=3,
         loop_steps=60, loop_log=20, reads_steps=(4, 8), predict_rows=90_000, pipeline_rows=5_000, batch32_rows=10_000,
-        mainjob_steps=600, peak_n=8192, optim_preset="albert-base", shard="train-512",
+        mainjob_steps=600, peak_n=8192, optim_preset="albert-base", shard="train-512", vocab=8000,
     )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def build_data(dest: Path, source: Path, smoke: bool) -> Path:
-    """Tokenizer, shards, WikiText-2 and SST-2 dev under ``dest`` (skipped where present). Smoke: from the
-    WikiText-2 valid file, 128 tokens. Raises SystemExit naming the missing source file."""
+def mode_dir(data: Path, smoke: bool) -> Path:
+    """Where a mode's inputs lie under ``--data``: the GPU run's in it, the smoke run's in its ``smoke/``."""
+    return data / "smoke" if smoke else data
+
+
+def missing_inputs(data: Path, smoke: bool) -> list[Path]:
+    """The files a mode's sections read (tokenizer, shards, SST-2 dev, WikiText-2) that ``data`` lacks."""
+    d = mode_dir(data, smoke)
+    need = [d / "tokenizer" / "tokenizer_config.json", d / sizes(smoke)["shard"] / "manifest.json",
+            d / "sst2" / "dev.tsv", d / "wikitext-2" / "wiki.train.tokens", d / "wikitext-2" / "wiki.valid.tokens"]  # fmt: skip
+    return [p for p in need if not p.exists()]
+
+
+def build_data(data: Path, source: Path, smoke: bool) -> Path:
+    """One mode's inputs under ``mode_dir(data, smoke)`` (each skipped where present): tokenizer, shards,
+    WikiText-2 and SST-2 dev. Smoke: all from the WikiText-2 valid file, 128 tokens. Raises SystemExit naming the
+    missing source file."""
     from litebert.data.prepare import PrepareConfig, prepare
     from litebert.tokenization import train_tokenizer
 
+    sz = sizes(smoke)
     wt, sst = source / "wikitext-2", source / "glue" / "SST-2" / "dev.tsv"
     for f in (wt / "wiki.train.tokens", wt / "wiki.valid.tokens", sst):
         if not f.is_file():
             raise SystemExit(f"error: {f} is missing: give --source DIR holding wikitext-2/ and glue/SST-2/dev.tsv")
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "wikitext-2").mkdir(exist_ok=True)
+    dest = mode_dir(data, smoke)
+    (dest / "wikitext-2").mkdir(parents=True, exist_ok=True)
     (dest / "sst2").mkdir(exist_ok=True)
-    corpus = "wiki.valid.tokens" if smoke else "wiki.train.tokens"
     for name in ("wiki.train.tokens", "wiki.valid.tokens"):
         if not (dest / "wikitext-2" / name).exists():
-            shutil.copy(wt / (corpus if smoke else name), dest / "wikitext-2" / name)
+            shutil.copy(wt / ("wiki.valid.tokens" if smoke else name), dest / "wikitext-2" / name)
     if not (dest / "sst2" / "dev.tsv").exists():
         shutil.copy(sst, dest / "sst2" / "dev.tsv")
-    if not (dest / "tokenizer").exists():
-        train_tokenizer([dest / "wikitext-2" / "wiki.train.tokens"], "sentencepiece", 2000 if smoke else 8000,
-                        dest / "tokenizer")  # fmt: skip
-    seq = 128 if smoke else 512
-    shard = dest / f"train-{seq}"
+    if not (dest / "tokenizer" / "tokenizer_config.json").exists():
+        train_tokenizer([dest / "wikitext-2" / "wiki.train.tokens"], "sentencepiece", sz["vocab"], dest / "tokenizer")
+    seq = sz["seq"]
+    shard = dest / sz["shard"]
     if not (shard / "manifest.json").exists():
         prepare(
             PrepareConfig(
@@ -562,7 +577,7 @@ def section_mainjob(ctx: dict) -> dict:
     if ctx["smoke"]:  # toy run: the shard tokenizer stands in for stage 1, one thread, fewer evaluation batches
         out.mkdir(parents=True)
         shutil.copytree(ctx["data"] / "tokenizer", out / "tokenizer")
-        env.update(QS_THREADS="1", QS_WORKERS="1", QS_VOCAB="2000")
+        env.update(QS_THREADS="1", QS_WORKERS="1", QS_VOCAB=str(sz["vocab"]))
     marks: list[tuple[float, str]] = []
     t0 = time.perf_counter()
     proc = subprocess.Popen(["bash", str(REPO / "scripts" / "quickstart.sh"), str(out)], stdout=subprocess.PIPE,
@@ -623,7 +638,8 @@ def empty_cache(dev: torch.device) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, help="inputs built by --build-data (tokenizer, shards, wikitext-2, sst2)")
-    ap.add_argument("--build-data", type=Path, metavar="DIR", help="build the inputs into DIR and exit")
+    ap.add_argument("--build-data", type=Path, metavar="DIR",
+                    help="build the inputs of both modes into DIR (with --smoke: the smoke run's only) and exit")  # fmt: skip
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="public data (wikitext-2/, glue/SST-2/)")
     ap.add_argument("--out", type=Path, default=Path("gpu.json"), help="JSON file of every figure")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -633,18 +649,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=330.0, help="seconds; sections that would not fit are skipped")
     args = ap.parse_args(argv)
     if args.build_data:
-        build_data(args.build_data, args.source, args.smoke)
-        print(f"inputs in {args.build_data}")
+        for smoke in (True,) if args.smoke else (False, True):
+            build_data(args.build_data, args.source, smoke)
+            print(f"inputs of the {'smoke' if smoke else 'GPU'} run in {mode_dir(args.build_data, smoke)}")
         return 0
     if args.data is None:
         ap.error("--data DIR is required (build it with --build-data DIR)")
-    if args.smoke and not (args.data / "tokenizer").exists():
+    if args.smoke and missing_inputs(args.data, smoke=True):
         build_data(args.data, args.source, smoke=True)
+    if missing := missing_inputs(args.data, args.smoke):
+        ap.error(f"--data {args.data} lacks {', '.join(map(str, missing))}: build it with --build-data DIR")
     t_start = time.perf_counter()
     dev = torch.device(args.device)
     work = Path(tempfile.mkdtemp(prefix="bench_gpu-"))
     ctx = {
-        "device": dev, "sizes": sizes(args.smoke), "data": args.data.resolve(), "work": work, "smoke": args.smoke,
+        "device": dev, "sizes": sizes(args.smoke), "data": mode_dir(args.data, args.smoke).resolve(), "work": work, "smoke": args.smoke,
         "full_main_job": args.full_main_job,
     }  # fmt: skip
     import transformers

@@ -41,6 +41,37 @@ def test_repeated_tsv(tmp_path):
     assert lines[0] == "sentence\tlabel" and lines[1:] == ["a\t0", "b\t1", "c\t0"] * 3
 
 
+def test_build_data_builds_what_every_mode_reads(shared_data, tmp_path, monkeypatch, capsys):
+    """`--build-data DIR` builds the inputs of the GPU run and of `--smoke` (it built only the GPU run's, and the
+    documented smoke run on it failed: train-128 had no manifest.json); a run lacking its inputs stops at once,
+    naming them. A ~100 kB source and 300-id tokenizers stand in for WikiText-2 and the 2,000/8,000 ids."""
+    src = tmp_path / "src"
+    (src / "wikitext-2").mkdir(parents=True)
+    (src / "glue" / "SST-2").mkdir(parents=True)
+    text = (shared_data / "wikitext-2" / "wiki.valid.tokens").read_text(encoding="utf-8")
+    for name in ("wiki.train.tokens", "wiki.valid.tokens"):
+        (src / "wikitext-2" / name).write_text(text[:100_000], encoding="utf-8")
+    (src / "glue" / "SST-2" / "dev.tsv").write_text("sentence\tlabel\na good film .\t1\n", encoding="utf-8")
+    real = bench_gpu.sizes
+    monkeypatch.setattr(bench_gpu, "sizes", lambda smoke: {**real(smoke), "vocab": 300})
+    data = tmp_path / "data"
+    assert bench_gpu.missing_inputs(data, smoke=False) and bench_gpu.missing_inputs(data, smoke=True)
+    with pytest.raises(SystemExit) as exc:  # the GPU run: nothing built, one error naming what is missing
+        bench_gpu.main(["--data", str(data), "--source", str(src), "--device", "cpu"])
+    assert exc.value.code == 2 and "train-512" in capsys.readouterr().err and not data.exists()
+    assert bench_gpu.main(["--build-data", str(data), "--source", str(src)]) == 0
+    for smoke in (False, True):
+        assert bench_gpu.missing_inputs(data, smoke) == [], smoke
+        d = bench_gpu.mode_dir(data, smoke)
+        manifest = json.loads((d / real(smoke)["shard"] / "manifest.json").read_text())
+        assert manifest["settings"]["max_seq_length"] == real(smoke)["seq"]
+        assert bench_gpu.tokenizer_vocab(d) == 300
+    # what the sections read: the shard batches of the smoke sizes
+    smoke_dir = bench_gpu.mode_dir(data, True)
+    (batch,) = bench_gpu.shard_batches(smoke_dir / real(True)["shard"], 4, 1, torch.device("cpu"))
+    assert batch["input_ids"].shape[0] == 4 and batch["input_ids"].shape[1] <= 128
+
+
 @pytest.mark.slow
 def test_smoke_mode_runs_every_section(shared_data, tmp_path):
     """`--device cpu --smoke` builds its inputs and runs every section; no section fails."""

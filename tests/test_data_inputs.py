@@ -12,6 +12,7 @@ import hashlib
 import json
 import lzma
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -262,6 +263,40 @@ def test_bad_inputs_are_one_clear_error(tmp_path):
         if name in ("not-arrow", "parquet-no-column", "parquet-cut", "gzip-parquet", "binary", "utf16"):  # up front
             with pytest.raises(LitebertError, match=msg):
                 check_corpus([path])
+
+
+_CODECS = {  # compress, and the incremental decompressor that is the oracle of what a cut-off file still holds
+    "gz": (gzip.compress, lambda b: zlib.decompressobj(31).decompress(b)),
+    "bz2": (bz2.compress, lambda b: bz2.BZ2Decompressor().decompress(b)),
+    "xz": (lzma.compress, lambda b: lzma.LZMADecompressor().decompress(b)),
+    "zst": (zstandard.ZstdCompressor().compress, lambda b: zstandard.ZstdDecompressor().decompressobj().decompress(b)),
+}
+
+
+@pytest.mark.parametrize("ext", list(_CODECS))
+@pytest.mark.parametrize("cut", [6_000, 60_000])  # within the first 64 KiB of text (checked up front) / beyond it
+def test_cut_off_compressed_file_names_the_last_line_read(tmp_path, ext, cut):
+    """A compressed file cut off early names where: after the last complete line the readable part holds (what an
+    incremental decompressor gets from the cut bytes), or before any line when none could be decoded (a bzip2
+    block is decoded whole); up front by check_corpus when the cut is within its first 64 KiB of text."""
+    text = "".join(f"Line {i} says {'word ' * (i % 7)}and {i * 7919 % 10007} more.\n" for i in range(40_000)).encode()
+    compress, decompress = _CODECS[ext]
+    data = compress(text)
+    assert len(data) > cut
+    path = tmp_path / f"cut.txt.{ext}"
+    path.write_bytes(data[:cut])
+    lines = decompress(data[:cut]).count(b"\n")
+    where = f"after line {lines}" if lines else "before any complete line was read"
+    with pytest.raises(
+        LitebertError, match=rf"cut\.txt\.{ext}: corrupt or truncated \w+ file (after line|before)"
+    ) as e:
+        check_corpus([path])
+        list(read_documents([path]))
+    n = int(m.group(1)) if (m := re.search(r"after line (\d+) ", str(e.value))) else 0
+    if len(decompress(data[:cut])) < 1 << 16:  # the error comes from the format check: exactly where
+        assert where in str(e.value)
+    else:  # from the stream, which reads in blocks: at most the lines the cut bytes hold, and past the head
+        assert 0 < n <= lines and n > text[: 1 << 16].count(b"\n") - 1
 
 
 # ---------------------------------------------------------------------------------------------------- prepare

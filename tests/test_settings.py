@@ -284,6 +284,20 @@ def test_toml_config_and_run_settings_section(tmp_path):
     assert _parse(["pretrain", "--config", str(run), "--output", "new"]) == dataclasses.replace(cfg, output="new")
 
 
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_compile_mode_implies_compile_and_round_trips(tmp_path, mode):
+    """--compile-mode implies --compile: the config (what run_settings.json records) says compile: true, and a
+    run_settings.json with it reads back to the same config."""
+    cfg = _parse(["pretrain", "--data", "d", "--output", "o", "--model-config", "albert-debug", "--compile-mode", mode])
+    assert (cfg.compile, cfg.compile_mode) == (True, mode)
+    assert S.to_dict(cfg)["compile"] is True
+    run = tmp_path / "run_settings.json"
+    run.write_text(json.dumps({"pretrain_config": S.to_dict(cfg)}))
+    assert _parse(["pretrain", "--config", str(run)]) == cfg
+    plain = _parse(["pretrain", "--data", "d", "--output", "o", "--model-config", "albert-debug"])
+    assert (plain.compile, plain.compile_mode) == (False, None)
+
+
 def test_unknown_option_is_reported_before_missing_required_ones(capsys):
     """Defect 8: `--max-stepz` with --model-config missing said only "the following arguments are required"."""
     with pytest.raises(SystemExit) as exc:

@@ -686,6 +686,34 @@ def test_static_shapes_train_like_dynamic_padding_and_are_recorded(tiny_data, tm
     assert recorded["static_shapes"] is True and recorded["compile_mode"] is None
 
 
+def test_compile_mode_is_recorded_as_compiling_and_logged(tiny_data, tmp_path, capsys, monkeypatch):
+    """`--compile-mode default` compiles: run_settings.json says compile: true (it said false), a log line says the
+    model is being compiled, and `--config RUN/run_settings.json` repeats it. Dynamo's eager backend stands in for
+    inductor (the same tracing, no code generation: seconds instead of a minute)."""
+    from litebert.training import distributed as D
+
+    compiled = []
+    real = D.compile_model
+
+    def eager_backend(model, **kw):
+        compiled.append(kw)
+        return real(model, backend="eager", **kw)
+
+    monkeypatch.setattr(D, "compile_model", eager_backend)
+    run = tmp_path / "run"
+    assert main(_args(tiny_data, run, "--max-steps", "2", "--compile-mode", "default")) == 0
+    assert compiled == [{"mode": "default"}]
+    recorded = json.loads((run / "run_settings.json").read_text())["pretrain_config"]
+    assert (recorded["compile"], recorded["compile_mode"]) == (True, "default")
+    out = capsys.readouterr().out
+    assert "pretrain: compiling the model (torch.compile mode=default): the first steps are slow" in out
+    again = tmp_path / "again"
+    assert main(["pretrain", "--config", str(run / "run_settings.json"), "--output", str(again)]) == 0
+    repeated = json.loads((again / "run_settings.json").read_text())["pretrain_config"]
+    assert repeated == {**recorded, "output": str(again)}
+    assert len(compiled) == 2
+
+
 @pytest.mark.slow
 def test_compile_mode_reduce_overhead_with_static_shapes_matches_eager(tiny_data, tmp_path):
     # torch.compile(mode="reduce-overhead") (CUDA graphs on a GPU; inductor on the CPU) on one batch shape

@@ -48,7 +48,7 @@ import json
 import lzma
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -219,9 +219,10 @@ def check_corpus(
     dataset's id, config, split and text column (opens the stream: needs the Hub).
 
     Raises:
-        LitebertError: as :func:`resolve_corpus_sources`; unknown ``format``; a corrupt start of a compressed file;
-            JSON lines without ``text_column``; a Parquet/Arrow file that is not one or lacks ``text_column``; a
-            Hub dataset that cannot be reached or has no such config, split or column.
+        LitebertError: as :func:`resolve_corpus_sources`; unknown ``format``; a compressed file corrupt or
+            truncated within its first 64 KiB of text (naming the last complete line read); JSON lines without
+            ``text_column``; a Parquet/Arrow file that is not one or lacks ``text_column``; a Hub dataset that
+            cannot be reached or has no such config, split or column.
     """
     if format not in FORMATS:
         raise LitebertError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
@@ -371,41 +372,50 @@ def open_decompressed(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, Binar
 
 
 @contextlib.contextmanager
-def _stream_errors(path: Path, where: str = ""):
-    """Turn a decompression error into one LitebertError naming the file (and ``where``: the last good line)."""
+def _stream_errors(path: Path, lines_read: Callable[[], int]):
+    """Turn a decompression error into one LitebertError naming the file and the last complete line read
+    (``lines_read()`` when the error comes)."""
     try:
         yield
     except _STREAM_ERRORS as exc:
         comp = detect_compression(path) or "uncompressed"
-        raise LitebertError(
-            f"{path}: corrupt or truncated {comp} file{where() if callable(where) else where} "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
+        n = lines_read()
+        where = f"after line {n}" if n else "before any complete line was read"
+        raise LitebertError(f"{path}: corrupt or truncated {comp} file {where} ({type(exc).__name__}: {exc})") from None
 
 
 def _is_blank_file(path: Path) -> bool:
+    """Whether the (decompressed) file holds only whitespace. A corrupt stream counts as not blank: the reader
+    that reads it reports it, naming the last line read."""
     if path.stat().st_size == 0:
         return True
-    with _stream_errors(path), open_decompressed(path) as (fh, _):
-        while True:
-            block = fh.read(1 << 20)
-            if not block:
-                return True
-            if block.strip():
-                return False
+    try:
+        with open_decompressed(path) as (fh, _):
+            while True:
+                block = fh.read(1 << 20)
+                if not block:
+                    return True
+                if block.strip():
+                    return False
+    except _STREAM_ERRORS:
+        return False
 
 
 def text_head(path: str | os.PathLike, size: int = 1 << 16) -> bytes:
     """The first ``size`` bytes of a text file's decompressed content.
 
     Raises:
-        LitebertError: a corrupt start of a compressed file; content that is not text: a compressed Parquet or
-            Arrow file (read them uncompressed: they compress their pages themselves) or other binary data (NUL
-            bytes: an image, an archive, UTF-16 text).
+        LitebertError: a corrupt or truncated compressed stream within those bytes (naming the last complete
+            line read); content that is not text: a compressed Parquet or Arrow file (read them uncompressed: they
+            compress their pages themselves) or other binary data (NUL bytes: an image, an archive, UTF-16 text).
     """
     path = Path(path)
-    with _stream_errors(path, " at its start"), open_decompressed(path) as (fh, _):
-        head = fh.read(size)
+    buf, lines = bytearray(), 0
+    with _stream_errors(path, lambda: lines), open_decompressed(path) as (fh, _):
+        while len(buf) < size and (line := fh.readline(size - len(buf))):  # line by line: an error names one
+            buf += line
+            lines += line.endswith(b"\n")
+    head = bytes(buf)
     inner = "Parquet" if head.startswith(b"PAR1") else "Arrow" if head.startswith((b"ARROW1", b"\xff" * 4)) else None
     if inner:
         raise LitebertError(
@@ -466,7 +476,7 @@ def _iter_lines(path: Path, stats: CorpusStats, on_invalid: str) -> Iterator[tup
     skipped or raised; a corrupt compressed stream raised naming the last line read."""
     n = 0
     base = stats.input_bytes
-    with _stream_errors(path, lambda: f" after line {n}"), open_decompressed(path) as (fh, raw):
+    with _stream_errors(path, lambda: n), open_decompressed(path) as (fh, raw):
         for n, raw_line in enumerate(fh, 1):
             stats.bytes += len(raw_line)
             stats.lines += 1

@@ -110,7 +110,8 @@ class PretrainConfig:
     compile_mode: str | None = setting(
         None,
         choices=COMPILE_MODES,
-        help="torch.compile mode (implies --compile); reduce-overhead replays CUDA graphs: use it with --static-shapes",
+        help="torch.compile mode (implies --compile, recorded as compile: true); reduce-overhead replays CUDA "
+        "graphs: use it with --static-shapes",
     )
     static_shapes: bool = setting(
         False,
@@ -138,6 +139,8 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         check(self)
+        if self.compile_mode is not None:  # a mode implies --compile: run_settings.json records what runs
+            self.compile = True
         if self.warmup_steps > self.max_steps:
             fail(self, "warmup_steps", "must not exceed --max-steps")
         if self.unpad == "on" and (self.static_shapes or self.compile_mode == "reduce-overhead"):
@@ -616,11 +619,14 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
         from litebert.optim import build_optimizer, build_scheduler
 
         set_unpad(model, cfg.unpad_on)
+        if cfg.compile:
+            mode = cfg.compile_mode or "default"
+            log(f"pretrain: compiling the model (torch.compile mode={mode}): the first steps are slow")
         wrapped = D.wrap_model(
             model,
             dist,
             fsdp=cfg.fsdp,
-            compile=cfg.compile or cfg.compile_mode is not None,
+            compile=cfg.compile,
             compile_mode=cfg.compile_mode,
             precision=precision.precision,
         )
