@@ -697,3 +697,31 @@ def test_compile_mode_reduce_overhead_with_static_shapes_matches_eager(tiny_data
     assert len(eager) == 4 and max(abs(a - b) for a, b in zip(eager, compiled)) < 1e-3
     recorded = json.loads((tmp_path / "ro" / "run_settings.json").read_text())["pretrain_config"]
     assert recorded["compile_mode"] == "reduce-overhead"
+
+
+def test_unpad_indices_come_from_the_collator_and_train_like_nonzero(tiny_data, tmp_path, monkeypatch):
+    # --unpad on: the collator adds the real tokens' flat positions (host), the model takes them instead of its
+    # nonzero (a device sync per micro-batch on a GPU), and the run's losses are bit for bit those of the nonzero path
+    from litebert.data import PretrainingDataset
+    from litebert.modeling import AlbertModel
+
+    ds = PretrainingDataset(tiny_data)
+    items = ds.__getitems__(list(range(6)))
+    b = ds.collator(masked_positions=True, unpad_indices=True)(items)
+    assert torch.equal(b["unpad_indices"], b["attention_mask"].reshape(-1).nonzero().squeeze(1))
+    assert b["unpad_indices"].dtype == torch.int64 and "unpad_indices" not in ds.collator()(items)
+
+    given, unpadding = [], AlbertModel.unpadding
+
+    def spy(self, attention_mask, unpad_indices=None):
+        given.append(unpad_indices is not None)
+        return unpadding(self, attention_mask, unpad_indices if drop is False else None)
+
+    monkeypatch.setattr(AlbertModel, "unpadding", spy)
+    losses = {}
+    for drop in (False, True):
+        out = tmp_path / f"drop{drop}"
+        assert main(_args(tiny_data, out, "--max-steps", "4", "--logging-steps", "1", "--unpad", "on")) == 0
+        losses[drop] = [r["loss"] for r in read_metrics(out) if r["split"] == "train"]
+    assert given and all(given)  # every training forward got them
+    assert len(losses[False]) == 4 and losses[False] == losses[True]
