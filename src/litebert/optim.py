@@ -145,22 +145,10 @@ _SAME_SIZE_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 def _zero_unless(tensors: list[torch.Tensor], keep: torch.Tensor) -> None:
     """``t *= keep`` (a 0-d 0./1. tensor) in place for every tensor, also where ``t`` holds inf or NaN: in floating
-    point 0·NaN is NaN, so the bit patterns are multiplied as integers (all-zero bits are +0.0). No host read
-    (:func:`_as_list`). DTensors (FSDP) are zeroed through their local shard."""
-    bits = [
-        t.view(_SAME_SIZE_INT[t.element_size()])
-        for t in (t.to_local() if hasattr(t, "to_local") else t for t in tensors)
-    ]
-    torch._foreach_mul_(bits, _as_list(keep, bits))
-
-
-def _as_list(scalar: torch.Tensor, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The 0-d device tensor ``scalar`` once per tensor of ``tensors``, in each one's dtype, for the tensor-list form
-    of a ``torch._foreach_*`` call. Passed as one tensor "scalar", CUDA's foreach kernels may read it back to the
-    host (a device sync per call: float64 step counts plus a 0-d float32 or float64 tensor do, measured on an H200
-    with ``torch.cuda.set_sync_debug_mode``); as a list they do not."""
-    cast = {dtype: scalar.to(dtype) for dtype in {t.dtype for t in tensors}}
-    return [cast[t.dtype] for t in tensors]
+    point 0·NaN is NaN, so the bit patterns are multiplied as integers (all-zero bits are +0.0). One multi-tensor
+    kernel, no host read. DTensors (FSDP) are zeroed through their local shard."""
+    local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
+    torch._foreach_mul_([t.view(_SAME_SIZE_INT[t.element_size()]) for t in local], keep.to(torch.int64))
 
 
 def _bias_corrections(steps, beta1: float, beta2: float, dtype: torch.dtype):
@@ -200,12 +188,13 @@ def _lamb_foreach(
     params, grads, exp_avgs, exp_avg_sqs, steps, *, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction, keep
 ) -> None:
     """LAMB for a list of same-device, same-dtype tensors with ``torch._foreach_*`` kernels."""
-    # a 0-d device tensor goes to the foreach kernels as a list in the list's dtype (_as_list): no host read
-    torch._foreach_add_(steps, 1 if keep is None else _as_list(keep, steps))
+    # keep as a list of 0-d tensors: given one 0-d tensor, _foreach_add_ reads it back to the host (a device sync
+    # per group, float32 or float64 alike; torch 2.11, H200, set_sync_debug_mode). _foreach_mul_ with one does not.
+    torch._foreach_add_(steps, 1 if keep is None else [keep.to(steps[0].dtype)] * len(steps))
     if keep is not None:  # a skipped step leaves the moments as they are (its gradients are zero, see the caller)
-        torch._foreach_mul_(exp_avgs, _as_list(torch.where(keep > 0, beta1, 1.0), exp_avgs))
+        torch._foreach_mul_(exp_avgs, torch.where(keep > 0, beta1, 1.0))
         torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
-        torch._foreach_mul_(exp_avg_sqs, _as_list(torch.where(keep > 0, beta2, 1.0), exp_avg_sqs))
+        torch._foreach_mul_(exp_avg_sqs, torch.where(keep > 0, beta2, 1.0))
     else:
         torch._foreach_mul_(exp_avgs, beta1)
         torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
@@ -234,7 +223,7 @@ def _lamb_foreach(
             ratios = ratios * keep
         torch._foreach_mul_(updates, ratios.unbind(0))
     elif keep is not None:
-        torch._foreach_mul_(updates, _as_list(keep, updates))
+        torch._foreach_mul_(updates, keep)
     torch._foreach_add_(params, updates, alpha=-lr)
 
 
