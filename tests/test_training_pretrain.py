@@ -725,3 +725,43 @@ def test_unpad_indices_come_from_the_collator_and_train_like_nonzero(tiny_data, 
         losses[drop] = [r["loss"] for r in read_metrics(out) if r["split"] == "train"]
     assert given and all(given)  # every training forward got them
     assert len(losses[False]) == 4 and losses[False] == losses[True]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="device syncs exist on CUDA only (needs a GPU)")
+@pytest.mark.parametrize(
+    ("unpad", "extra"),
+    [("on", ()), ("off", ()), ("off", ("--static-shapes",)), ("on", ("--precision", "fp16"))],
+    ids=["unpad", "padded", "static", "unpad-fp16"],
+)
+def test_a_cuda_step_that_does_not_log_never_syncs(tiny_data, tmp_path, monkeypatch, unpad, extra):
+    # issue 25: from the start of a step that does not log to the start of the next, no device→host sync at all
+    # (torch.cuda.set_sync_debug_mode("error") raises at the first one): LAMB, the loop, the model's forward and
+    # backward, the next batch's copy. Checked: steps 2, 3, 5, 6, 7; the logging steps (4, 8) read their numbers
+    from litebert.training import loop as L
+
+    logging_steps, steps = 4, 8
+    normalisers, settle = L._Trainer.normalisers, L._Trainer.settle
+
+    def step_starts(self, *a, **k):
+        step = self.st.step + 1
+        checked = step > 1 and step % logging_steps  # step 1 warms up (lazy CUDA and library initialisation)
+        torch.cuda.set_sync_debug_mode("error" if checked else "default")
+        return normalisers(self, *a, **k)
+
+    def settled(self, *a, **k):  # the logging step's one read
+        mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("default")
+        try:
+            return settle(self, *a, **k)
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
+
+    monkeypatch.setattr(L._Trainer, "normalisers", step_starts)
+    monkeypatch.setattr(L._Trainer, "settle", settled)
+    args = _args(tiny_data, tmp_path, "--max-steps", steps, "--logging-steps", logging_steps, "--save-steps", steps)
+    try:
+        code = main([*args, "--device", "cuda", "--batch-size", "4", "--unpad", unpad, *extra])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert code == 0
+    assert [r["step"] for r in read_metrics(tmp_path) if r["split"] == "train"] == [4, 8]
