@@ -9,9 +9,10 @@ Sections (``--sections``, default all, in this order; each one that fails prints
   batch (target ≥ 90 %); what ``torch.compile`` costs and gains on a 60-step and a 6,000-step run (from the
   measured compile time and step times).
 - ``loop`` (a): ``litebert pretrain`` (LAMB, bf16, batch 64×512, 60 steps) against the bare step with LAMB on the
-  same shard batches, real tokens counted the same way, eager and compiled (target ≥ 95 %); host reads (``.item()``,
-  ``float()``, ``int()``, ``bool()``, ``.tolist()``, ``.numpy()`` on tensors) per non-logging step, from two runs
-  of different length that log only at their end (target 0).
+  same shard batches, real tokens counted the same way, eager and compiled (target ≥ 95 %); per non-logging step,
+  from two runs of different length that log only at their end: device syncs on CUDA (``torch.cuda.
+  set_sync_debug_mode("warn")``'s warnings, target 0) and Python-level reads (``.item()``, ``float()``, ``int()``,
+  ``bool()``, ``.tolist()``, ``.numpy()`` on tensors, by place; target 0 on a GPU).
 - ``optim`` (b): LAMB step against torch's fused AdamW on albert-base's parameters (target ≤ 1.5×).
 - ``predict`` (e): an albert-base-sized classifier (random weights, the shard tokenizer) on SST-2 dev repeated to
   ~90k rows: ``litebert predict`` rows/s at its own batch size and at 32, transformers' text-classification
@@ -39,6 +40,7 @@ fit and says so.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import math
@@ -368,30 +370,69 @@ def section_loop(ctx: dict) -> dict:
         if not ctx["time_left"](150):
             res["skipped"] = "compiled: budget"
             break
-    # host reads per non-logging step: two runs that log, evaluate and save only at their end
-    counts = []
+    # host reads and device syncs per non-logging step: two runs that log, evaluate and save only at their end
+    reads, syncs = [], []
     n1, n2 = sz["reads_steps"]
     for n in (n1, n2):
-        with tempfile.TemporaryDirectory(dir=ctx["work"]) as d, count_host_reads() as c:
+        with tempfile.TemporaryDirectory(dir=ctx["work"]) as d, count_host_reads() as c, count_syncs(dev) as y:
             pretrain(_pretrain_cfg(ctx, Path(d) / "run", n, n, 2))
-        counts.append(c["n"])
-    per_step = (counts[1] - counts[0]) / (n2 - n1)
+        reads.append(c)
+        syncs.append(y["n"])
+    per_step = (reads[1]["n"] - reads[0]["n"]) / (n2 - n1)
+    where = {k: (reads[1]["where"][k] - reads[0]["where"][k]) / (n2 - n1) for k in reads[1]["where"]}
     res["host_reads_per_step"] = per_step
-    res["host_reads_runs"] = {n1: counts[0], n2: counts[1]}
-    report(f"host reads per non-logging step: {per_step:g} (runs of {n1}/{n2} steps: {counts[0]}/{counts[1]}; "
-           "target 0)", ok=per_step == 0)  # fmt: skip
+    res["host_reads_where"] = {k: v for k, v in sorted(where.items()) if v}
+    res["host_reads_runs"] = {n1: reads[0]["n"], n2: reads[1]["n"]}
+    report(f"Python-level tensor reads per non-logging step: {per_step:g} {res['host_reads_where']} (runs of "
+           f"{n1}/{n2} steps: {reads[0]['n']}/{reads[1]['n']}; reads of CPU tensors, e.g. the collator's, cost no "
+           "transfer)")  # fmt: skip
+    if dev.type == "cuda":
+        res["device_reads_per_step"] = (reads[1]["device"] - reads[0]["device"]) / (n2 - n1)
+        report(f"Python-level reads of device tensors per non-logging step: {res['device_reads_per_step']:g} "
+               "(target 0)", ok=res["device_reads_per_step"] == 0)  # fmt: skip
+        res["syncs_per_step"] = (syncs[1] - syncs[0]) / (n2 - n1)
+        res["syncs_runs"] = {n1: syncs[0], n2: syncs[1]}
+        report(f"device syncs per non-logging step (torch.cuda.set_sync_debug_mode): {res['syncs_per_step']:g} "
+               f"(runs of {n1}/{n2} steps: {syncs[0]}/{syncs[1]}; target 0)", ok=res["syncs_per_step"] == 0)  # fmt: skip
     return res
 
 
 @contextlib.contextmanager
+def count_syncs(device: torch.device):
+    """Counts the CUDA device→host synchronisations in the block (``torch.cuda.set_sync_debug_mode("warn")``: one
+    warning per synchronising call, what Python-level counting cannot see, e.g. ``nonzero`` or a foreach kernel
+    reading a tensor scalar). ``{"n": None}`` off CUDA."""
+    c = {"n": None}
+    if device.type != "cuda":
+        yield c
+        return
+    import warnings
+
+    before = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every occurrence, not once per place
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield c
+        finally:
+            torch.cuda.set_sync_debug_mode(before)
+    c["n"] = sum("synchronizing CUDA operation" in str(w.message) for w in caught)
+
+
+@contextlib.contextmanager
 def count_host_reads():
-    """Counts calls of Tensor.item/tolist/numpy/__float__/__int__/__bool__ (device→host reads) in the block."""
-    c = {"n": 0}
+    """Counts calls of Tensor.item/tolist/numpy/__float__/__int__/__bool__ (Python-level reads of a tensor's values:
+    on a GPU each is a device→host read) in the block: ``n`` in all, ``where`` by "file:function" of the caller,
+    ``device`` those of tensors not on the CPU."""
+    c = {"n": 0, "device": 0, "where": collections.Counter()}
     saved = {name: getattr(torch.Tensor, name) for name in HOST_READS}
 
     def wrap(fn):
         def counted(self, *a, **k):
             c["n"] += 1
+            c["device"] += self.device.type != "cpu"
+            caller = sys._getframe(1).f_code
+            c["where"][f"{Path(caller.co_filename).name}:{caller.co_name}"] += 1
             return fn(self, *a, **k)
 
         return counted

@@ -117,12 +117,47 @@ def test_unpadded_attention_probabilities_equal_padded():
         close(a * keep, b * keep)
 
 
+def test_given_unpad_indices_give_the_nonzero_paths_outputs_and_gradients():
+    """unpad_indices from the collator (the host) stand for the device's nonzero: bit for bit the same outputs and
+    gradients, and the model does not call nonzero when they are given."""
+    model = randomize(AlbertForPreTraining(make_config("e8-h16-g2of3-k2-gelu_new"))).train()
+    set_unpad(model, True)
+    batch, labels = make_batch(seed=8)
+    index = batch["attention_mask"].reshape(-1).nonzero().squeeze(1)
+    assert 0 < len(index) < batch["attention_mask"].numel()  # padded: the unpadded path runs
+    sol = torch.tensor([1, 0, 1])
+    runs = []
+    for extra in ({}, {"unpad_indices": index}):
+        torch.manual_seed(0)  # the same dropout draws
+        out = model(**batch, labels=labels, sentence_order_label=sol, output_hidden_states=True, **extra)
+        grads = torch.autograd.grad(out.loss, list(model.parameters()))
+        runs.append((out, grads))
+    (a, ga), (b, gb) = runs
+    for x, y in [(a.loss, b.loss), (a.prediction_logits, b.prediction_logits), (a.sop_logits, b.sop_logits)]:
+        assert torch.equal(x, y)
+    assert all(torch.equal(x, y) for x, y in zip(a.hidden_states, b.hidden_states))
+    assert all(torch.equal(x, y) for x, y in zip(ga, gb))
+    calls = []
+    nonzero = torch.Tensor.nonzero
+    torch.Tensor.nonzero = lambda self, *a, **k: calls.append(1) or nonzero(self, *a, **k)
+    try:
+        model(**batch, unpad_indices=index)  # no labels: no masked-LM gather either
+        assert calls == []
+        model(**batch)
+        assert calls  # the fallback (inference, other callers) still finds them itself
+    finally:
+        torch.Tensor.nonzero = nonzero
+
+
 @pytest.mark.slow
-def test_unpadded_compiles_once_for_every_token_count():
-    """Under torch.compile T is a dynamic size: batches with different padding reuse one graph."""
+@pytest.mark.parametrize("given", [False, True], ids=["nonzero", "unpad_indices"])
+def test_unpadded_compiles_once_for_every_token_count(given):
+    """Under torch.compile T is a dynamic size: batches with different padding reuse one graph (a second at most:
+    given indices of a new length are made dynamic by dynamo's automatic dynamic shapes)."""
     from litebert.training.distributed import compile_model
 
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     model = randomize(AlbertForPreTraining(make_config())).train()
     set_unpad(model, True)
     eager = randomize(AlbertForPreTraining(make_config())).train()
@@ -131,7 +166,8 @@ def test_unpadded_compiles_once_for_every_token_count():
     for seed, cut in ((1, 10), (2, 9), (3, 11)):
         batch, labels = make_batch(seed=seed)
         batch["attention_mask"][0, cut:] = 0  # another T each time (row 0's labels are at 1, 3, 8: kept)
-        a = compiled(**batch, labels=labels).loss
+        extra = {"unpad_indices": batch["attention_mask"].reshape(-1).nonzero().squeeze(1)} if given else {}
+        a = compiled(**batch, labels=labels, **extra).loss
         b = eager(**batch, labels=labels).loss
         close(a, b)
     assert counts["stats"]["unique_graphs"] <= 2, dict(counts["stats"])

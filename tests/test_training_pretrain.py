@@ -725,3 +725,71 @@ def test_compile_mode_reduce_overhead_with_static_shapes_matches_eager(tiny_data
     assert len(eager) == 4 and max(abs(a - b) for a, b in zip(eager, compiled)) < 1e-3
     recorded = json.loads((tmp_path / "ro" / "run_settings.json").read_text())["pretrain_config"]
     assert recorded["compile_mode"] == "reduce-overhead"
+
+
+def test_unpad_indices_come_from_the_collator_and_train_like_nonzero(tiny_data, tmp_path, monkeypatch):
+    # --unpad on: the collator adds the real tokens' flat positions (host), the model takes them instead of its
+    # nonzero (a device sync per micro-batch on a GPU), and the run's losses are bit for bit those of the nonzero path
+    from litebert.data import PretrainingDataset
+    from litebert.modeling import AlbertModel
+
+    ds = PretrainingDataset(tiny_data)
+    items = ds.__getitems__(list(range(6)))
+    b = ds.collator(masked_positions=True, unpad_indices=True)(items)
+    assert torch.equal(b["unpad_indices"], b["attention_mask"].reshape(-1).nonzero().squeeze(1))
+    assert b["unpad_indices"].dtype == torch.int64 and "unpad_indices" not in ds.collator()(items)
+
+    given, unpadding = [], AlbertModel.unpadding
+
+    def spy(self, attention_mask, unpad_indices=None):
+        given.append(unpad_indices is not None)
+        return unpadding(self, attention_mask, unpad_indices if drop is False else None)
+
+    monkeypatch.setattr(AlbertModel, "unpadding", spy)
+    losses = {}
+    for drop in (False, True):
+        out = tmp_path / f"drop{drop}"
+        assert main(_args(tiny_data, out, "--max-steps", "4", "--logging-steps", "1", "--unpad", "on")) == 0
+        losses[drop] = [r["loss"] for r in read_metrics(out) if r["split"] == "train"]
+    assert given and all(given)  # every training forward got them
+    assert len(losses[False]) == 4 and losses[False] == losses[True]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="device syncs exist on CUDA only (needs a GPU)")
+@pytest.mark.parametrize(
+    ("unpad", "extra"),
+    [("on", ()), ("off", ()), ("off", ("--static-shapes",)), ("on", ("--precision", "fp16"))],
+    ids=["unpad", "padded", "static", "unpad-fp16"],
+)
+def test_a_cuda_step_that_does_not_log_never_syncs(tiny_data, tmp_path, monkeypatch, unpad, extra):
+    # issue 25: from the start of a step that does not log to the start of the next, no device→host sync at all
+    # (torch.cuda.set_sync_debug_mode("error") raises at the first one): LAMB, the loop, the model's forward and
+    # backward, the next batch's copy. Checked: steps 2, 3, 5, 6, 7; the logging steps (4, 8) read their numbers
+    from litebert.training import loop as L
+
+    logging_steps, steps = 4, 8
+    normalisers, settle = L._Trainer.normalisers, L._Trainer.settle
+
+    def step_starts(self, *a, **k):
+        step = self.st.step + 1
+        checked = step > 1 and step % logging_steps  # step 1 warms up (lazy CUDA and library initialisation)
+        torch.cuda.set_sync_debug_mode("error" if checked else "default")
+        return normalisers(self, *a, **k)
+
+    def settled(self, *a, **k):  # the logging step's one read
+        mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("default")
+        try:
+            return settle(self, *a, **k)
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
+
+    monkeypatch.setattr(L._Trainer, "normalisers", step_starts)
+    monkeypatch.setattr(L._Trainer, "settle", settled)
+    args = _args(tiny_data, tmp_path, "--max-steps", steps, "--logging-steps", logging_steps, "--save-steps", steps)
+    try:
+        code = main([*args, "--device", "cuda", "--batch-size", "4", "--unpad", unpad, *extra])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert code == 0
+    assert [r["step"] for r in read_metrics(tmp_path) if r["split"] == "train"] == [4, 8]

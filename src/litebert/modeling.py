@@ -549,6 +549,7 @@ class AlbertPreTrainedModel(nn.Module):
         output_hidden_states,
         output_attentions,
         pooled_only=False,
+        unpad_indices=None,
     ) -> AlbertModelOutput:
         return self.albert(
             input_ids=input_ids,
@@ -559,6 +560,7 @@ class AlbertPreTrainedModel(nn.Module):
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
             pooled_only=pooled_only,
+            unpad_indices=unpad_indices,
         )
 
 
@@ -601,18 +603,25 @@ class AlbertModel(AlbertPreTrainedModel):
         keep = attention_mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
         return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, torch.finfo(dtype).min)
 
-    def unpadding(self, attention_mask: torch.Tensor | None) -> Unpadded | None:
+    def unpadding(
+        self, attention_mask: torch.Tensor | None, unpad_indices: torch.Tensor | None = None
+    ) -> Unpadded | None:
         """The :class:`Unpadded` of ``attention_mask`` (B, S) when :attr:`unpad` is on, else None.
 
-        In eager mode a batch without padding (T = B·S) gets None: nothing to skip. ``nonzero`` has a
-        data-dependent size: on a GPU it waits for the mask to be on the device (the masked-LM head's gather
-        does the same), and under ``torch.compile`` T is a dynamic size
-        (``capture_dynamic_output_shape_ops``, set by ``training.distributed.compile_model``), so one graph
-        serves every T; CUDA graphs need static shapes, so unpadding must stay off there."""
+        ``unpad_indices`` (T,) int64: the flat positions of the real tokens, ``attention_mask.reshape(-1)
+        .nonzero()`` computed by whoever made the batch (the pretraining collator, on the host); without them
+        they are computed here, and ``nonzero`` has a data-dependent size: on a GPU it waits for the mask to be
+        on the device (a sync per forward). In eager mode a batch without padding (T = B·S) gets None: nothing
+        to skip. Under ``torch.compile`` T is a dynamic size (``capture_dynamic_output_shape_ops``, set by
+        ``training.distributed.compile_model``), so one graph serves every T; CUDA graphs need static shapes,
+        so unpadding must stay off there."""
         if not self.unpad or attention_mask is None:
             return None
         B, S = attention_mask.shape
-        index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (T,) real positions of the flat (B·S)
+        if unpad_indices is not None:
+            index = unpad_indices  # (T,) given: no data-dependent op on the device
+        else:
+            index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (T,) real positions of the flat (B·S)
         if not torch.compiler.is_compiling() and index.shape[0] == B * S:
             return None
         return Unpadded(index, B, S)
@@ -628,9 +637,11 @@ class AlbertModel(AlbertPreTrainedModel):
         output_attentions=False,
         return_dict=True,
         pooled_only=False,
+        unpad_indices=None,
     ):
         """input_ids (B, S) int64 (or inputs_embeds (B, S, E)); attention_mask (B, S) 1/0; token_type_ids (B, S);
         position_ids (B, S) (default 0..S−1) → :class:`AlbertModelOutput` (or its tuple if not return_dict).
+        ``unpad_indices`` (T,) int64 or None: the real tokens' flat positions when unpadding (:meth:`unpadding`).
 
         ``pooled_only`` (inference for heads that read only ``pooler_output``, litebert.inference): the last layer
         computes position 0 only (the one the pooler reads): about three quarters of one layer's matmuls less, all
@@ -649,7 +660,7 @@ class AlbertModel(AlbertPreTrainedModel):
             raise ValueError("give exactly one of input_ids or inputs_embeds")
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = self.additive_mask(attention_mask, x.dtype)
-        unpadded = self.unpadding(attention_mask)
+        unpadded = self.unpadding(attention_mask, unpad_indices)
         if unpadded is not None:
             x = unpadded.unpad(x)  # (B, S, E) -> (T, E)
         h, hidden, attn = self.encoder(x, mask, output_hidden_states, output_attentions, pooled_only, unpadded)
@@ -782,8 +793,9 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
         output_attentions=False,
         return_dict=True,
         masked_positions=None,
+        unpad_indices=None,
     ):
-        """Inputs as :meth:`AlbertModel.forward`; labels (B, S) int64 with −100 = not predicted;
+        """Inputs as :meth:`AlbertModel.forward` (``unpad_indices`` too); labels (B, S) int64 with −100 = not predicted;
         sentence_order_label (B,) 0 = in order, 1 = swapped; masked_positions (B, P) int64 or None: static-shape
         gather of the predicted positions (:meth:`_MaskedLMMixin._mlm`; ``prediction_logits`` then (B·P, V)).
 
@@ -800,6 +812,7 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
             inputs_embeds,
             output_hidden_states,
             output_attentions,
+            unpad_indices=unpad_indices,
         )
         prediction_logits, mlm_loss = self._mlm(out.last_hidden_state, labels, masked_positions)
         sop_logits = self.sop_classifier(out.pooler_output)
@@ -835,10 +848,12 @@ class AlbertForMaskedLM(_MaskedLMMixin, AlbertPreTrainedModel):
         output_attentions=False,
         return_dict=True,
         masked_positions=None,
+        unpad_indices=None,
     ):
         """→ :class:`MaskedLMOutput`: ``logits`` (P_total, V) at ``labels != -100`` (row-major order) when labels
         are given, else (B, S, V); ``loss`` mean CE over predicted tokens. ``masked_positions`` (B, P): as
-        :meth:`AlbertForPreTraining.forward` (``logits`` (B·P, V))."""
+        :meth:`AlbertForPreTraining.forward` (``logits`` (B·P, V)); ``unpad_indices`` (T,): as
+        :meth:`AlbertModel.forward`."""
         out = self._run_albert(
             input_ids,
             attention_mask,
@@ -847,6 +862,7 @@ class AlbertForMaskedLM(_MaskedLMMixin, AlbertPreTrainedModel):
             inputs_embeds,
             output_hidden_states,
             output_attentions,
+            unpad_indices=unpad_indices,
         )
         logits, loss = self._mlm(out.last_hidden_state, labels, masked_positions)
         res = MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)

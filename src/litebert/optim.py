@@ -188,7 +188,9 @@ def _lamb_foreach(
     params, grads, exp_avgs, exp_avg_sqs, steps, *, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction, keep
 ) -> None:
     """LAMB for a list of same-device, same-dtype tensors with ``torch._foreach_*`` kernels."""
-    torch._foreach_add_(steps, 1 if keep is None else keep)
+    # keep as a list of 0-d tensors: given one 0-d tensor, _foreach_add_ reads it back to the host (a device sync
+    # per group, float32 or float64 alike; torch 2.11, H200, set_sync_debug_mode). _foreach_mul_ with one does not.
+    torch._foreach_add_(steps, 1 if keep is None else [keep.to(steps[0].dtype)] * len(steps))
     if keep is not None:  # a skipped step leaves the moments as they are (its gradients are zero, see the caller)
         torch._foreach_mul_(exp_avgs, torch.where(keep > 0, beta1, 1.0))
         torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)

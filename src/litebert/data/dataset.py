@@ -191,20 +191,30 @@ class PretrainingDataset(torch.utils.data.Dataset):
         )
 
     def collator(
-        self, pad_to_multiple_of: int | None = None, *, static_shapes: bool = False, masked_positions: bool = False
+        self,
+        pad_to_multiple_of: int | None = None,
+        *,
+        static_shapes: bool = False,
+        masked_positions: bool = False,
+        unpad_indices: bool = False,
     ) -> PretrainingCollator:
         """A :class:`PretrainingCollator` with this data's pad id. ``masked_positions``: batches carry
         ``masked_positions`` (as many slots as the batch's most predicted row); ``static_shapes``: every batch padded
-        to the data's ``max_seq_length``, with ``masked_positions`` of its ``max_predictions_per_seq`` slots."""
+        to the data's ``max_seq_length``, with ``masked_positions`` of its ``max_predictions_per_seq`` slots;
+        ``unpad_indices``: batches carry ``unpad_indices`` (the real tokens' flat positions, for unpadding)."""
         if not static_shapes:
             return PretrainingCollator(
-                self.pad_token_id, pad_to_multiple_of=pad_to_multiple_of, masked_positions=masked_positions
+                self.pad_token_id,
+                pad_to_multiple_of=pad_to_multiple_of,
+                masked_positions=masked_positions,
+                unpad_indices=unpad_indices,
             )
         settings = self.manifest["settings"]
         return PretrainingCollator(
             self.pad_token_id,
             pad_to_length=int(settings["max_seq_length"]),
             max_predictions=int(settings["max_predictions_per_seq"]),
+            unpad_indices=unpad_indices,
         )
 
 
@@ -242,6 +252,11 @@ class PretrainingCollator:
     Static shapes (for CUDA graphs, ``torch.compile(mode="reduce-overhead")``): ``pad_to_length`` fixes S and
     ``max_predictions`` fixes P (and implies ``masked_positions``). Raises LitebertError for an item longer than
     ``pad_to_length`` or with more than ``max_predictions`` predicted positions.
+
+    ``unpad_indices=True`` adds ``unpad_indices [T]``: the flat positions of the T real tokens in the (B·S)
+    batch (``attention_mask.reshape(-1).nonzero()``, row-major), for the model's unpadding
+    (:meth:`litebert.modeling.AlbertModel.unpadding`): found here on the host, the device needs no ``nonzero``
+    (a sync per micro-batch).
     """
 
     def __init__(
@@ -252,8 +267,10 @@ class PretrainingCollator:
         pad_to_length: int | None = None,
         max_predictions: int | None = None,
         masked_positions: bool = False,
+        unpad_indices: bool = False,
     ) -> None:
         self.pad_token_id = int(pad_token_id)
+        self.unpad_indices = unpad_indices
         self.pad_to_multiple_of = pad_to_multiple_of
         self.pad_to_length = pad_to_length
         self.max_predictions = max_predictions
@@ -269,7 +286,8 @@ class PretrainingCollator:
         return self._static(self._pad(items))
 
     def _static(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``batch`` padded to ``pad_to_length`` and given ``masked_positions`` (see the class docstring).
+        """``batch`` padded to ``pad_to_length`` and given ``masked_positions`` / ``unpad_indices`` (see the class
+        docstring).
         The counts here are of CPU tensors, read by the host that collates (no device involved)."""
         if self.pad_to_length is not None:
             S = batch["input_ids"].shape[1]
@@ -292,6 +310,8 @@ class PretrainingCollator:
             if positions.shape[1] < P:  # S < P: pad the slots too
                 positions = torch.nn.functional.pad(positions, (0, P - positions.shape[1]))
             batch["masked_positions"] = positions
+        if self.unpad_indices:
+            batch["unpad_indices"] = batch["attention_mask"].reshape(-1).nonzero().squeeze(1)  # (T,) int64
         return batch
 
     def _pad(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -216,8 +216,11 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
     labels = batch["labels"]  # (B, S), -100 = not predicted
     positions = batch.get("masked_positions")  # (B, P) with static shapes, else None
     extra = {}
-    if positions is not None and _takes_masked_positions(model):
+    if positions is not None and _takes(model, "masked_positions"):
         extra["masked_positions"] = positions
+    if "unpad_indices" in batch and _takes(model, "unpad_indices"):  # (T,): unpadding with no nonzero on the device
+        extra["unpad_indices"] = batch["unpad_indices"]
+        torch._dynamo.maybe_mark_dynamic(extra["unpad_indices"], 0)  # T varies: one compiled graph for all
     out = model(
         input_ids=batch["input_ids"],
         attention_mask=batch.get("attention_mask"),
@@ -226,7 +229,7 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
         **extra,
     )
     logits = (out.prediction_logits if sop else out.logits).float()
-    if extra:  # (B·P, V) at every slot, pads included: static shapes, no data-dependent size
+    if "masked_positions" in extra:  # (B·P, V) at every slot, pads included: static shapes, no data-dependent size
         target = labels.gather(1, positions).reshape(-1)  # (B·P,), -100 at pad slots (position 0 is [CLS])
         mlm_sum = F.cross_entropy(logits, target, reduction="sum")  # ignore_index -100: pads add 0
         with torch.no_grad():
@@ -251,12 +254,13 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
     return sums, ratios
 
 
-def _takes_masked_positions(model: nn.Module) -> bool:
-    """Whether the (unwrapped) model's forward takes ``masked_positions`` (B, P): the MLM head then gathers a
-    fixed number of rows, with no data-dependent size (``nonzero``: a device sync, and no CUDA graph)."""
+def _takes(model: nn.Module, name: str) -> bool:
+    """Whether the (unwrapped) model's forward takes the argument ``name``: ``masked_positions`` (B, P) (the MLM
+    head then gathers a fixed number of rows, with no data-dependent size: ``nonzero`` is a device sync, and no
+    CUDA graph) or ``unpad_indices`` (T,) (unpadding without ``nonzero``)."""
     import inspect
 
-    return "masked_positions" in inspect.signature(D.unwrap_model(model).forward).parameters
+    return name in inspect.signature(D.unwrap_model(model).forward).parameters
 
 
 def pretraining_objective(model: nn.Module, batch: dict) -> LossOutput:
@@ -378,14 +382,15 @@ def _tokenizer_info(manifest: dict) -> dict:
     return info
 
 
-def _collator(manifest: dict, dataset, static_shapes: bool = False):
+def _collator(manifest: dict, dataset, static_shapes: bool = False, unpad: bool = False):
     """The data package's collator for this data set: pads to the longest item with the tokenizer's pad id (with
     ``static_shapes`` to the data's max_seq_length), with ``masked_positions``, so the MLM gather has no
-    data-dependent size (a device sync per micro-batch on a GPU)."""
+    data-dependent size (a device sync per micro-batch on a GPU), and with ``unpad`` the ``unpad_indices`` of the
+    real tokens, so unpadding needs no ``nonzero`` on the device either."""
     from litebert import data as litebert_data
 
     if hasattr(dataset, "collator"):
-        return dataset.collator(static_shapes=static_shapes, masked_positions=True)
+        return dataset.collator(static_shapes=static_shapes, masked_positions=True, unpad_indices=unpad)
     return litebert_data.PretrainingCollator.from_manifest(manifest)
 
 
@@ -643,7 +648,7 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
         batches = make_batch_factory(
             dataset,
             cfg.batch_size,
-            _collator(manifest, dataset, cfg.static_shapes),
+            _collator(manifest, dataset, cfg.static_shapes, cfg.unpad_on),
             seed=cfg.seed,
             num_workers=cfg.num_workers,
             rank=dist.rank,
@@ -655,7 +660,7 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
             eval_batches = make_batch_factory(
                 eval_dataset,
                 cfg.eval_batch_size or cfg.batch_size,
-                _collator(eval_manifest, eval_dataset),
+                _collator(eval_manifest, eval_dataset, unpad=cfg.unpad_on),
                 seed=cfg.seed,
                 shuffle=False,
                 drop_last=False,
