@@ -23,7 +23,9 @@
 # phases), QS_LONG_STEPS (10 % of QS_STEPS), QS_BATCH (64), QS_SEQ (64), QS_LONG_SEQ (128), QS_MASK_PROB (0.3),
 # QS_MAX_PRED (20 at 64 tokens, scaled with the length), QS_OPTIMIZER (adamw), QS_LR (2e-3), QS_LONG_LR (5e-4),
 # QS_WARMUP (10 % of phase 1), QS_VOCAB (8000), QS_MODEL (scripts/quickstart_model.json), QS_WORKERS (2),
-# QS_THREADS (2), QS_PRECISION (auto: bf16 autocast where the CPU/GPU computes bf16 natively, else fp32).
+# QS_THREADS (2), QS_PRECISION (auto: bf16 autocast where the CPU/GPU computes bf16 natively, else fp32),
+# QS_COMPILE_MODE (unset: eager; e.g. reduce-overhead: both phases with --static-shapes --compile-mode MODE, CUDA
+# graphs on a GPU, where a model this small is otherwise bound by kernel launches; docs/gpu.md).
 #
 # Why this recipe (docs/pretraining.md, "Why this recipe"): a model this small sits for thousands of steps on the
 # context-free MLM plateau (about 15 % accuracy: copy the visible token or guess by frequency). 64-token sequences,
@@ -52,6 +54,8 @@ MODEL="${QS_MODEL:-$REPO/scripts/quickstart_model.json}"
 WORKERS="${QS_WORKERS:-2}"
 PRECISION="${QS_PRECISION:-auto}"
 PY="${PYTHON:-python}"
+COMPILE=()
+if [[ -n "${QS_COMPILE_MODE:-}" ]]; then COMPILE=(--static-shapes --compile-mode "$QS_COMPILE_MODE"); fi
 # Two intra-op threads for a quiet 2-core machine. On a busy or shared CPU use QS_THREADS=1: OpenMP threads spinning
 # against other processes cost far more than they bring (measured here: ~10x slower with 2 threads on 2 busy cores).
 export OMP_NUM_THREADS="${QS_THREADS:-${OMP_NUM_THREADS:-2}}"
@@ -109,14 +113,14 @@ echo "== 3/5 pretrain $MODEL, phase a: $SHORT_STEPS steps x $BATCH sequences of 
 litebert pretrain --data "$OUT/data/train" --eval-data "$OUT/data/valid" --model-config "$MODEL" \
   --output "$OUT/pretrain-seq$SEQ" --optimizer "$OPTIMIZER" --learning-rate "$LR" --warmup-steps "$WARMUP" \
   --max-steps "$SHORT_STEPS" --batch-size "$BATCH" --logging-steps 50 --eval-steps 1000 --max-eval-batches 40 \
-  --save-steps 1000 --save-total-limit 2 --seed 42 --resume auto --precision "$PRECISION"
+  --save-steps 1000 --save-total-limit 2 --seed 42 --resume auto --precision "$PRECISION" ${COMPILE[@]+"${COMPILE[@]}"}
 echo "== 3/5 pretrain, phase b: $LONG_STEPS steps x $LONG_BATCH sequences of <= $LONG_SEQ tokens from phase a's model, peak lr $LONG_LR"
 litebert pretrain --data "$OUT/data/train-$LONG_SEQ" --eval-data "$OUT/data/valid-$LONG_SEQ" \
   --model-config "$OUT/pretrain-seq$SEQ/final/config.json" --init-from "$OUT/pretrain-seq$SEQ/final" \
   --output "$OUT/pretrain" --optimizer "$OPTIMIZER" --learning-rate "$LONG_LR" \
   --warmup-steps "$(( LONG_STEPS / 10 ))" --max-steps "$LONG_STEPS" --batch-size "$LONG_BATCH" --logging-steps 50 \
   --eval-steps "$LONG_STEPS" --max-eval-batches 80 --save-steps "$LONG_STEPS" --save-total-limit 1 --seed 43 \
-  --resume auto --precision "$PRECISION"
+  --resume auto --precision "$PRECISION" ${COMPILE[@]+"${COMPILE[@]}"}
 
 echo "== 4/5 curves"
 litebert plot "$OUT/pretrain-seq$SEQ"
