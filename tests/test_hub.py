@@ -366,3 +366,24 @@ def test_push_errors(fake_hub, model_dir, tmp_path, capsys):
     assert main(["push", str(model_dir), "--repo-id", "me/x"]) == 2  # no token
     assert "push to me/x: not logged in or the token is invalid: set HF_TOKEN" in capsys.readouterr().err
     assert ("model", "me/x") not in fake_hub.repos
+
+
+def test_push_without_the_hub_is_one_error_line(fake_hub, model_dir, monkeypatch, capsys):
+    """No network (a refused connection) or HF_HUB_OFFLINE: one `error:` line naming the repository (and the
+    endpoint), not huggingface_hub's traceback."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    monkeypatch.setattr(hc, "ENDPOINT", "http://127.0.0.1:1")  # nothing listens there: connection refused
+    assert main(["push", str(model_dir), "--repo-id", "me/sst2-test"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: push to me/sst2-test: the Hub (http://127.0.0.1:1"), err
+    assert "could not be reached for me/sst2-test: ConnectError" in err[0]
+    fake_hub.go_offline()
+    assert main(["push", str(model_dir), "--repo-id", "me/sst2-test"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: push to me/sst2-test: HF_HUB_OFFLINE is set, so the Hub repository me/sst2-test cannot be reached; "
+        "unset it (with network access) to talk to the Hub"
+    ]
+    assert fake_hub.requests == []

@@ -24,12 +24,13 @@ records, :func:`sources`). The command line calls :func:`resolve_config` once pe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,10 +159,10 @@ def _download(repo_id: str, revision: str | None, kind: str, where: str) -> Path
     Two passes: the small files first (which also caches the repository's file listing, offline included), then
     the weights that listing names, so that a repository with both safetensors and ``pytorch_model.bin`` costs one
     download, not two."""
-    from huggingface_hub import constants, get_cached_repo_tree, snapshot_download
     from huggingface_hub import errors as E
+    from huggingface_hub import get_cached_repo_tree, snapshot_download
 
-    try:
+    with hub_errors(where, repo_id, revision, local=True):
         small = [CONFIG_FILE, *TOKENIZER_FILES] if kind == "model" else list(TOKENIZER_FILES)
         directory = Path(snapshot_download(repo_id, revision=revision, allow_patterns=small))
         if kind == "model":
@@ -173,14 +174,45 @@ def _download(repo_id: str, revision: str | None, kind: str, where: str) -> Path
             weights = select_weights(listing)
             if weights:
                 directory = Path(snapshot_download(repo_id, revision=commit, allow_patterns=weights))
-        return directory
+    return directory
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the Hub could not be reached: a ``ConnectionError``/``TimeoutError`` (huggingface_hub's
+    ``OfflineModeIsEnabled`` is one) or a transport error of the HTTP client under huggingface_hub (``httpx2``'s
+    ``ConnectError``, ``TimeoutException``: ``TransportError``)."""
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    root = type(exc).__module__.split(".")[0]
+    return root in {"httpx", "httpx2", "httpcore"} and any(c.__name__ == "TransportError" for c in type(exc).__mro__)
+
+
+@contextlib.contextmanager
+def hub_errors(where: str, repo_id: str, revision: str | None = None, *, local: bool = False) -> Iterator[None]:
+    """Run a huggingface_hub call, its errors turned into one :class:`~litebert.errors.LitebertError` that starts
+    with ``where`` (the option or command) and names ``repo_id``: the one place that maps the Hub's errors, for
+    downloads (:func:`resolve`), uploads (:func:`push_model`) and data sets (:mod:`litebert.finetune.hub_data`).
+
+    Mapped: a gated or missing repository, a missing revision, 401 (no or an invalid token), 403 (no right to
+    write), 409 (a conflicting change), any other HTTP error (the Hub's answer, on one line), ``HF_HUB_OFFLINE``,
+    the Hub unreachable (naming ``HF_ENDPOINT``), and files not in the cache. ``local``: ``repo_id`` was also tried
+    as a local path (the messages say so).
+    """
+    from huggingface_hub import constants
+    from huggingface_hub import errors as E
+
+    endpoint = constants.ENDPOINT
+    path = f"no local directory {repo_id}; as a Hub id: " if local else ""
+    try:
+        yield
     except E.GatedRepoError:  # before RepositoryNotFoundError: it is one
         raise LitebertError(
             f"{where}: gated repository; ask for access on its Hub page, then set HF_TOKEN (or `hf auth login`)"
         ) from None
     except E.RepositoryNotFoundError:
         raise LitebertError(
-            f"{where}: no local directory {repo_id}, and no Hub repository {repo_id} (a private one needs HF_TOKEN)"
+            f"{where}: {'no local directory ' + repo_id + ', and ' if local else ''}no Hub repository {repo_id} "
+            "(a private one needs HF_TOKEN)"
         ) from None
     except E.RevisionNotFoundError:
         raise LitebertError(
@@ -189,11 +221,30 @@ def _download(repo_id: str, revision: str | None, kind: str, where: str) -> Path
     except (E.LocalEntryNotFoundError, E.IncompleteSnapshotError) as exc:
         why = "HF_HUB_OFFLINE is set" if constants.is_offline_mode() else "the Hub could not be reached"
         raise LitebertError(
-            f"{where}: no local directory {repo_id}; as a Hub id: {why} and the files are not in the Hub cache "
-            f"({constants.HF_HUB_CACHE}); run once with network access to download them ({type(exc).__name__})"
+            f"{where}: {path}{why} and the files are not in the Hub cache ({constants.HF_HUB_CACHE}); run once "
+            f"with network access to {endpoint} to download them ({type(exc).__name__})"
+        ) from None
+    except E.OfflineModeIsEnabled:
+        raise LitebertError(
+            f"{where}: {path}HF_HUB_OFFLINE is set, so the Hub repository {repo_id} cannot be reached; unset it "
+            "(with network access) to talk to the Hub"
         ) from None
     except E.HfHubHTTPError as exc:
-        raise LitebertError(f"{where}: the Hub answered {' '.join(str(exc).split())[:300]}") from None
+        status = exc.response.status_code if exc.response is not None else None
+        why = {
+            401: "not logged in or the token is invalid: set HF_TOKEN (a write token) or run `hf auth login`",
+            403: "the token may not do this: a read-only token, or no right on this namespace or repository",
+            409: "the Hub refused a conflicting change (another commit or branch came first); retry",
+        }.get(status)
+        answer = " ".join(str(exc).split())[:300]
+        raise LitebertError(f"{where}: {why} ({answer})" if why else f"{where}: the Hub answered {answer}") from None
+    except Exception as exc:
+        if not is_connection_error(exc):
+            raise
+        raise LitebertError(
+            f"{where}: {path}the Hub ({endpoint}, HF_ENDPOINT) could not be reached for {repo_id}: "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        ) from None
 
 
 def resolve_config(cfg: Any) -> Any:
@@ -285,7 +336,6 @@ def push_model(
             read-only token, no right on the namespace), naming the repository.
     """
     from huggingface_hub import HfApi
-    from huggingface_hub import errors as E
 
     names = check_pushable(directory)
     if not is_hub_id(repo_id):
@@ -293,7 +343,7 @@ def push_model(
     branch = revision or "main"
     api = HfApi()
     where = f"push to {repo_id}" + (f" --revision {branch}" if revision else "")
-    try:
+    with hub_errors(where, repo_id, branch):
         api.create_repo(repo_id, private=private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo_id, branch=branch, exist_ok=True)
@@ -304,11 +354,6 @@ def push_model(
             allow_patterns=names,
             commit_message=commit_message or f"Upload {Path(directory).name} with litebert push",
         )
-    except E.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else None
-        why = {401: "not logged in or the token is invalid: set HF_TOKEN (a write token) or run `hf auth login`"}
-        why[403] = "the token may not write to this namespace or repository"
-        raise LitebertError(f"{where}: {why.get(status) or ' '.join(str(exc).split())[:300]}") from None
     return PushResult(repo_id, branch, info.oid, info.commit_url, tuple(names))
 
 
@@ -317,6 +362,8 @@ __all__ = [
     "TOKENIZER_FILES",
     "PushResult",
     "check_pushable",
+    "hub_errors",
+    "is_connection_error",
     "is_hub_id",
     "push_model",
     "resolve",
