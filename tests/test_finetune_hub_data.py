@@ -392,3 +392,31 @@ def test_cli_task_without_files_reads_the_hub(fake_hub, sst2_files, en_model, tm
     assert json.loads(printed[printed.index("{\n") :])["num_examples"] == 32
     assert main(["evaluate", "--model", str(out / "best"), "--split", "test"]) == 2
     assert "no row has a label" in capsys.readouterr().err
+
+
+def test_unreachable_hub_fails_fast_or_reads_the_cache(fake_hub, sst2_files, caplog):
+    """No network, HF_HUB_OFFLINE unset (the Hub's port refuses connections): an uncached data set is one error
+    naming it and the endpoint within seconds (datasets alone retried for ~20 s, logging each retry); a cached one is
+    read from the cache, the same rows."""
+    import time
+
+    import huggingface_hub.constants as hc
+
+    _, repo = sst2_files
+    sha = fake_hub.add_repo("nyu-mll/glue", repo, repo_type="dataset")
+    task = get_task("sst2")
+    online = load_split(task, "dev")
+    fake_hub.stop()  # the Hub goes away; HF_HUB_OFFLINE stays unset
+    caplog.clear()
+    start = time.perf_counter()
+    cached = load_split(task, "dev")
+    assert cached.rows == online.rows and cached.revision == sha
+    assert not hc.HF_HUB_OFFLINE  # offline only for that call
+    assert not [r for r in caplog.records if "Retry" in r.getMessage()]
+    with pytest.raises(LitebertError) as raised:
+        load_split(get_task("swag"), "train")  # never downloaded
+    assert time.perf_counter() - start < 10
+    message = str(raised.value)
+    assert message.startswith("allenai/swag (regular), split 'train': the Hub (http://127.0.0.1:")
+    assert "could not be reached and the data set is not in the cache" in message and "\n" not in message
+    assert not [r for r in caplog.records if "Retry" in r.getMessage()]
