@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -420,3 +421,34 @@ def test_unreachable_hub_fails_fast_or_reads_the_cache(fake_hub, sst2_files, cap
     assert message.startswith("allenai/swag (regular), split 'train': the Hub (http://127.0.0.1:")
     assert "could not be reached and the data set is not in the cache" in message and "\n" not in message
     assert not [r for r in caplog.records if "Retry" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--model", "finall", r"--model finall: no such file or directory \(and not a Hub id ORG/NAME\)"),
+        ("--model", "org/missing", r"--model org/missing: no local directory org/missing, and no Hub repository"),
+        ("--tokenizer", "tok", r"--tokenizer tok: no such file or directory \(and not a Hub id ORG/NAME\)"),
+    ],
+)
+def test_a_mistyped_model_is_reported_before_the_data_set(fake_hub, en_model, tmp_path, capsys, option, value, message):
+    """`finetune --model finall --task sst2`: the model (and tokenizer) are checked before the task's Hub data set
+    is asked for, so the error names them (the data set, absent from this Hub, was reported instead)."""
+    from litebert.cli import main
+
+    out = tmp_path / "sst2x"
+    model = value if option == "--model" else str(en_model)
+    argv = ["finetune", "--model", model, "--task", "sst2", "--output", str(out)]
+    assert main(argv + ([option, value] if option != "--model" else [])) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err
+    assert not [r for r in fake_hub.requests if "glue" in str(r)]  # the data set was never asked for
+    assert not out.exists()
+
+
+def test_library_finetune_checks_the_model_before_the_data_set(fake_hub, en_model, tmp_path):
+    with pytest.raises(LitebertError, match=r"finall: model directory not found"):
+        finetune(_config(tmp_path / "finall", tmp_path / "out"))
+    with pytest.raises(LitebertError, match=r"no tokenizer|tok"):
+        finetune(_config(en_model, tmp_path / "out2", tokenizer=str(tmp_path / "tok")))
+    assert not [r for r in fake_hub.requests if "glue" in str(r)]

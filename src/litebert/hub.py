@@ -251,8 +251,8 @@ def resolve_config(cfg: Any) -> Any:
     """``cfg`` (a config dataclass) with each model/tokenizer field (:data:`HUB_FIELDS`) that names a Hub id replaced
     by its downloaded directory (:func:`resolve`, at the config's ``revision``); ``cfg`` itself when none does.
 
-    A name that is neither a path nor a Hub id is left for the command to report (as a missing directory).
-    Raises LitebertError as :func:`resolve`."""
+    Raises LitebertError as :func:`resolve`: also for a name that is neither a path nor a Hub id, so that a
+    mistyped directory is reported before the command reads anything else (a task's Hub data set)."""
     fields = {f.name for f in dataclasses.fields(cfg)}
     revision = getattr(cfg, "revision", None)
     changed = {}
@@ -262,8 +262,6 @@ def resolve_config(cfg: Any) -> Any:
             continue
         option = option_name(cfg, name)
         value = os.fspath(value)
-        if snapshot_source(value) is None and not _is_local(value) and not is_hub_id(value):
-            continue  # neither a path nor a Hub id: the command reports the missing directory as it always did
         resolved = os.fspath(resolve(value, revision, kind=kind, option=option))
         if resolved != value:
             changed[name] = resolved

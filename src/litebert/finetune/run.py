@@ -785,15 +785,15 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
     """Read train/dev(/test), fit the kind on train and align its label ids with a head ``--model`` already has
     (pretrained init), subsample, load the tokenizer and featurize (dev/test labels are checked against train's
     here: unseen labels fail or are counted, as the kind says)."""
+    model_config = load_config(cfg.model)  # model and tokenizer first: a mistyped --model before any download
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, model_config.vocab_size)
     sources = _finetune_sources(cfg, kind)
     train_read = _read(kind, sources["train"], require_labels=True)
     dev_read = _read(kind, sources["dev"], require_labels=True)
-    model_config = load_config(cfg.model)
     kind.fit(train_read)
     new_head = kind.align_head(model_config) if cfg.init == "pretrained" else ()
     train_read = _subsample(train_read, cfg.max_train_examples, cfg.data_seed)
     dev_read = _subsample(dev_read, cfg.max_eval_examples, cfg.data_seed)
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, model_config.vocab_size)
     train = _Split(train_read, kind.featurize(train_read, tokenizer, cfg.max_seq_length, "train"))
     dev = _Split(dev_read, kind.featurize(dev_read, tokenizer, cfg.max_seq_length, "dev"))
     test = None
@@ -1280,11 +1280,11 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
         else D.DistInfo(device=_device(cfg.device))
     )
     backend, precision = _eval_runtime(cfg, directory, dist.device)  # option conflicts: before the data is read
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)  # a wrong --tokenizer: before a download
     source = _eval_source(cfg, data, extra, command, kind)
     read = _read(kind, source, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)
     # on a GPU a long file is featurized in chunks while the device runs (_evaluate_file); else all of it now
     feats = None if _in_chunks(kind, dist, read) else kind.featurize(read, tokenizer, seq, "data")
     _report_dropped("data", read)
