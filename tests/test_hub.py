@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -386,4 +387,34 @@ def test_push_without_the_hub_is_one_error_line(fake_hub, model_dir, monkeypatch
         "error: push to me/sst2-test: HF_HUB_OFFLINE is set, so the Hub repository me/sst2-test cannot be reached; "
         "unset it (with network access) to talk to the Hub"
     ]
+    assert fake_hub.requests == []
+
+
+@pytest.mark.parametrize("command", ["finetune", "pretrain", None])
+def test_push_of_a_checkpoint_advises_what_works_for_its_run(fake_hub, model_dir, tmp_path, capsys, command):
+    """A fine-tuning checkpoint: push RUN/best (`litebert export` refuses fine-tuning checkpoints); a pretraining
+    one: `litebert export CKPT`, or RUN/final; a checkpoint of an unknown run: both."""
+    run = tmp_path / "runs" / "sst2"
+    ckpt = run / "checkpoints" / "step-13"
+    ckpt.mkdir(parents=True)
+    for name in ("COMPLETE", "trainer_state.json", "optimizer.pt", "model.safetensors", "config.json"):
+        (ckpt / name).write_bytes(b"{}")
+    if command is not None:
+        (run / "run_settings.json").write_text(json.dumps({"command": command}))
+    target = run / ("best" if command == "finetune" else "final")
+    shutil.copytree(model_dir, target)
+    assert main(["push", str(ckpt), "--repo-id", "me/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: push {ckpt}: a training checkpoint"), err
+    if command == "finetune":
+        assert err[0].endswith(
+            f"push the fine-tuning run's best model, {run / 'best'} (`litebert export` takes pretraining "
+            "checkpoints only)"
+        )
+        assert "--output DIR" not in err[0]
+    elif command == "pretrain":
+        assert f"`litebert export {ckpt} --output DIR` and push DIR, or push the run's {run / 'final'}" in err[0]
+    else:
+        assert "best/ (fine-tuning) or final/ (pretraining)" in err[0] and f"litebert export {ckpt}" in err[0]
+    assert hub.check_pushable(target)  # what it points at can be pushed
     assert fake_hub.requests == []

@@ -289,18 +289,15 @@ def check_pushable(directory: str | os.PathLike) -> list[str]:
     """The files of ``directory`` to upload, after checking that it is a model directory to share.
 
     Raises:
-        LitebertError: ``directory`` is missing, is a training checkpoint (``RUN/checkpoints/step-N``: export it
-            first), has no model (``config.json`` and weights) or no tokenizer.
+        LitebertError: ``directory`` is missing, is a training checkpoint (``RUN/checkpoints/step-N``; the message
+            says what to push instead, by the run's command), has no model (``config.json`` and weights) or no tokenizer.
     """
     d = Path(directory)
     if not d.is_dir():
         raise LitebertError(f"push {d}: no such directory")
     names = sorted(p.name for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
     if any(n in names for n in CHECKPOINT_FILES):
-        raise LitebertError(
-            f"push {d}: a training checkpoint (optimizer and trainer state), not a model; write one with "
-            f"`litebert export {d} --output DIR` and push DIR"
-        )
+        raise LitebertError(f"push {d}: a training checkpoint (optimizer and trainer state), not a model; {_advice(d)}")
     inner = [f"{d / sub}" for sub in ("best", "final") if (d / sub / CONFIG_FILE).is_file()]
     hint = f" (did you mean {' or '.join(inner)}?)" if inner else ""
     if CONFIG_FILE not in names or not select_weights(names):
@@ -313,6 +310,31 @@ def check_pushable(directory: str | os.PathLike) -> list[str]:
             "model can be used from the Hub"
         )
     return names
+
+
+def _advice(checkpoint: Path) -> str:
+    """What to push instead of the training checkpoint ``RUN/checkpoints/step-N``, by the command of its run
+    (``RUN/run_settings.json``): a fine-tuning run's ``RUN/best`` (``litebert export`` takes pretraining checkpoints
+    only), a pretraining checkpoint exported with ``litebert export`` (or the run's ``final/``)."""
+    import json
+
+    run = checkpoint.parent.parent
+    try:
+        command = json.loads((run / "run_settings.json").read_text(encoding="utf-8")).get("command")
+    except (OSError, ValueError, AttributeError):
+        command = None
+    export = f"write it as a model with `litebert export {checkpoint} --output DIR` and push DIR"
+    if command == "finetune":
+        best = run / "best"
+        return (
+            f"push the fine-tuning run's best model, {best}"
+            + ("" if (best / CONFIG_FILE).is_file() else " (once the run has written it)")
+            + " (`litebert export` takes pretraining checkpoints only)"
+        )
+    if command == "pretrain":
+        final = run / "final"
+        return export + (f", or push the run's {final}" if (final / CONFIG_FILE).is_file() else "")
+    return f"push the run's best/ (fine-tuning) or final/ (pretraining); a pretraining checkpoint: {export}"
 
 
 def push_model(

@@ -70,7 +70,7 @@ def register(subparsers) -> None:
         help="upload a model directory (final/, best/, an export) to the Hugging Face Hub",
         description="Upload DIR (config.json, weights, tokenizer files, the model card README.md) to the Hub "
         "repository ORG/NAME in one commit, creating the repository if needed. Refused before anything is sent: a "
-        "training checkpoint (export it first), a directory without a model or without a tokenizer. The token is "
+        "training checkpoint (push a fine-tuning run's best/, or `litebert export` a pretraining checkpoint), a directory without a model or without a tokenizer. The token is "
         "huggingface_hub's (HF_TOKEN or `hf auth login`).",
     )
     u.add_argument("directory", metavar="DIR", help="the model directory (e.g. RUN/best or RUN/final)")
