@@ -271,6 +271,9 @@ def resolve_config(cfg: Any) -> Any:
 # ------------------------------------------------------------------------------------------------------- push
 #: files of a training checkpoint (litebert.training.state): a directory holding one is not a model to share
 CHECKPOINT_FILES = ("COMPLETE", "trainer_state.json", "optimizer.pt")
+#: the Hub id in a model card's load snippets (litebert.training.modelcard) until push writes the real one
+REPO_PLACEHOLDER = "YOUR_ORG/YOUR_MODEL"
+CARD_NAME = "README.md"
 TOKENIZER_MODELS = ("spiece.model", "vocab.txt", "tokenizer.json")
 
 
@@ -337,6 +340,18 @@ def _advice(checkpoint: Path) -> str:
     return f"push the run's best/ (fine-tuning) or final/ (pretraining); a pretraining checkpoint: {export}"
 
 
+def _upload(path: Path, repo_id: str):
+    """The commit operation that uploads ``path``; the model card (``README.md``) with ``repo_id`` written in place
+    of :data:`REPO_PLACEHOLDER`, so its load snippets name the repository (the local file is left as it is)."""
+    from huggingface_hub import CommitOperationAdd
+
+    if path.name == CARD_NAME:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if REPO_PLACEHOLDER in text:
+            return CommitOperationAdd(CARD_NAME, text.replace(REPO_PLACEHOLDER, repo_id).encode("utf-8"))
+    return CommitOperationAdd(path.name, str(path))
+
+
 def push_model(
     directory: str | os.PathLike,
     repo_id: str,
@@ -346,7 +361,8 @@ def push_model(
     commit_message: str | None = None,
 ) -> PushResult:
     """Upload a model directory to the Hub repository ``repo_id`` with huggingface_hub (``create_repo`` with
-    ``exist_ok``, ``create_branch`` for a ``revision`` other than main, ``upload_folder``), in one commit.
+    ``exist_ok``, ``create_branch`` for a ``revision`` other than main, ``create_commit``), in one commit; the model
+    card's placeholder id (:data:`REPO_PLACEHOLDER`) is uploaded as ``repo_id``.
 
     The directory is checked first (:func:`check_pushable`), before anything is sent. The token is
     huggingface_hub's (``HF_TOKEN`` or ``hf auth login``); ``private`` applies to a repository created here.
@@ -367,18 +383,18 @@ def push_model(
         api.create_repo(repo_id, private=private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo_id, branch=branch, exist_ok=True)
-        info = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=directory,
-            revision=branch,
-            allow_patterns=names,
+        info = api.create_commit(
+            repo_id,
+            [_upload(Path(directory) / name, repo_id) for name in names],
             commit_message=commit_message or f"Upload {Path(directory).name} with litebert push",
+            revision=branch,
         )
     return PushResult(repo_id, branch, info.oid, info.commit_url, tuple(names))
 
 
 __all__ = [
     "HUB_FIELDS",
+    "REPO_PLACEHOLDER",
     "TOKENIZER_FILES",
     "PushResult",
     "check_pushable",
