@@ -565,7 +565,7 @@ def test_bad_inputs_are_refused_before_anything_is_written(corpus, tmp_path, cap
     msg = run("--corpus", str(train), "--tokenizer", str(not_tok), "--output", str(out))
     assert msg.startswith(f"error: --tokenizer {not_tok}: not a tokenizer directory (")
     assert run("--corpus", str(train), "--tokenizer", str(tmp_path / "nodir"), "--output", str(out)) == (
-        f"error: --tokenizer {tmp_path / 'nodir'}: no such file or directory (and not a Hub id ORG/NAME)"
+        f"error: --tokenizer {tmp_path / 'nodir'}: no such directory"
     )
     msg = run("--corpus", str(train), "--output", str(empty))
     assert msg.startswith(f"error: --output {empty}: not a directory; give a new directory or the study directory")

@@ -426,9 +426,9 @@ def test_unreachable_hub_fails_fast_or_reads_the_cache(fake_hub, sst2_files, cap
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--model", "finall", r"--model finall: no such file or directory \(and not a Hub id ORG/NAME\)"),
+        ("--model", "finall", r"^error: finall: model directory not found \(and not a Hub id ORG/NAME\)$"),
         ("--model", "org/missing", r"--model org/missing: no local directory org/missing, and no Hub repository"),
-        ("--tokenizer", "tok", r"--tokenizer tok: no such file or directory \(and not a Hub id ORG/NAME\)"),
+        ("--tokenizer", "tok", r"^error: tokenizer directory not found: tok$"),
     ],
 )
 def test_a_mistyped_model_is_reported_before_the_data_set(fake_hub, en_model, tmp_path, capsys, option, value, message):

@@ -251,8 +251,9 @@ def resolve_config(cfg: Any) -> Any:
     """``cfg`` (a config dataclass) with each model/tokenizer field (:data:`HUB_FIELDS`) that names a Hub id replaced
     by its downloaded directory (:func:`resolve`, at the config's ``revision``); ``cfg`` itself when none does.
 
-    Raises LitebertError as :func:`resolve`: also for a name that is neither a path nor a Hub id, so that a
-    mistyped directory is reported before the command reads anything else (a task's Hub data set)."""
+    A name that is neither a path nor a Hub id is left for the command to report (a missing directory, "and not a
+    Hub id ORG/NAME": litebert.checkpoint.load_config); finetune/evaluate/predict check the model and tokenizer
+    before they read a task's Hub data set. Raises LitebertError as :func:`resolve`."""
     fields = {f.name for f in dataclasses.fields(cfg)}
     revision = getattr(cfg, "revision", None)
     changed = {}
@@ -265,6 +266,8 @@ def resolve_config(cfg: Any) -> Any:
         resolved = os.fspath(resolve(value, revision, kind=kind, option=option))
         if resolved != value:
             changed[name] = resolved
+        if snapshot_source(value) is None and not _is_local(value) and not is_hub_id(value):
+            continue  # neither a path nor a Hub id: the command reports the missing directory
     return dataclasses.replace(cfg, **changed) if changed else cfg
 
 
