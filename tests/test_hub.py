@@ -418,3 +418,37 @@ def test_push_of_a_checkpoint_advises_what_works_for_its_run(fake_hub, model_dir
         assert "best/ (fine-tuning) or final/ (pretraining)" in err[0] and f"litebert export {ckpt}" in err[0]
     assert hub.check_pushable(target)  # what it points at can be pushed
     assert fake_hub.requests == []
+
+
+def test_every_option_that_reads_a_model_or_tokenizer_says_it_takes_a_hub_id():
+    """--model, --tokenizer, --init-from (hub.HUB_FIELDS) and the model argument of export/info, in every command:
+    the metavar shows DIR|ORG/NAME (or its kind|ORG/NAME), the help says "Hub id ORG/NAME", and the command has
+    --revision."""
+    import argparse
+
+    from litebert.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    found = {}
+    for command, parser in commands.items():
+        for action in parser._actions:
+            reads = action.dest in hub.HUB_FIELDS or (command, action.dest) in {
+                ("export", "checkpoint"),
+                ("info", "path"),
+            }
+            if not reads:
+                continue
+            found.setdefault(command, []).append(action.dest)
+            assert str(action.metavar).endswith("|ORG/NAME"), (command, action.dest, action.metavar)
+            assert "Hub id ORG/NAME" in " ".join(action.help.split()), (command, action.dest, action.help)
+            assert any("--revision" in a.option_strings for a in parser._actions), command
+    assert found == {
+        "prepare": ["tokenizer"],
+        "pretrain": ["init_from"],
+        "export": ["checkpoint"],
+        "finetune": ["model", "tokenizer"],
+        "evaluate": ["model", "tokenizer"],
+        "predict": ["model", "tokenizer"],
+        "info": ["path"],
+        "ablate": ["tokenizer"],
+    }

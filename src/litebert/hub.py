@@ -64,6 +64,9 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9_]$")
 _SNAPSHOT = re.compile(r"(?:^|/)(models|datasets)--([\w.-]+?)--([\w.-]+)/snapshots/([0-9a-f]{40})/?$")
 
 
+#: the metavar of every option that reads a model or a tokenizer (its help says "... or Hub id ORG/NAME")
+HUB_METAVAR = "DIR|ORG/NAME"
+
 REVISION_HELP = (
     "branch, tag or commit of the Hub id ORG/NAME given as model or tokenizer (default: main); downloads go to the "
     "Hub cache and honour HF_HOME, HF_HUB_OFFLINE and HF_TOKEN"
@@ -263,11 +266,11 @@ def resolve_config(cfg: Any) -> Any:
             continue
         option = option_name(cfg, name)
         value = os.fspath(value)
+        if snapshot_source(value) is None and not _is_local(value) and not is_hub_id(value):
+            continue  # neither a path nor a Hub id: the command reports the missing directory
         resolved = os.fspath(resolve(value, revision, kind=kind, option=option))
         if resolved != value:
             changed[name] = resolved
-        if snapshot_source(value) is None and not _is_local(value) and not is_hub_id(value):
-            continue  # neither a path nor a Hub id: the command reports the missing directory
     return dataclasses.replace(cfg, **changed) if changed else cfg
 
 
@@ -397,6 +400,7 @@ def push_model(
 
 __all__ = [
     "HUB_FIELDS",
+    "HUB_METAVAR",
     "REPO_PLACEHOLDER",
     "TOKENIZER_FILES",
     "PushResult",

@@ -60,7 +60,9 @@ def register(subparsers) -> None:
         description="Print the layout, config, parameter count and tokenizer of a model directory or TF checkpoint.",
     )
     q.add_argument(
-        "path", metavar="DIR_OR_CHECKPOINT", help="a model or run directory, a TF checkpoint, or a Hub id ORG/NAME"
+        "path",
+        metavar="DIR|CHECKPOINT|ORG/NAME",
+        help="a model or run directory, a TF checkpoint, or a Hub id ORG/NAME",
     )
     q.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     q.set_defaults(func=run_info)

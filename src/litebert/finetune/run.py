@@ -54,7 +54,7 @@ from litebert.finetune.kinds import TASK_TYPES, Features, TaskKind, infer, make_
 from litebert.finetune.metrics import METRICS
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
-from litebert.hub import revision_setting
+from litebert.hub import HUB_METAVAR, revision_setting
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
 from litebert.settings import check, default_of, fail, jsonable, setting
@@ -250,7 +250,9 @@ class FinetuneConfig:
     ``"--option value: why"`` on construction for a bad value.
     """
 
-    model: str = setting(metavar="DIR", help="model directory (HF format, e.g. pretraining final/) or Hub id ORG/NAME")
+    model: str = setting(
+        metavar=HUB_METAVAR, help="model directory (HF format, e.g. pretraining final/) or Hub id ORG/NAME"
+    )
     output_dir: str = setting(
         option="--output", metavar="DIR", help="run directory: new or empty (with --resume: the run's own)"
     )
@@ -327,7 +329,10 @@ class FinetuneConfig:
         help="'random': same architecture, fresh weights (the baseline of scripts/compare_pretraining.py)",
     )
     tokenizer: str | None = setting(
-        None, metavar="DIR", group="data layout", help="tokenizer directory or Hub id (default: the model directory)"
+        None,
+        metavar=HUB_METAVAR,
+        group="data layout",
+        help="tokenizer directory or Hub id ORG/NAME (default: the model directory)",
     )
     revision: str | None = revision_setting()  # of a Hub id given as --model/--tokenizer
     classifier_dropout: float | None = setting(None, ge=0, lt=1, help="override classifier_dropout_prob")
@@ -382,7 +387,7 @@ class EvaluateConfig:
     do not record it).
     """
 
-    model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best) or Hub id ORG/NAME")
+    model: str = setting(metavar=HUB_METAVAR, help="fine-tuned model directory (e.g. OUTPUT/best) or Hub id ORG/NAME")
     data_file: str | None = setting(
         None,
         option="--data",
@@ -421,7 +426,10 @@ class EvaluateConfig:
         f"else {DEFAULT_MAX_SEQ_LENGTH})",
     )
     tokenizer: str | None = setting(
-        None, metavar="DIR", group="data layout", help="tokenizer directory or Hub id (default: the model directory)"
+        None,
+        metavar=HUB_METAVAR,
+        group="data layout",
+        help="tokenizer directory or Hub id ORG/NAME (default: the model directory)",
     )
     revision: str | None = revision_setting()  # of a Hub id given as --model/--tokenizer
     device: str | None = setting(
