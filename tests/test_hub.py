@@ -452,3 +452,24 @@ def test_every_option_that_reads_a_model_or_tokenizer_says_it_takes_a_hub_id():
         "info": ["path"],
         "ablate": ["tokenizer"],
     }
+
+
+@pytest.mark.parametrize(
+    ("status", "why"),
+    [
+        (401, "not logged in or the token is invalid"),
+        (403, "the token may not do this"),
+        (409, "the Hub refused a conflicting change"),
+        (500, "the Hub answered"),
+    ],
+)
+def test_hub_errors_maps_http_statuses(status, why):
+    """The HTTP errors the fake Hub does not produce (409, 403 on a write): huggingface_hub's own exception, with a
+    real response of that status, through the one mapper."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    response = httpx2.Response(status, request=httpx2.Request("POST", "http://127.0.0.1:1/api/me/x/commit/main"))
+    with pytest.raises(LitebertError) as raised, hub.hub_errors("push to me/x", "me/x"):
+        raise HfHubHTTPError(f"{status} Client Error: conflict", response=response)
+    assert str(raised.value).startswith(f"push to me/x: {why}") and "\n" not in str(raised.value)
