@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -392,3 +393,62 @@ def test_cli_task_without_files_reads_the_hub(fake_hub, sst2_files, en_model, tm
     assert json.loads(printed[printed.index("{\n") :])["num_examples"] == 32
     assert main(["evaluate", "--model", str(out / "best"), "--split", "test"]) == 2
     assert "no row has a label" in capsys.readouterr().err
+
+
+def test_unreachable_hub_fails_fast_or_reads_the_cache(fake_hub, sst2_files, caplog):
+    """No network, HF_HUB_OFFLINE unset (the Hub's port refuses connections): an uncached data set is one error
+    naming it and the endpoint within seconds (datasets alone retried for ~20 s, logging each retry); a cached one is
+    read from the cache, the same rows."""
+    import time
+
+    import huggingface_hub.constants as hc
+
+    _, repo = sst2_files
+    sha = fake_hub.add_repo("nyu-mll/glue", repo, repo_type="dataset")
+    task = get_task("sst2")
+    online = load_split(task, "dev")
+    fake_hub.stop()  # the Hub goes away; HF_HUB_OFFLINE stays unset
+    caplog.clear()
+    start = time.perf_counter()
+    cached = load_split(task, "dev")
+    assert cached.rows == online.rows and cached.revision == sha
+    assert not hc.HF_HUB_OFFLINE  # offline only for that call
+    assert not [r for r in caplog.records if "Retry" in r.getMessage()]
+    with pytest.raises(LitebertError) as raised:
+        load_split(get_task("swag"), "train")  # never downloaded
+    assert time.perf_counter() - start < 10
+    message = str(raised.value)
+    assert message.startswith("allenai/swag (regular), split 'train': the Hub (http://127.0.0.1:")
+    assert "could not be reached and the data set is not in the cache" in message and "\n" not in message
+    assert not [r for r in caplog.records if "Retry" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--model", "finall", r"^error: finall: model directory not found \(and not a Hub id ORG/NAME\)$"),
+        ("--model", "org/missing", r"--model org/missing: no local directory org/missing, and no Hub repository"),
+        ("--tokenizer", "tok", r"^error: tokenizer directory not found: tok$"),
+    ],
+)
+def test_a_mistyped_model_is_reported_before_the_data_set(fake_hub, en_model, tmp_path, capsys, option, value, message):
+    """`finetune --model finall --task sst2`: the model (and tokenizer) are checked before the task's Hub data set
+    is asked for, so the error names them (the data set, absent from this Hub, was reported instead)."""
+    from litebert.cli import main
+
+    out = tmp_path / "sst2x"
+    model = value if option == "--model" else str(en_model)
+    argv = ["finetune", "--model", model, "--task", "sst2", "--output", str(out)]
+    assert main(argv + ([option, value] if option != "--model" else [])) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err
+    assert not [r for r in fake_hub.requests if "glue" in str(r)]  # the data set was never asked for
+    assert not out.exists()
+
+
+def test_library_finetune_checks_the_model_before_the_data_set(fake_hub, en_model, tmp_path):
+    with pytest.raises(LitebertError, match=r"finall: model directory not found"):
+        finetune(_config(tmp_path / "finall", tmp_path / "out"))
+    with pytest.raises(LitebertError, match=r"no tokenizer|tok"):
+        finetune(_config(en_model, tmp_path / "out2", tokenizer=str(tmp_path / "tok")))
+    assert not [r for r in fake_hub.requests if "glue" in str(r)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -366,3 +367,109 @@ def test_push_errors(fake_hub, model_dir, tmp_path, capsys):
     assert main(["push", str(model_dir), "--repo-id", "me/x"]) == 2  # no token
     assert "push to me/x: not logged in or the token is invalid: set HF_TOKEN" in capsys.readouterr().err
     assert ("model", "me/x") not in fake_hub.repos
+
+
+def test_push_without_the_hub_is_one_error_line(fake_hub, model_dir, monkeypatch, capsys):
+    """No network (a refused connection) or HF_HUB_OFFLINE: one `error:` line naming the repository (and the
+    endpoint), not huggingface_hub's traceback."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    monkeypatch.setattr(hc, "ENDPOINT", "http://127.0.0.1:1")  # nothing listens there: connection refused
+    assert main(["push", str(model_dir), "--repo-id", "me/sst2-test"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: push to me/sst2-test: the Hub (http://127.0.0.1:1"), err
+    assert "could not be reached for me/sst2-test: ConnectError" in err[0]
+    fake_hub.go_offline()
+    assert main(["push", str(model_dir), "--repo-id", "me/sst2-test"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: push to me/sst2-test: HF_HUB_OFFLINE is set, so the Hub repository me/sst2-test cannot be reached; "
+        "unset it (with network access) to talk to the Hub"
+    ]
+    assert fake_hub.requests == []
+
+
+@pytest.mark.parametrize("command", ["finetune", "pretrain", None])
+def test_push_of_a_checkpoint_advises_what_works_for_its_run(fake_hub, model_dir, tmp_path, capsys, command):
+    """A fine-tuning checkpoint: push RUN/best (`litebert export` refuses fine-tuning checkpoints); a pretraining
+    one: `litebert export CKPT`, or RUN/final; a checkpoint of an unknown run: both."""
+    run = tmp_path / "runs" / "sst2"
+    ckpt = run / "checkpoints" / "step-13"
+    ckpt.mkdir(parents=True)
+    for name in ("COMPLETE", "trainer_state.json", "optimizer.pt", "model.safetensors", "config.json"):
+        (ckpt / name).write_bytes(b"{}")
+    if command is not None:
+        (run / "run_settings.json").write_text(json.dumps({"command": command}))
+    target = run / ("best" if command == "finetune" else "final")
+    shutil.copytree(model_dir, target)
+    assert main(["push", str(ckpt), "--repo-id", "me/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: push {ckpt}: a training checkpoint"), err
+    if command == "finetune":
+        assert err[0].endswith(
+            f"push the fine-tuning run's best model, {run / 'best'} (`litebert export` takes pretraining "
+            "checkpoints only)"
+        )
+        assert "--output DIR" not in err[0]
+    elif command == "pretrain":
+        assert f"`litebert export {ckpt} --output DIR` and push DIR, or push the run's {run / 'final'}" in err[0]
+    else:
+        assert "best/ (fine-tuning) or final/ (pretraining)" in err[0] and f"litebert export {ckpt}" in err[0]
+    assert hub.check_pushable(target)  # what it points at can be pushed
+    assert fake_hub.requests == []
+
+
+def test_every_option_that_reads_a_model_or_tokenizer_says_it_takes_a_hub_id():
+    """--model, --tokenizer, --init-from (hub.HUB_FIELDS) and the model argument of export/info, in every command:
+    the metavar shows DIR|ORG/NAME (or its kind|ORG/NAME), the help says "Hub id ORG/NAME", and the command has
+    --revision."""
+    import argparse
+
+    from litebert.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    found = {}
+    for command, parser in commands.items():
+        for action in parser._actions:
+            reads = action.dest in hub.HUB_FIELDS or (command, action.dest) in {
+                ("export", "checkpoint"),
+                ("info", "path"),
+            }
+            if not reads:
+                continue
+            found.setdefault(command, []).append(action.dest)
+            assert str(action.metavar).endswith("|ORG/NAME"), (command, action.dest, action.metavar)
+            assert "Hub id ORG/NAME" in " ".join(action.help.split()), (command, action.dest, action.help)
+            assert any("--revision" in a.option_strings for a in parser._actions), command
+    assert found == {
+        "prepare": ["tokenizer"],
+        "pretrain": ["init_from"],
+        "export": ["checkpoint"],
+        "finetune": ["model", "tokenizer"],
+        "evaluate": ["model", "tokenizer"],
+        "predict": ["model", "tokenizer"],
+        "info": ["path"],
+        "ablate": ["tokenizer"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "why"),
+    [
+        (401, "not logged in or the token is invalid"),
+        (403, "the token may not do this"),
+        (409, "the Hub refused a conflicting change"),
+        (500, "the Hub answered"),
+    ],
+)
+def test_hub_errors_maps_http_statuses(status, why):
+    """The HTTP errors the fake Hub does not produce (409, 403 on a write): huggingface_hub's own exception, with a
+    real response of that status, through the one mapper."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    response = httpx2.Response(status, request=httpx2.Request("POST", "http://127.0.0.1:1/api/me/x/commit/main"))
+    with pytest.raises(LitebertError) as raised, hub.hub_errors("push to me/x", "me/x"):
+        raise HfHubHTTPError(f"{status} Client Error: conflict", response=response)
+    assert str(raised.value).startswith(f"push to me/x: {why}") and "\n" not in str(raised.value)

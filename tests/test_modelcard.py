@@ -90,6 +90,13 @@ def test_best_card_holds_the_run_metrics_and_settings(synthetic, tmp_path):
     assert f"litebert {__version__}" in card.text and "| learning_rate | 0.001 |" in card.text
     assert "| max_steps | 4 |" in card.text and "AutoModelForSequenceClassification" in card.text
     assert f"| accuracy | {metrics['accuracy']:.4f} |" in card.text
+    # what it started from: a local model, in the body only (the Hub validates base_model as a repository id)
+    assert f"fine-tuned for sst2 from a local model ({synthetic / 'model'})" in card.text
+    # load snippets: the placeholder id litebert push replaces, and the local directory
+    assert 'AutoModelForSequenceClassification.from_pretrained("YOUR_ORG/YOUR_MODEL")' in card.text
+    assert f'from_pretrained("{result.best_dir}")' in card.text
+    assert f"litebert predict --model {result.best_dir} --data FILE.tsv" in card.text
+    assert "ORG/sst2" not in card.text
 
     transformers = pytest.importorskip("transformers")
     transformers.AutoModelForSequenceClassification.from_pretrained(result.best_dir)  # the card disturbs nothing
@@ -118,10 +125,36 @@ def test_final_card_holds_the_last_evaluation(synthetic, tmp_path):
     assert metrics and metrics == {k: v for k, v in last.items() if k in metrics}
     assert set(metrics) >= {"mlm_accuracy", "mlm_perplexity"}
     assert meta["pipeline_tag"] == "fill-mask" and result_meta["dataset"]["name"] == "corpus.txt"
-    assert "masked LM + sentence-order prediction" in ModelCard.load(result.final_dir / "README.md").text
+    assert result_meta["dataset"]["type"] == "pretraining-corpus"
+    text = ModelCard.load(result.final_dir / "README.md").text
+    assert "pretrained (masked LM + sentence-order prediction) from random weights" in text
+    manifest = json.loads((synthetic / "data" / "manifest.json").read_text())
+    assert manifest["settings"]["max_seq_length"] == 32 and "| max_seq_length | 32 |" in text  # prepare's
+    assert "base_model" not in meta
+    assert f"litebert finetune --model {result.final_dir} --task sst2" in text
 
 
-def test_card_of_a_hub_model_fine_tuned_on_hub_data(fake_hub, synthetic, tmp_path):
+def test_final_card_names_a_local_init_from_in_the_body_only(synthetic, tmp_path):
+    out = tmp_path / "continued"
+    result = pretrain(
+        PretrainConfig(
+            data=str(synthetic / "data"),
+            output=str(out),
+            init_from=str(synthetic / "model"),
+            model_config=str(synthetic / "model" / "config.json"),
+            max_steps=1,
+            batch_size=4,
+            progress_bar=False,
+            device="cpu",
+        )
+    )
+    meta = metadata_load(result.final_dir / "README.md")
+    assert "base_model" not in meta
+    text = (result.final_dir / "README.md").read_text()
+    assert f"pretrained (masked LM + sentence-order prediction) from a local model ({synthetic / 'model'})" in text
+
+
+def test_card_of_a_hub_model_fine_tuned_on_hub_data(fake_hub, synthetic, tmp_path, monkeypatch):
     """Base model and data set from the (local) Hub: ``base_model``, ``datasets`` and the model-index's data set
     (id, config, split, the commit read) name them."""
     datasets = pytest.importorskip("datasets")
@@ -162,3 +195,31 @@ def test_card_of_a_hub_model_fine_tuned_on_hub_data(fake_hub, synthetic, tmp_pat
         "fine-tuned for sst2 from [org/base](https://huggingface.co/org/base)"
         in (out / "best" / "README.md").read_text()
     )
+
+    # pushed: the card's load snippets name the repository (the local card keeps the placeholder)
+    monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    assert main(["push", str(out / "best"), "--repo-id", "me/sst2-test"]) == 0
+    pushed = fake_hub.repos["model", "me/sst2-test"].files()["README.md"].decode()
+    assert 'from_pretrained("me/sst2-test")' in pushed and "YOUR_ORG/YOUR_MODEL" not in pushed
+    assert "litebert predict --model me/sst2-test --data FILE.tsv" in pushed
+    assert pushed == (out / "best" / "README.md").read_text().replace("YOUR_ORG/YOUR_MODEL", "me/sst2-test")
+
+
+def test_final_card_of_a_hub_init_from_names_it_as_base_model(fake_hub, synthetic, tmp_path):
+    from litebert.hub import resolve_config
+
+    fake_hub.add_dir("org/base", synthetic / "model")
+    cfg = PretrainConfig(
+        data=str(synthetic / "data"),
+        output=str(tmp_path / "continued"),
+        init_from="org/base",
+        model_config=str(synthetic / "model" / "config.json"),
+        max_steps=1,
+        batch_size=4,
+        progress_bar=False,
+        device="cpu",
+    )
+    result = pretrain(resolve_config(cfg))  # as the command line does: the Hub id downloaded
+    meta = metadata_load(result.final_dir / "README.md")
+    assert meta["base_model"] == "org/base"
+    assert "from [org/base](https://huggingface.co/org/base)" in (result.final_dir / "README.md").read_text()

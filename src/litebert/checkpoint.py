@@ -199,10 +199,14 @@ def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.
 
 
 def load_config(directory: str | os.PathLike) -> AlbertConfig:
-    """``directory/config.json`` as an AlbertConfig. Raises LitebertError naming the file if missing/invalid."""
+    """``directory/config.json`` as an AlbertConfig. Raises LitebertError naming the file if missing/invalid (a
+    missing directory whose name is not of the form ``ORG/NAME`` is also said not to be a Hub id)."""
+    from litebert.hub import is_hub_id
+
     directory = Path(directory)
     if not directory.is_dir():
-        raise LitebertError(f"{directory}: model directory not found")
+        hint = "" if is_hub_id(str(directory)) else " (and not a Hub id ORG/NAME)"
+        raise LitebertError(f"{directory}: model directory not found{hint}")
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise LitebertError(f"{path}: missing config.json in the model directory")

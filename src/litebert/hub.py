@@ -24,12 +24,13 @@ records, :func:`sources`). The command line calls :func:`resolve_config` once pe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,9 @@ logger = logging.getLogger("litebert.hub")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9_]$")
 _SNAPSHOT = re.compile(r"(?:^|/)(models|datasets)--([\w.-]+?)--([\w.-]+)/snapshots/([0-9a-f]{40})/?$")
 
+
+#: the metavar of every option that reads a model or a tokenizer (its help says "... or Hub id ORG/NAME")
+HUB_METAVAR = "DIR|ORG/NAME"
 
 REVISION_HELP = (
     "branch, tag or commit of the Hub id ORG/NAME given as model or tokenizer (default: main); downloads go to the "
@@ -158,10 +162,10 @@ def _download(repo_id: str, revision: str | None, kind: str, where: str) -> Path
     Two passes: the small files first (which also caches the repository's file listing, offline included), then
     the weights that listing names, so that a repository with both safetensors and ``pytorch_model.bin`` costs one
     download, not two."""
-    from huggingface_hub import constants, get_cached_repo_tree, snapshot_download
     from huggingface_hub import errors as E
+    from huggingface_hub import get_cached_repo_tree, snapshot_download
 
-    try:
+    with hub_errors(where, repo_id, revision, local=True):
         small = [CONFIG_FILE, *TOKENIZER_FILES] if kind == "model" else list(TOKENIZER_FILES)
         directory = Path(snapshot_download(repo_id, revision=revision, allow_patterns=small))
         if kind == "model":
@@ -173,14 +177,45 @@ def _download(repo_id: str, revision: str | None, kind: str, where: str) -> Path
             weights = select_weights(listing)
             if weights:
                 directory = Path(snapshot_download(repo_id, revision=commit, allow_patterns=weights))
-        return directory
+    return directory
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the Hub could not be reached: a ``ConnectionError``/``TimeoutError`` (huggingface_hub's
+    ``OfflineModeIsEnabled`` is one) or a transport error of the HTTP client under huggingface_hub (``httpx2``'s
+    ``ConnectError``, ``TimeoutException``: ``TransportError``)."""
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    root = type(exc).__module__.split(".")[0]
+    return root in {"httpx", "httpx2", "httpcore"} and any(c.__name__ == "TransportError" for c in type(exc).__mro__)
+
+
+@contextlib.contextmanager
+def hub_errors(where: str, repo_id: str, revision: str | None = None, *, local: bool = False) -> Iterator[None]:
+    """Run a huggingface_hub call, its errors turned into one :class:`~litebert.errors.LitebertError` that starts
+    with ``where`` (the option or command) and names ``repo_id``: the one place that maps the Hub's errors, for
+    downloads (:func:`resolve`), uploads (:func:`push_model`) and data sets (:mod:`litebert.finetune.hub_data`).
+
+    Mapped: a gated or missing repository, a missing revision, 401 (no or an invalid token), 403 (no right to
+    write), 409 (a conflicting change), any other HTTP error (the Hub's answer, on one line), ``HF_HUB_OFFLINE``,
+    the Hub unreachable (naming ``HF_ENDPOINT``), and files not in the cache. ``local``: ``repo_id`` was also tried
+    as a local path (the messages say so).
+    """
+    from huggingface_hub import constants
+    from huggingface_hub import errors as E
+
+    endpoint = constants.ENDPOINT
+    path = f"no local directory {repo_id}; as a Hub id: " if local else ""
+    try:
+        yield
     except E.GatedRepoError:  # before RepositoryNotFoundError: it is one
         raise LitebertError(
             f"{where}: gated repository; ask for access on its Hub page, then set HF_TOKEN (or `hf auth login`)"
         ) from None
     except E.RepositoryNotFoundError:
         raise LitebertError(
-            f"{where}: no local directory {repo_id}, and no Hub repository {repo_id} (a private one needs HF_TOKEN)"
+            f"{where}: {'no local directory ' + repo_id + ', and ' if local else ''}no Hub repository {repo_id} "
+            "(a private one needs HF_TOKEN)"
         ) from None
     except E.RevisionNotFoundError:
         raise LitebertError(
@@ -189,19 +224,39 @@ def _download(repo_id: str, revision: str | None, kind: str, where: str) -> Path
     except (E.LocalEntryNotFoundError, E.IncompleteSnapshotError) as exc:
         why = "HF_HUB_OFFLINE is set" if constants.is_offline_mode() else "the Hub could not be reached"
         raise LitebertError(
-            f"{where}: no local directory {repo_id}; as a Hub id: {why} and the files are not in the Hub cache "
-            f"({constants.HF_HUB_CACHE}); run once with network access to download them ({type(exc).__name__})"
+            f"{where}: {path}{why} and the files are not in the Hub cache ({constants.HF_HUB_CACHE}); run once "
+            f"with network access to {endpoint} to download them ({type(exc).__name__})"
+        ) from None
+    except E.OfflineModeIsEnabled:
+        raise LitebertError(
+            f"{where}: {path}HF_HUB_OFFLINE is set, so the Hub repository {repo_id} cannot be reached; unset it "
+            "(with network access) to talk to the Hub"
         ) from None
     except E.HfHubHTTPError as exc:
-        raise LitebertError(f"{where}: the Hub answered {' '.join(str(exc).split())[:300]}") from None
+        status = exc.response.status_code if exc.response is not None else None
+        why = {
+            401: "not logged in or the token is invalid: set HF_TOKEN (a write token) or run `hf auth login`",
+            403: "the token may not do this: a read-only token, or no right on this namespace or repository",
+            409: "the Hub refused a conflicting change (another commit or branch came first); retry",
+        }.get(status)
+        answer = " ".join(str(exc).split())[:300]
+        raise LitebertError(f"{where}: {why} ({answer})" if why else f"{where}: the Hub answered {answer}") from None
+    except Exception as exc:
+        if not is_connection_error(exc):
+            raise
+        raise LitebertError(
+            f"{where}: {path}the Hub ({endpoint}, HF_ENDPOINT) could not be reached for {repo_id}: "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        ) from None
 
 
 def resolve_config(cfg: Any) -> Any:
     """``cfg`` (a config dataclass) with each model/tokenizer field (:data:`HUB_FIELDS`) that names a Hub id replaced
     by its downloaded directory (:func:`resolve`, at the config's ``revision``); ``cfg`` itself when none does.
 
-    A name that is neither a path nor a Hub id is left for the command to report (as a missing directory).
-    Raises LitebertError as :func:`resolve`."""
+    A name that is neither a path nor a Hub id is left for the command to report (a missing directory, "and not a
+    Hub id ORG/NAME": litebert.checkpoint.load_config); finetune/evaluate/predict check the model and tokenizer
+    before they read a task's Hub data set. Raises LitebertError as :func:`resolve`."""
     fields = {f.name for f in dataclasses.fields(cfg)}
     revision = getattr(cfg, "revision", None)
     changed = {}
@@ -212,7 +267,7 @@ def resolve_config(cfg: Any) -> Any:
         option = option_name(cfg, name)
         value = os.fspath(value)
         if snapshot_source(value) is None and not _is_local(value) and not is_hub_id(value):
-            continue  # neither a path nor a Hub id: the command reports the missing directory as it always did
+            continue  # neither a path nor a Hub id: the command reports the missing directory
         resolved = os.fspath(resolve(value, revision, kind=kind, option=option))
         if resolved != value:
             changed[name] = resolved
@@ -222,6 +277,9 @@ def resolve_config(cfg: Any) -> Any:
 # ------------------------------------------------------------------------------------------------------- push
 #: files of a training checkpoint (litebert.training.state): a directory holding one is not a model to share
 CHECKPOINT_FILES = ("COMPLETE", "trainer_state.json", "optimizer.pt")
+#: the Hub id in a model card's load snippets (litebert.training.modelcard) until push writes the real one
+REPO_PLACEHOLDER = "YOUR_ORG/YOUR_MODEL"
+CARD_NAME = "README.md"
 TOKENIZER_MODELS = ("spiece.model", "vocab.txt", "tokenizer.json")
 
 
@@ -240,18 +298,15 @@ def check_pushable(directory: str | os.PathLike) -> list[str]:
     """The files of ``directory`` to upload, after checking that it is a model directory to share.
 
     Raises:
-        LitebertError: ``directory`` is missing, is a training checkpoint (``RUN/checkpoints/step-N``: export it
-            first), has no model (``config.json`` and weights) or no tokenizer.
+        LitebertError: ``directory`` is missing, is a training checkpoint (``RUN/checkpoints/step-N``; the message
+            says what to push instead, by the run's command), has no model (``config.json`` and weights) or no tokenizer.
     """
     d = Path(directory)
     if not d.is_dir():
         raise LitebertError(f"push {d}: no such directory")
     names = sorted(p.name for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
     if any(n in names for n in CHECKPOINT_FILES):
-        raise LitebertError(
-            f"push {d}: a training checkpoint (optimizer and trainer state), not a model; write one with "
-            f"`litebert export {d} --output DIR` and push DIR"
-        )
+        raise LitebertError(f"push {d}: a training checkpoint (optimizer and trainer state), not a model; {_advice(d)}")
     inner = [f"{d / sub}" for sub in ("best", "final") if (d / sub / CONFIG_FILE).is_file()]
     hint = f" (did you mean {' or '.join(inner)}?)" if inner else ""
     if CONFIG_FILE not in names or not select_weights(names):
@@ -266,6 +321,43 @@ def check_pushable(directory: str | os.PathLike) -> list[str]:
     return names
 
 
+def _advice(checkpoint: Path) -> str:
+    """What to push instead of the training checkpoint ``RUN/checkpoints/step-N``, by the command of its run
+    (``RUN/run_settings.json``): a fine-tuning run's ``RUN/best`` (``litebert export`` takes pretraining checkpoints
+    only), a pretraining checkpoint exported with ``litebert export`` (or the run's ``final/``)."""
+    import json
+
+    run = checkpoint.parent.parent
+    try:
+        command = json.loads((run / "run_settings.json").read_text(encoding="utf-8")).get("command")
+    except (OSError, ValueError, AttributeError):
+        command = None
+    export = f"write it as a model with `litebert export {checkpoint} --output DIR` and push DIR"
+    if command == "finetune":
+        best = run / "best"
+        return (
+            f"push the fine-tuning run's best model, {best}"
+            + ("" if (best / CONFIG_FILE).is_file() else " (once the run has written it)")
+            + " (`litebert export` takes pretraining checkpoints only)"
+        )
+    if command == "pretrain":
+        final = run / "final"
+        return export + (f", or push the run's {final}" if (final / CONFIG_FILE).is_file() else "")
+    return f"push the run's best/ (fine-tuning) or final/ (pretraining); a pretraining checkpoint: {export}"
+
+
+def _upload(path: Path, repo_id: str):
+    """The commit operation that uploads ``path``; the model card (``README.md``) with ``repo_id`` written in place
+    of :data:`REPO_PLACEHOLDER`, so its load snippets name the repository (the local file is left as it is)."""
+    from huggingface_hub import CommitOperationAdd
+
+    if path.name == CARD_NAME:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if REPO_PLACEHOLDER in text:
+            return CommitOperationAdd(CARD_NAME, text.replace(REPO_PLACEHOLDER, repo_id).encode("utf-8"))
+    return CommitOperationAdd(path.name, str(path))
+
+
 def push_model(
     directory: str | os.PathLike,
     repo_id: str,
@@ -275,7 +367,8 @@ def push_model(
     commit_message: str | None = None,
 ) -> PushResult:
     """Upload a model directory to the Hub repository ``repo_id`` with huggingface_hub (``create_repo`` with
-    ``exist_ok``, ``create_branch`` for a ``revision`` other than main, ``upload_folder``), in one commit.
+    ``exist_ok``, ``create_branch`` for a ``revision`` other than main, ``create_commit``), in one commit; the model
+    card's placeholder id (:data:`REPO_PLACEHOLDER`) is uploaded as ``repo_id``.
 
     The directory is checked first (:func:`check_pushable`), before anything is sent. The token is
     huggingface_hub's (``HF_TOKEN`` or ``hf auth login``); ``private`` applies to a repository created here.
@@ -285,7 +378,6 @@ def push_model(
             read-only token, no right on the namespace), naming the repository.
     """
     from huggingface_hub import HfApi
-    from huggingface_hub import errors as E
 
     names = check_pushable(directory)
     if not is_hub_id(repo_id):
@@ -293,30 +385,28 @@ def push_model(
     branch = revision or "main"
     api = HfApi()
     where = f"push to {repo_id}" + (f" --revision {branch}" if revision else "")
-    try:
+    with hub_errors(where, repo_id, branch):
         api.create_repo(repo_id, private=private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo_id, branch=branch, exist_ok=True)
-        info = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=directory,
-            revision=branch,
-            allow_patterns=names,
+        info = api.create_commit(
+            repo_id,
+            [_upload(Path(directory) / name, repo_id) for name in names],
             commit_message=commit_message or f"Upload {Path(directory).name} with litebert push",
+            revision=branch,
         )
-    except E.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else None
-        why = {401: "not logged in or the token is invalid: set HF_TOKEN (a write token) or run `hf auth login`"}
-        why[403] = "the token may not write to this namespace or repository"
-        raise LitebertError(f"{where}: {why.get(status) or ' '.join(str(exc).split())[:300]}") from None
     return PushResult(repo_id, branch, info.oid, info.commit_url, tuple(names))
 
 
 __all__ = [
     "HUB_FIELDS",
+    "HUB_METAVAR",
+    "REPO_PLACEHOLDER",
     "TOKENIZER_FILES",
     "PushResult",
     "check_pushable",
+    "hub_errors",
+    "is_connection_error",
     "is_hub_id",
     "push_model",
     "resolve",

@@ -48,7 +48,7 @@ from litebert.ablate.report import wilson_interval
 from litebert.corpus import resolve_corpus_files
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, atomic_write_text, check_output_target
-from litebert.hub import revision_setting
+from litebert.hub import HUB_METAVAR, revision_setting
 from litebert.settings import check, fail, setting
 
 RESULT_FILE = "ablate_result.json"
@@ -111,8 +111,8 @@ class AblateConfig:
     )
     tokenizer: str | None = setting(
         None,
-        metavar="DIR",
-        help="tokenizer directory (default: train SentencePiece on the corpus, once, with the base vocab_size)",
+        metavar=HUB_METAVAR,
+        help="tokenizer directory or Hub id ORG/NAME (default: train SentencePiece on the corpus, once, with the base vocab_size)",
     )
     revision: str | None = revision_setting()  # of a Hub id given as --tokenizer
     max_seq_length: int = setting(64, ge=8, help="tokens per pretraining pair")

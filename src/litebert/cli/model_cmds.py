@@ -60,7 +60,9 @@ def register(subparsers) -> None:
         description="Print the layout, config, parameter count and tokenizer of a model directory or TF checkpoint.",
     )
     q.add_argument(
-        "path", metavar="DIR_OR_CHECKPOINT", help="a model or run directory, a TF checkpoint, or a Hub id ORG/NAME"
+        "path",
+        metavar="DIR|CHECKPOINT|ORG/NAME",
+        help="a model or run directory, a TF checkpoint, or a Hub id ORG/NAME",
     )
     q.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     q.set_defaults(func=run_info)
@@ -70,7 +72,7 @@ def register(subparsers) -> None:
         help="upload a model directory (final/, best/, an export) to the Hugging Face Hub",
         description="Upload DIR (config.json, weights, tokenizer files, the model card README.md) to the Hub "
         "repository ORG/NAME in one commit, creating the repository if needed. Refused before anything is sent: a "
-        "training checkpoint (export it first), a directory without a model or without a tokenizer. The token is "
+        "training checkpoint (push a fine-tuning run's best/, or `litebert export` a pretraining checkpoint), a directory without a model or without a tokenizer. The token is "
         "huggingface_hub's (HF_TOKEN or `hf auth login`).",
     )
     u.add_argument("directory", metavar="DIR", help="the model directory (e.g. RUN/best or RUN/final)")

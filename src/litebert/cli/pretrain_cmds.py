@@ -50,7 +50,7 @@ def register(subparsers) -> None:
     )
     e.add_argument(
         "checkpoint",
-        metavar="SOURCE",
+        metavar="SOURCE|ORG/NAME",
         help="a model directory, a Hub id ORG/NAME, or RUN/checkpoints/step-N of a `litebert pretrain` run",
     )
     e.add_argument("--revision", metavar="REV", help=REVISION_HELP)

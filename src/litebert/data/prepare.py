@@ -62,7 +62,7 @@ from litebert.fileio import (
     read_json,
     remove_stale_temporaries,
 )
-from litebert.hub import revision_setting
+from litebert.hub import HUB_METAVAR, revision_setting
 from litebert.settings import check, fail, setting
 from litebert.tokenization import is_cjk_char, load_tokenizer
 
@@ -79,7 +79,9 @@ class PrepareConfig:
     """
 
     corpus: list[str] = setting(metavar="FILE", help=CORPUS_HELP)
-    tokenizer: str = setting(metavar="DIR", help="tokenizer directory (see litebert.tokenization.load_tokenizer)")
+    tokenizer: str = setting(
+        metavar=HUB_METAVAR, help="tokenizer directory or Hub id ORG/NAME (see litebert.tokenization.load_tokenizer)"
+    )
     output: str = setting(
         metavar="DIR", help="output directory (created; must not exist or be empty unless --overwrite)"
     )

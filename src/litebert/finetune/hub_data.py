@@ -22,14 +22,17 @@ row's is its 1-based row number).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from litebert.errors import LitebertError
 from litebert.finetune.tasks import HUB_NOTES, HubSource, TaskSpec
+from litebert.hub import is_connection_error
 
 log = logging.getLogger("litebert.finetune")
 
@@ -115,14 +118,22 @@ def load_split(task: TaskSpec, split: str, revision: str | None = None, *, kind:
             f"--task {task.name} without data files reads {source.dataset} from the Hub, which needs the datasets "
             "package: pip install 'litebert[hub]' (or give --train/--dev files)"
         ) from None
+    from huggingface_hub import constants
+
+    # the Hub unreachable: datasets would retry each request for ~20 s (logging every retry) before using its cache;
+    # one quick request tells, and then the cache is read offline, or the error comes at once
+    unreachable = not constants.is_offline_mode() and not _reachable(source.dataset, revision)
     try:
-        builder = datasets.load_dataset_builder(source.dataset, source.config, revision=revision)
-        builder.download_and_prepare()
-        ds = builder.as_dataset(split=name)
+        with _offline(unreachable):
+            builder = datasets.load_dataset_builder(source.dataset, source.config, revision=revision)
+            builder.download_and_prepare()
+            ds = builder.as_dataset(split=name)
     except ConnectionError as exc:
+        why = f"({constants.ENDPOINT}, HF_ENDPOINT) could not be reached" if unreachable else "could not be reached"
         raise LitebertError(
-            f"{where}: the Hub could not be reached and the data set is not in the cache ({exc}); run once with a "
-            "network (HF_HUB_OFFLINE unset), or give data files"
+            f"{where}: the Hub {why} and the data set is not in the cache"
+            + ("" if unreachable else f" ({_reason(exc)})")
+            + "; run once with a network (HF_HUB_OFFLINE unset), or give data files"
         ) from None
     except (DatasetsError, ValueError, FileNotFoundError, RuntimeError, OSError) as exc:
         raise LitebertError(f"{where}: {_reason(exc)}") from None
@@ -130,6 +141,10 @@ def load_split(task: TaskSpec, split: str, revision: str | None = None, *, kind:
         if type(exc).__module__.split(".")[0] not in _HUB_LIBRARIES:
             raise
         raise LitebertError(f"{where}: {_reason(exc)}") from None
+    if unreachable:
+        log.warning(
+            "data: the Hub (%s) could not be reached: %s read from the datasets cache", constants.ENDPOINT, where
+        )
     resolved = str(builder.hash or revision or "main")
     if revision and len(revision) == 40 and resolved != revision:
         raise LitebertError(
@@ -146,6 +161,38 @@ def load_split(task: TaskSpec, split: str, revision: str | None = None, *, kind:
         "" if has_labels else " without labels (predicted, not scored)",
     )
     return out
+
+
+def _reachable(dataset: str, revision: str | None) -> bool:
+    """Whether the Hub answers a request for ``dataset`` (one ``dataset_info``, no retries): False only for a
+    connection error (:func:`litebert.hub.is_connection_error`); any other answer (a missing data set or
+    revision, no access) is left for ``datasets`` to report."""
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().dataset_info(dataset, revision=revision)
+    except Exception as exc:
+        if is_connection_error(exc):
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _offline(on: bool) -> Iterator[None]:
+    """``datasets`` and huggingface_hub in offline mode (``HF_HUB_OFFLINE``, their import-time constants) while
+    ``on``: the cache only, no requests, so no retries."""
+    if not on:
+        yield
+        return
+    import datasets.config as dc
+    from huggingface_hub import constants
+
+    saved = dc.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+    dc.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        dc.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
 
 
 def _reason(exc: BaseException) -> str:

@@ -54,7 +54,7 @@ from litebert.finetune.kinds import TASK_TYPES, Features, TaskKind, infer, make_
 from litebert.finetune.metrics import METRICS
 from litebert.finetune.readers import Column, ColumnSpec, ReadResult, read_examples
 from litebert.finetune.tasks import HF_PROBLEM_TYPES, PROBLEM_TYPES, TASKS, TaskSpec, get_task
-from litebert.hub import revision_setting
+from litebert.hub import HUB_METAVAR, revision_setting
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS, PrecisionChoice, resolve_precision
 from litebert.settings import check, default_of, fail, jsonable, setting
@@ -250,7 +250,9 @@ class FinetuneConfig:
     ``"--option value: why"`` on construction for a bad value.
     """
 
-    model: str = setting(metavar="DIR", help="model directory (HF format, e.g. pretraining final/) or Hub id ORG/NAME")
+    model: str = setting(
+        metavar=HUB_METAVAR, help="model directory (HF format, e.g. pretraining final/) or Hub id ORG/NAME"
+    )
     output_dir: str = setting(
         option="--output", metavar="DIR", help="run directory: new or empty (with --resume: the run's own)"
     )
@@ -327,7 +329,10 @@ class FinetuneConfig:
         help="'random': same architecture, fresh weights (the baseline of scripts/compare_pretraining.py)",
     )
     tokenizer: str | None = setting(
-        None, metavar="DIR", group="data layout", help="tokenizer directory or Hub id (default: the model directory)"
+        None,
+        metavar=HUB_METAVAR,
+        group="data layout",
+        help="tokenizer directory or Hub id ORG/NAME (default: the model directory)",
     )
     revision: str | None = revision_setting()  # of a Hub id given as --model/--tokenizer
     classifier_dropout: float | None = setting(None, ge=0, lt=1, help="override classifier_dropout_prob")
@@ -382,7 +387,7 @@ class EvaluateConfig:
     do not record it).
     """
 
-    model: str = setting(metavar="DIR", help="fine-tuned model directory (e.g. OUTPUT/best) or Hub id ORG/NAME")
+    model: str = setting(metavar=HUB_METAVAR, help="fine-tuned model directory (e.g. OUTPUT/best) or Hub id ORG/NAME")
     data_file: str | None = setting(
         None,
         option="--data",
@@ -421,7 +426,10 @@ class EvaluateConfig:
         f"else {DEFAULT_MAX_SEQ_LENGTH})",
     )
     tokenizer: str | None = setting(
-        None, metavar="DIR", group="data layout", help="tokenizer directory or Hub id (default: the model directory)"
+        None,
+        metavar=HUB_METAVAR,
+        group="data layout",
+        help="tokenizer directory or Hub id ORG/NAME (default: the model directory)",
     )
     revision: str | None = revision_setting()  # of a Hub id given as --model/--tokenizer
     device: str | None = setting(
@@ -785,15 +793,15 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
     """Read train/dev(/test), fit the kind on train and align its label ids with a head ``--model`` already has
     (pretrained init), subsample, load the tokenizer and featurize (dev/test labels are checked against train's
     here: unseen labels fail or are counted, as the kind says)."""
+    model_config = load_config(cfg.model)  # model and tokenizer first: a mistyped --model before any download
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, model_config.vocab_size)
     sources = _finetune_sources(cfg, kind)
     train_read = _read(kind, sources["train"], require_labels=True)
     dev_read = _read(kind, sources["dev"], require_labels=True)
-    model_config = load_config(cfg.model)
     kind.fit(train_read)
     new_head = kind.align_head(model_config) if cfg.init == "pretrained" else ()
     train_read = _subsample(train_read, cfg.max_train_examples, cfg.data_seed)
     dev_read = _subsample(dev_read, cfg.max_eval_examples, cfg.data_seed)
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, model_config.vocab_size)
     train = _Split(train_read, kind.featurize(train_read, tokenizer, cfg.max_seq_length, "train"))
     dev = _Split(dev_read, kind.featurize(dev_read, tokenizer, cfg.max_seq_length, "dev"))
     test = None
@@ -1289,11 +1297,11 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
         else D.DistInfo(device=_device(cfg.device))
     )
     backend, precision = _eval_runtime(cfg, directory, dist.device)  # option conflicts: before the data is read
+    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)  # a wrong --tokenizer: before a download
     source = _eval_source(cfg, data, extra, command, kind)
     read = _read(kind, source, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
-    tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, config.vocab_size)
     # on a GPU a long file is featurized in chunks while the device runs (_evaluate_file); else all of it now
     feats = None if _in_chunks(kind, dist, read) else kind.featurize(read, tokenizer, seq, "data")
     _report_dropped("data", read)

@@ -6,8 +6,10 @@ Metadata: ``license`` (apache-2.0, ALBERT's and litebert's), ``language`` (``zh`
 ``en``), ``tags`` (``albert``, ``litebert``, the task), ``datasets`` (the Hub data set fine-tuned on), ``base_model``
 (the Hub model fine-tuned or pretrained from), ``library_name`` ``transformers`` (the directory loads there; not for
 a litebert-only layout), ``pipeline_tag``, and a ``model-index`` with the task, the data set and the evaluation
-metrics. Body: what the model is, the key settings of its run (``run_settings.json``), litebert's version, the
-results, and how to load it in transformers and in litebert.
+metrics. Body: what the model is and what it started from (a Hub model, a local one named by its path, random
+weights), the key settings of its run (``run_settings.json``; pretraining's sequence length from the data manifest),
+litebert's version, the results, and how to load it in transformers and in litebert (as ``YOUR_ORG/YOUR_MODEL``,
+:data:`litebert.hub.REPO_PLACEHOLDER`, which ``litebert push`` replaces, and from the local directory).
 
 Everything comes from files the run has written by then: the directory's ``config.json`` (architecture, sizes,
 ``finetuning_task``, ``litebert_hub_dataset``) and ``best_eval.json`` (fine-tuning: the metrics of this
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from litebert.fileio import atomic_write_text
+from litebert.hub import REPO_PLACEHOLDER
 from litebert.training.metrics import read_metrics
 
 CARD_NAME = "README.md"
@@ -104,12 +107,20 @@ def _language(model_dir: Path) -> str:
     return "en"
 
 
-def _settings(settings: dict) -> list[tuple[str, Any]]:
-    """The run's key settings: ``(name, value)`` from ``<command>_config`` (and its ``data``) and the record."""
+def _settings(settings: dict, manifest: dict | None = None) -> list[tuple[str, Any]]:
+    """The run's key settings: ``(name, value)`` from ``<command>_config`` (and its ``data``), the record, and for
+    pretraining the data manifest's ``settings`` (``max_seq_length``: prepare fixes it, not pretrain)."""
     command = settings.get("command", "")
     config = settings.get(f"{command}_config") or {}
     data = config.get("data")
-    flat = {**config, **(data if isinstance(data, dict) else {}), **settings}
+    prepared = (manifest or {}).get("settings")
+    prepared = {"max_seq_length": prepared.get("max_seq_length")} if isinstance(prepared, dict) else {}
+    flat = {
+        **prepared,
+        **config,
+        **(data if isinstance(data, dict) else {}),
+        **settings,
+    }
     rows = []
     for key in KEY_SETTINGS:
         value = flat.get(key)
@@ -143,7 +154,11 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
     data_options = run_config.get("data") if isinstance(run_config.get("data"), dict) else {}
     task = config.get("finetuning_task") or data_options.get("task")
     hub_data = config.get("litebert_hub_dataset") or {}
-    base = next((s["repo_id"] for s in (settings.get("hub") or {}).values() if s.get("repo_id")), None)
+    start_field = {"finetune": "model", "pretrain": "init_from"}.get(command)
+    base = ((settings.get("hub") or {}).get(start_field) or {}).get("repo_id") if start_field else None
+    started = _started_from(command, run_config, base)
+    data_dir = run_config.get("data")
+    manifest = _read(Path(data_dir) / "manifest.json") if isinstance(data_dir, str) else None
     metrics = _metrics(model_dir, run)
     hf_compatible = config.get("model_type") == "albert"
 
@@ -157,8 +172,6 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
         dataset_name = f"{task or 'own data'}: {Path(dev['file']).name}" if dev.get("file") else (task or "own data")
         split = "dev"
     else:
-        data_dir = run_config.get("data")
-        manifest = _read(Path(data_dir) / "manifest.json") if isinstance(data_dir, str) else None
         corpus = [_source_name(c) for c in (manifest or {}).get("corpus", []) if isinstance(c, dict)]
         dataset_type, dataset_config, split = "pretraining-corpus", None, "held-out"
         dataset_name = ", ".join(c for c in corpus if c) or "pretraining corpus"
@@ -188,11 +201,28 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
         model_name=name,
         eval_results=eval_results or None,
     )
-    body = _body(name, config, architecture, task_type, task, base, settings, metrics, __version__, hf_compatible)
+    where = (run / ("best" if command == "finetune" else "final")) if run is not None else model_dir
+    rows = _settings(settings, manifest)
+    body = _body(name, config, architecture, task_type, task, started, command, rows, metrics, __version__)
+    body += "\n" + _use(config, task_type, command, hf_compatible, where)
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 
-def _body(name, config, architecture, task_type, task, base, settings, metrics, version, hf_compatible) -> str:
+def _started_from(command: str | None, run_config: dict, base: str | None) -> str:
+    """What the run started from, for the card's body: the Hub model ``base`` (a link), a local model directory
+    (``finetune --model``, ``pretrain --init-from``), or random weights."""
+    local = run_config.get("model") if command == "finetune" else run_config.get("init_from")
+    if command == "finetune" and run_config.get("init") == "random":
+        return f" from random weights (the architecture of {base or local})"
+    if base:
+        return f" from [{base}](https://huggingface.co/{base})"
+    if local:
+        return f" from a local model ({local})"
+    return " from random weights" if command == "pretrain" else ""
+
+
+def _body(name, config, architecture, task_type, task, started, command, rows, metrics, version) -> str:
+    """The card's text down to its results: what the model is and what it started from, its settings, metrics."""
     sizes = ", ".join(
         f"{label} {config[key]}"
         for key, label in (
@@ -204,17 +234,14 @@ def _body(name, config, architecture, task_type, task, base, settings, metrics, 
         )
         if key in config
     )
-    command = settings.get("command")
-    source = f" from [{base}](https://huggingface.co/{base})" if base else ""
     if command == "finetune":
-        what = f" fine-tuned for {task or task_type}{source}"
+        what = f" fine-tuned for {task or task_type}{started}"
     elif command == "pretrain":
         objective = "masked LM + sentence-order prediction" if architecture == "AlbertForPreTraining" else "masked LM"
-        what = f" pretrained ({objective}){source}"
+        what = f" pretrained ({objective}){started}"
     else:
         what = ""
     lines = [f"# {name}", "", f"An ALBERT model ({architecture}: {sizes}){what}, trained with litebert {version}.", ""]
-    rows = _settings(settings)
     if rows:
         lines += ["## Training", "", f"`litebert {command}` with:", "", "| setting | value |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in rows] + [""]
@@ -222,8 +249,20 @@ def _body(name, config, architecture, task_type, task, base, settings, metrics, 
         split = "the dev set" if command == "finetune" else "held-out pretraining data"
         lines += ["## Results", "", f"On {split}:", "", "| metric | value |", "|---|---|"]
         lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items()] + [""]
+    return "\n".join(lines)
+
+
+def _use(config: dict, task_type: str, command: str | None, hf_compatible: bool, where: Path) -> str:
+    """The card's "Use" section: load snippets with the placeholder :data:`litebert.hub.REPO_PLACEHOLDER`
+    (``litebert push`` writes the repository id in its place) and the local directory ``where``."""
     auto = AUTO_CLASSES[task_type]
-    lines += ["## Use", ""]
+    lines = [
+        "## Use",
+        "",
+        f"`{REPO_PLACEHOLDER}` stands for the Hub repository this model is uploaded to (`litebert push` writes it "
+        f"in); `{where}` is where the run wrote it.",
+        "",
+    ]
     if hf_compatible:
         lines += [
             "In transformers:",
@@ -231,19 +270,28 @@ def _body(name, config, architecture, task_type, task, base, settings, metrics, 
             "```python",
             f"from transformers import AutoTokenizer, {auto}",
             "",
-            f'tokenizer = AutoTokenizer.from_pretrained("ORG/{name}")  # its Hub id, or this directory',
-            f'model = {auto}.from_pretrained("ORG/{name}")',
+            f'tokenizer = AutoTokenizer.from_pretrained("{REPO_PLACEHOLDER}")',
+            f'model = {auto}.from_pretrained("{REPO_PLACEHOLDER}")',
+            f'# or from the local directory: {auto}.from_pretrained("{where}")',
             "```",
             "",
         ]
     else:
         lines += [f"A litebert-only layout ({config.get('model_type')}): transformers cannot load it.", ""]
-    cli = (
-        f"litebert predict --model ORG/{name} --data FILE.tsv"
+    use = (
+        "predict --model {} --data FILE.tsv"
         if command == "finetune"
-        else f"litebert finetune --model ORG/{name} --task sst2 --output runs/sst2"
+        else "finetune --model {} --task sst2 --output runs/sst2"
     )
-    lines += ["In litebert (a Hub id or this directory):", "", "```bash", cli, "```", ""]
+    lines += [
+        "In litebert:",
+        "",
+        "```bash",
+        f"litebert {use.format(REPO_PLACEHOLDER)}",
+        f"litebert {use.format(where)}  # the local directory",
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 

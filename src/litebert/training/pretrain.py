@@ -27,7 +27,7 @@ from torch import nn
 from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, read_json
-from litebert.hub import revision_setting
+from litebert.hub import HUB_METAVAR, revision_setting
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS
 from litebert.settings import check, fail, setting
@@ -92,8 +92,8 @@ class PretrainConfig:
     )
     init_from: str | None = setting(
         None,
-        metavar="DIR",
-        help="start from this model directory's weights (continued / domain-adaptive pretraining, Gururangan et "
+        metavar=HUB_METAVAR,
+        help="start from the weights of this model directory or Hub id ORG/NAME (continued / domain-adaptive pretraining, Gururangan et "
         "al. 2020); pass its config.json as --model-config; a resumed run takes its weights from the "
         "checkpoint instead",
     )
