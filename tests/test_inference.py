@@ -557,4 +557,5 @@ def test_evaluate_through_the_chunked_path_writes_the_same_files(sst2_classifier
     assert (whole / "predictions.tsv").read_text() == (chunks / "predictions.tsv").read_text()
     a, b = (json.loads((d / "eval_results.json").read_text()) for d in (whole, chunks))
     assert a["accuracy"] == b["accuracy"] and a["truncated"] == b["truncated"] and a["num_examples"] == 80
-    assert b["eval_loss"] == pytest.approx(a["eval_loss"], abs=1e-6)
+    # chunks bucket rows by length within each chunk: other batches, other padding, so fp32 sums round differently
+    assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=1e-5)
