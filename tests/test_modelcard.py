@@ -223,3 +223,23 @@ def test_final_card_of_a_hub_init_from_names_it_as_base_model(fake_hub, syntheti
     meta = metadata_load(result.final_dir / "README.md")
     assert meta["base_model"] == "org/base"
     assert "from [org/base](https://huggingface.co/org/base)" in (result.final_dir / "README.md").read_text()
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "wordpiece", "chinese"])
+def test_card_language_follows_the_vocabulary_whatever_the_tokenizer_kind(tmp_path, kind):
+    """A SentencePiece model trained on Chinese text is a Chinese model too (the card said ``en`` for it)."""
+    from litebert.training.modelcard import _language
+
+    rng = random.Random(0)
+    chars = [chr(0x4E00 + i) for i in range(900)]  # 900 distinct CJK characters, each a vocabulary entry
+    lines = ["".join(rng.choice(chars) for _ in range(rng.randint(8, 30))) + "。" for _ in range(4000)]
+    zh = tmp_path / "zh.txt"
+    zh.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    train_tokenizer([zh], kind, 1500, tmp_path / "zh-tok", character_coverage=1.0)
+    assert _language(tmp_path / "zh-tok") == "zh"
+    words = ["the", "film", "was", "released", "in", "united", "states", "kingdom", "music", "album"]
+    en = tmp_path / "en.txt"
+    en.write_text("\n".join(" ".join(rng.choice(words) for _ in range(12)) + " ." for _ in range(2000)) + "\n")
+    if kind != "chinese":
+        train_tokenizer([en], kind, 200, tmp_path / "en-tok")
+        assert _language(tmp_path / "en-tok") == "en"

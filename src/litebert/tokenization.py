@@ -561,8 +561,9 @@ def _read_vocab_txt(path: Path) -> dict[str, int]:
     return vocab
 
 
-def _looks_chinese(vocab: Iterable[str]) -> bool:
-    n = sum(1 for t in vocab if len(t) == 1 and is_cjk_char(t))
+def looks_chinese(vocab: Iterable[str]) -> bool:
+    """Whether a vocabulary is a Chinese one: 500 or more single CJK characters (``▁`` prefixes ignored)."""
+    n = sum(1 for t in vocab if len(t.removeprefix("▁")) == 1 and is_cjk_char(t.removeprefix("▁")))
     return n >= 500
 
 
@@ -607,7 +608,7 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
         )
     elif vocab_path.is_file():
         vocab = _read_vocab_txt(vocab_path)
-        kind = cfg.get("litebert_kind") or ("chinese" if _looks_chinese(vocab) else "wordpiece")
+        kind = cfg.get("litebert_kind") or ("chinese" if looks_chinese(vocab) else "wordpiece")
         tok = _tokenizer_from_wordpiece(
             vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS), str(vocab_path)
         )
@@ -637,7 +638,7 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
             tok = Tokenizer("sentencepiece", backend, lowercase, keep_accents, specials)
         elif model.get("type") == "WordPiece":
             vocab = dict(model["vocab"])
-            kind = cfg.get("litebert_kind") or ("chinese" if _looks_chinese(vocab) else "wordpiece")
+            kind = cfg.get("litebert_kind") or ("chinese" if looks_chinese(vocab) else "wordpiece")
             tok = _tokenizer_from_wordpiece(
                 vocab, kind, lowercase, keep_accents, specials_from(_WP_SPECIALS), str(json_path)
             )

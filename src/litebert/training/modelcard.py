@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.hub import REPO_PLACEHOLDER
 from litebert.training.metrics import read_metrics
@@ -95,16 +96,18 @@ def _metrics(model_dir: Path, run_dir: Path | None) -> dict[str, float]:
 
 
 def _language(model_dir: Path) -> str:
+    """``"zh"`` for a Chinese vocabulary (a ``chinese`` tokenizer, or any vocabulary of 500+ single CJK
+    characters: WordPiece ``vocab.txt``, SentencePiece, ``tokenizer.json``), else ``"en"``."""
+    from litebert.tokenization import load_tokenizer, looks_chinese
+
     tokenizer_config = _read(model_dir / "tokenizer_config.json") or {}
     if tokenizer_config.get("litebert_kind") == "chinese":
         return "zh"
-    vocab = model_dir / "vocab.txt"
-    if vocab.is_file():
-        words = vocab.read_text(encoding="utf-8", errors="replace").split()
-        cjk = sum(len(w) == 1 and "\u4e00" <= w <= "\u9fff" for w in words)
-        if cjk > len(words) / 5:
-            return "zh"
-    return "en"
+    try:
+        vocab = load_tokenizer(model_dir).get_vocab()
+    except LitebertError:  # no tokenizer: the card says English, as transformers' cards default to
+        return "en"
+    return "zh" if looks_chinese(vocab) else "en"
 
 
 def _settings(settings: dict, manifest: dict | None = None) -> list[tuple[str, Any]]:
