@@ -565,3 +565,14 @@ def test_cli_prepare_text_column_and_bad_input(tmp_path, tiny, wiki_docs, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.search(r"corpus\.parquet: no column 'text' \(columns: id, body\)", err), err
     assert not (tmp_path / "b").exists()
+
+
+def test_zstd_input_without_the_zstandard_package_is_one_clear_error(tmp_path, monkeypatch):
+    """zstandard is imported only for zstd input (GPU images lack it): without it, one error, no traceback."""
+    import sys
+
+    path = tmp_path / "wiki.txt.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(b"One sentence here.\nAnother one there.\n"))
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # `import zstandard` now raises ImportError
+    with pytest.raises(LitebertError, match="needs the zstandard package"):
+        list(read_documents([path]))

@@ -420,6 +420,9 @@ def test_unreachable_hub_fails_fast_or_reads_the_cache(fake_hub, sst2_files, cap
     message = str(raised.value)
     assert message.startswith("allenai/swag (regular), split 'train': the Hub (http://127.0.0.1:")
     assert "could not be reached and the data set is not in the cache" in message and "\n" not in message
+    import datasets.config as dc
+
+    assert not hc.HF_HUB_OFFLINE and not dc.HF_HUB_OFFLINE  # both flags restored after the error too
     assert not [r for r in caplog.records if "Retry" in r.getMessage()]
 
 

@@ -304,7 +304,12 @@ class _ZstdReader(io.RawIOBase):
     ``EOFError`` (``zstandard``'s own readers return the truncated data silently)."""
 
     def __init__(self, fh: BinaryIO) -> None:
-        import zstandard  # here, not at the top: only zstd input needs it (GPU images often lack the package)
+        try:  # here, not at the top: only zstd input needs it (GPU images often lack the package)
+            import zstandard
+        except ImportError:
+            raise LitebertError(
+                "reading zstd-compressed input needs the zstandard package: pip install zstandard"
+            ) from None
 
         self._fh = fh
         self._zstd_error = zstandard.ZstdError

@@ -194,7 +194,8 @@ def is_connection_error(exc: BaseException) -> bool:
 def hub_errors(where: str, repo_id: str, revision: str | None = None, *, local: bool = False) -> Iterator[None]:
     """Run a huggingface_hub call, its errors turned into one :class:`~litebert.errors.LitebertError` that starts
     with ``where`` (the option or command) and names ``repo_id``: the one place that maps the Hub's errors, for
-    downloads (:func:`resolve`), uploads (:func:`push_model`) and data sets (:mod:`litebert.finetune.hub_data`).
+    downloads (:func:`resolve`) and uploads (:func:`push_model`); a task's Hub data set
+    (:mod:`litebert.finetune.hub_data`) maps the errors of ``datasets`` itself, sharing :func:`is_connection_error`.
 
     Mapped: a gated or missing repository, a missing revision, 401 (no or an invalid token), 403 (no right to
     write), 409 (a conflicting change), any other HTTP error (the Hub's answer, on one line), ``HF_HUB_OFFLINE``,

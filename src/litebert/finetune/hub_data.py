@@ -122,7 +122,8 @@ def load_split(task: TaskSpec, split: str, revision: str | None = None, *, kind:
 
     # the Hub unreachable: datasets would retry each request for ~20 s (logging every retry) before using its cache;
     # one quick request tells, and then the cache is read offline, or the error comes at once
-    unreachable = not constants.is_offline_mode() and not _reachable(source.dataset, revision)
+    offline = constants.is_offline_mode() or datasets.config.HF_HUB_OFFLINE  # HF_DATASETS_OFFLINE sets the latter
+    unreachable = not offline and not _reachable(source.dataset, revision)
     try:
         with _offline(unreachable):
             builder = datasets.load_dataset_builder(source.dataset, source.config, revision=revision)
@@ -167,10 +168,10 @@ def _reachable(dataset: str, revision: str | None) -> bool:
     """Whether the Hub answers a request for ``dataset`` (one ``dataset_info``, no retries): False only for a
     connection error (:func:`litebert.hub.is_connection_error`); any other answer (a missing data set or
     revision, no access) is left for ``datasets`` to report."""
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, constants
 
-    try:
-        HfApi().dataset_info(dataset, revision=revision)
+    try:  # a bounded wait: a network that drops packets must not hang the command (the client has no timeout)
+        HfApi().dataset_info(dataset, revision=revision, timeout=constants.HF_HUB_ETAG_TIMEOUT)
     except Exception as exc:
         if is_connection_error(exc):
             return False

@@ -26,10 +26,9 @@ from typing import Any
 
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
-from litebert.hub import REPO_PLACEHOLDER
+from litebert.hub import CARD_NAME, REPO_PLACEHOLDER
 from litebert.training.metrics import read_metrics
 
-CARD_NAME = "README.md"
 LICENSE = "apache-2.0"
 
 #: head class → (the Hub's task type, its display name)
