@@ -352,3 +352,30 @@ def test_a_checkpoint_of_the_host_reading_lamb_resumes():
     opt.load_state_dict(saved_state)
     final = _train(model2, opt, grads[15:])
     assert max((final[n] - ref_final[n]).abs().max().item() for n in final) <= 1e-6
+
+
+@pytest.mark.parametrize(("foreach", "bias_correction"), [(True, False), (False, False), (True, True)])
+def test_a_learning_rate_held_in_a_tensor_trains_as_the_float_one(foreach, bias_correction):
+    # what a CUDA-graphed step does (litebert.training.cuda_graph): the group's lr is a 0-d tensor the kernels read,
+    # refilled before each step with the schedule's value; 100 steps with a changing lr and two skipped steps
+    results = []
+    for on_device in (False, True):
+        model, grads = _model_and_grads(100)
+        opt = Lamb(build_param_groups(model, 0.01), lr=5e-3, bias_correction=bias_correction, foreach=foreach)
+        lrs = [torch.zeros(()) for _ in opt.param_groups]
+        params = dict(model.named_parameters())
+        for k, step_grads in enumerate(grads):
+            lr = 5e-3 * (1 - k / 100)
+            for name, p in params.items():
+                p.grad = step_grads[name].clone() if name in step_grads else None
+            opt.found_inf = torch.tensor(1.0 if k in (3, 50) else 0.0)
+            for group, t in zip(opt.param_groups, lrs):
+                t.fill_(lr)
+                group["lr"] = t if on_device else lr
+            opt.step()
+        results.append({n: p.detach().clone() for n, p in params.items()})
+    floats, tensors = results
+    assert max((floats[n] - tensors[n]).abs().max().item() for n in floats) <= 1e-6
+    # and it trained: the weights moved by far more than the tolerance
+    model0, _ = _model_and_grads(1)
+    assert max((floats[n] - p).abs().max().item() for n, p in model0.named_parameters()) > 1e-3

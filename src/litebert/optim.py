@@ -51,6 +51,10 @@ class Lamb(torch.optim.Optimizer):
     one vectorized ``torch.where`` over the stacked norms, applied with one ``torch._foreach_mul_``.
     ``foreach=False`` is the one-tensor-at-a-time reference of the same arithmetic.
 
+    A group's ``lr`` is a Python float, or a 0-d float32 tensor on the parameters' device, read by the kernels when
+    they run: what a step captured in a CUDA graph needs (:mod:`litebert.training.cuda_graph` fills it before each
+    replay); the update is then ``w += (−η·r)·u`` instead of ``w −= η·(r·u)``, equal up to rounding.
+
     Skipping a step on the device: when the attribute ``found_inf`` is set (a float tensor of one element on the
     parameters' device, nonzero = skip; the protocol of ``torch.amp.GradScaler`` and torch's fused optimizers), a
     skipped step leaves weights, moments and step counts exactly as they were, without the host looking at the flag;
@@ -181,7 +185,10 @@ def _lamb_single(p, g, m, v, t, *, lr, beta1, beta2, eps, weight_decay, adapt, b
         u.mul_(ratio if keep is None else ratio * keep)
     elif keep is not None:
         u.mul_(keep)
-    p.add_(u, alpha=-lr)
+    if isinstance(lr, torch.Tensor):  # read on the device (a CUDA graph replays it with each step's value)
+        p.add_(u.mul_(-lr))
+    else:
+        p.add_(u, alpha=-lr)
 
 
 def _lamb_foreach(
@@ -214,6 +221,7 @@ def _lamb_foreach(
     del denom
     if weight_decay != 0:
         torch._foreach_add_(updates, params, alpha=weight_decay)
+    on_device = isinstance(lr, torch.Tensor)  # read by the kernels (a CUDA graph replays it with each step's value)
     if adapt:
         # every trust ratio of the group at once: (N,) norms → (N,) ratios, applied per tensor in one call
         w = torch.stack(torch._foreach_norm(params))
@@ -221,10 +229,16 @@ def _lamb_foreach(
         ratios = torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w))
         if keep is not None:
             ratios = ratios * keep
+        if on_device:
+            ratios = ratios * -lr
         torch._foreach_mul_(updates, ratios.unbind(0))
-    elif keep is not None:
-        torch._foreach_mul_(updates, keep)
-    torch._foreach_add_(params, updates, alpha=-lr)
+    elif keep is not None or on_device:
+        scale = keep if not on_device else (-lr if keep is None else keep * -lr)
+        torch._foreach_mul_(updates, scale)
+    if on_device:
+        torch._foreach_add_(params, updates)
+    else:
+        torch._foreach_add_(params, updates, alpha=-lr)
 
 
 def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:

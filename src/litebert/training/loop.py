@@ -73,6 +73,10 @@ class TrainingArgs:
     #: (logged, evaluated, checkpointed); None = no limit. The schedule still runs over max_steps. Rank 0's clock
     #: decides (broadcast), so every rank stops at the same step.
     max_minutes: float | None = None
+    #: capture the whole optimizer step (every micro-batch's forward and backward, clip, update) as one CUDA graph
+    #: after a few eager steps and replay it (:mod:`litebert.training.cuda_graph`): one process, one batch shape,
+    #: fp32 or bf16, LAMB or fused AdamW, an uncompiled model
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, what: str) -> None:
@@ -109,6 +113,26 @@ class LossOutput:
 
     sums: dict[str, torch.Tensor]
     ratios: dict[str, tuple[torch.Tensor | float, torch.Tensor | float]] = field(default_factory=dict)
+
+
+@dataclass
+class StepNumbers:
+    """What the device computed in one optimizer step, all of it still on the device (read at :meth:`_Trainer.settle`).
+
+    ``terms``/``names``: the loss terms and ratio names (host lists); ``finite``: 0-d bool, the step was applied;
+    ``step_loss``: 0-d float64 Σ_terms sum/units; ``grad_norm``: 0-d, the global norm before clipping;
+    ``reduced``: (T + 2R,) float64 loss sums then each ratio's numerator and denominator, over micro-batches and
+    ranks; ``units``: (T,) float64; ``tokens``: 0-d float64 real tokens of the step.
+    """
+
+    terms: list[str]
+    names: list[str]
+    finite: torch.Tensor
+    step_loss: torch.Tensor
+    grad_norm: torch.Tensor
+    reduced: torch.Tensor
+    units: torch.Tensor
+    tokens: torch.Tensor
 
 
 Objective = Callable[[nn.Module, Batch], LossOutput]
@@ -412,6 +436,12 @@ class _Trainer:
         # this call's start, and the run's clocks before it (from the checkpoint it resumes from)
         self.clock_start = (time.perf_counter(), time.process_time())
         self.clock_before = (0.0, 0.0)
+        # the device's part of a step: run eagerly, or replayed from a CUDA graph
+        self.step_fn: Callable[[list[Batch]], StepNumbers] = self.device_step
+        if args.cuda_graphs:
+            from litebert.training.cuda_graph import GraphedStep
+
+            self.step_fn = GraphedStep(self)
 
     # -- resume -------------------------------------------------------------------------------------------------
     def resume(self) -> None:
@@ -539,13 +569,24 @@ class _Trainer:
             grad_norm = grad_norm.full_tensor()
         return grad_norm.detach()
 
-    def optimizer_step(self, finite: torch.Tensor) -> None:
-        """Update the weights if the step is finite (else skip it), clear the gradients, advance the schedule.
+    def device_step(self, micro: list[Batch], zero_grad: bool = True) -> StepNumbers:
+        """The device's part of one optimizer step over ``micro`` (this rank's micro-batches, on the device):
+        normalisers, forward and backward, clip, finite check, update; nothing read back to the host.
+        ``zero_grad=False`` leaves the gradients in place (a captured CUDA graph rewrites them each replay)."""
+        terms, units, tokens = self.normalisers(micro)
+        names, reduced = self.forward_backward(micro, terms, units)
+        step_loss = (reduced[: len(terms)] / units).sum()
+        grad_norm = self.clip()
+        finite = torch.isfinite(step_loss) & torch.isfinite(grad_norm)
+        self.update(finite, zero_grad)
+        return StepNumbers(terms, names, finite, step_loss, grad_norm, reduced, units, tokens)
+
+    def update(self, finite: torch.Tensor, zero_grad: bool = True) -> None:
+        """Update the weights if the step is finite (else skip it) and clear the gradients.
 
         ``finite`` is a device bool: an optimizer that skips on the device (:func:`litebert.optim.skips_on_device`:
         LAMB, torch's fused optimizers) gets it as ``found_inf``, so the host never waits for it; another one costs
-        one host read here. fp16: the ``GradScaler`` has unscaled the gradients (``clip``) and its ``update`` runs
-        every step (a device op), so a non-finite step backs the loss scale off.
+        one host read here.
         """
         if skips_on_device(self.optimizer):
             self.optimizer.found_inf = (~finite).float().reshape(())  # 0-d, as GradScaler's: fused AdamW needs it
@@ -556,18 +597,26 @@ class _Trainer:
                 del self.optimizer.found_inf, self.optimizer.grad_scale
         elif bool(finite):
             self.optimizer.step()
+        if zero_grad:
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def advance(self) -> None:
+        """The host's part of the end of a step: the fp16 loss scale (``GradScaler.update``, a device op: a
+        non-finite step backs the scale off; the scaler has unscaled the gradients in :meth:`clip`), the schedule,
+        the step count."""
         if self.scaler is not None:
             self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.st.step += 1
 
-    def record(self, finite, step_loss, grad_norm, terms, names, reduced, units, tokens, lr) -> None:
-        """Keep this step's numbers on the device (one small float64 vector) until :meth:`settle` reads them."""
-        scale = self.scaler._get_scale_async() if self.scaler is not None else torch.zeros((), device=finite.device)
-        head = torch.stack([finite.double(), step_loss, grad_norm.double(), scale.double().reshape(())])
-        vec = torch.cat([head, reduced, units, tokens.reshape(1)])
-        self.pending.append((self.st.step, lr, terms, names, vec))
+    def record(self, n: StepNumbers, lr: float) -> None:
+        """Keep this step's numbers on the device (one small new float64 vector: a CUDA graph's outputs are
+        rewritten by the next replay) until :meth:`settle` reads them."""
+        dev = n.finite.device
+        scale = self.scaler._get_scale_async() if self.scaler is not None else torch.zeros((), device=dev)
+        head = torch.stack([n.finite.double(), n.step_loss, n.grad_norm.double(), scale.double().reshape(())])
+        vec = torch.cat([head, n.reduced, n.units, n.tokens.reshape(1)])
+        self.pending.append((self.st.step, lr, n.terms, n.names, vec))
 
     def settle(self, step_end: float) -> None:
         """Read the steps kept since the last read (one device→host transfer) and account for them in order, as
@@ -735,14 +784,10 @@ class _Trainer:
                 if st.step + 1 < args.max_steps:
                     self.prefetch()
                 # every number of the step stays on the device: read back only when logged, evaluated or saved
-                terms, units, tokens = self.normalisers(micro)
-                names, reduced = self.forward_backward(micro, terms, units)
+                numbers = self.step_fn(micro)
                 del micro
-                step_loss = (reduced[: len(terms)] / units).sum()
-                grad_norm = self.clip()
-                finite = torch.isfinite(step_loss) & torch.isfinite(grad_norm)
-                self.optimizer_step(finite)
-                self.record(finite, step_loss, grad_norm, terms, names, reduced, units, tokens, lr)
+                self.advance()
+                self.record(numbers, lr)
                 step_end = time.perf_counter()
                 self.step_seconds.append(step_end - t_step)
                 bar.update(1)

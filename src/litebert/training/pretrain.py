@@ -118,6 +118,12 @@ class PretrainConfig:
         help="one batch shape for the whole run: sequences padded to the data's max_seq_length, masked "
         "positions to its max_predictions_per_seq (what CUDA graphs need); more padding to compute",
     )
+    cuda_graphs: bool = setting(
+        False,
+        help="capture the whole optimizer step as one CUDA graph after 3 eager steps and replay it (implies "
+        "--static-shapes): for small models, whose GPU steps wait on kernel launches; one process, bf16 or fp32, "
+        "LAMB or AdamW, not with --compile",
+    )
     unpad: str = setting(
         "auto",
         choices=("auto", "on", "off"),
@@ -141,6 +147,14 @@ class PretrainConfig:
         check(self)
         if self.compile_mode is not None:  # a mode implies --compile: run_settings.json records what runs
             self.compile = True
+        if self.cuda_graphs:
+            if self.compile:
+                fail(self, "cuda_graphs", "captures the eager step: not with --compile/--compile-mode")
+            if self.precision == "fp16":
+                fail(self, "cuda_graphs", "takes --precision bf16 or fp32, not fp16 (loss scaling)")
+            if self.device == "cpu":
+                fail(self, "cuda_graphs", "needs a CUDA device, not --device cpu")
+            self.static_shapes = True  # one batch shape: run_settings.json records what runs
         if self.warmup_steps > self.max_steps:
             fail(self, "warmup_steps", "must not exceed --max-steps")
         if self.unpad == "on" and (self.static_shapes or self.compile_mode == "reduce-overhead"):
@@ -171,6 +185,7 @@ RESUME_MAY_CHANGE = (
     "compile",
     "compile_mode",
     "static_shapes",
+    "cuda_graphs",
     "unpad",
     "fsdp",
     "deterministic",
@@ -554,6 +569,10 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
             raise LitebertError(
                 "--fsdp needs 2 or more processes: launch with torchrun --nproc-per-node N (N >= 2), or drop --fsdp"
             )
+        if cfg.cuda_graphs:
+            from litebert.training.cuda_graph import check_run
+
+            check_run(dist.world_size, dist.device)
         if cfg.deterministic:
             D.set_deterministic(dist.device)
         out = Path(cfg.output)
@@ -686,6 +705,7 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
             progress_bar=cfg.progress_bar,
             log_prefix="pretrain",
             max_minutes=cfg.max_minutes,
+            cuda_graphs=cfg.cuda_graphs,
         )
         objective, count = (
             (pretraining_objective, pretraining_count) if use_sop else (mlm_only_objective, mlm_only_count)
