@@ -188,14 +188,16 @@ def step_flops(model, B: int, S: int, P: int) -> float:
     return linear_flops(applied, B, S, P) + 12.0 * B * S * S * cfg.hidden_size * cfg.num_hidden_layers
 
 
-def shard_batches(shard: Path, B: int, n: int, device: torch.device) -> list[dict]:
+def shard_batches(shard: Path, B: int, n: int, device: torch.device, static: bool = False) -> list[dict]:
     """n batches of B sequences from a prepared shard, shuffled (seed 0), padded to the longest item as
-    ``pretrain`` pads them, on ``device``."""
+    ``pretrain`` pads them (``static``: to max_seq_length, with masked_positions, as ``--static-shapes`` and
+    ``--cuda-graphs`` do), on ``device``."""
     from litebert.data import PretrainingDataset
 
     ds = PretrainingDataset(shard)
     g = torch.Generator().manual_seed(0)
-    loader = torch.utils.data.DataLoader(ds, batch_size=B, shuffle=True, generator=g, collate_fn=ds.collator())
+    collate = ds.collator(static_shapes=True) if static else ds.collator()
+    loader = torch.utils.data.DataLoader(ds, batch_size=B, shuffle=True, generator=g, collate_fn=collate)
     out = []
     for batch in loader:
         out.append({k: v.to(device) for k, v in batch.items()})
@@ -345,26 +347,37 @@ def section_loop(ctx: dict) -> dict:
     batches = shard_batches(ctx["data"] / sz["shard"], B, sz["steps"], dev)
     real = sum(int(b["attention_mask"].sum()) for b in batches) / len(batches)
     clock = Clock(dev)
-    for compiled in (False, True):
-        tag = "compile" if compiled else "eager"
-        cfg = _pretrain_cfg(ctx, ctx["work"] / f"loop-{tag}", sz["loop_steps"], sz["loop_log"], B, compile=compiled)
+    # --cuda-graphs (one batch shape: padded to S) against the eager bare step on the same static batches
+    tags = ("eager", "graphs", "compile") if dev.type == "cuda" else ("eager", "compile")
+    for tag in tags:
+        compiled, graphs = tag == "compile", tag == "graphs"
+        cfg = _pretrain_cfg(ctx, ctx["work"] / f"loop-{tag}", sz["loop_steps"], sz["loop_log"], B, compile=compiled,
+                            cuda_graphs=graphs)  # fmt: skip
         unpad = bool(getattr(cfg, "unpad_on", False))  # the bare step runs what pretrain runs
         model = pretraining_model(preset, vocab, dev)
         set_unpad(model, unpad)
         opt = build_optimizer(model, "lamb", lr=1e-4)
         fwd = compile_model(model) if compiled else model
         warm = len(batches) if compiled else sz["warmup"]  # every length S once: recompiles stay out of the timing
-        bare = clock.steps(train_step(fwd, opt, batches, dev), len(batches), warm)
+        same = shard_batches(ctx["data"] / sz["shard"], B, sz["steps"], dev, static=True) if graphs else batches
+        bare = clock.steps(train_step(fwd, opt, same, dev), len(same), warm)
         bare_tps = real / bare["median_s"]
         del model, fwd, opt
         empty_cache(dev)
-        pretrain(cfg)
+        try:
+            pretrain(cfg)
+        except Exception as exc:  # a failed capture must not lose the other variants
+            res[tag] = {"error": f"{type(exc).__name__}: {exc}"}
+            report(f"pretrain {preset} {B}x{S} LAMB {tag}: FAILED {type(exc).__name__}: {str(exc)[:400]}", ok=False)
+            shutil.rmtree(cfg.output, ignore_errors=True)
+            continue
         loop_tps = _train_tokens_per_s(Path(cfg.output))
         shutil.rmtree(cfg.output, ignore_errors=True)
         ratio = loop_tps / bare_tps
         res[tag] = {"bare_real_tokens_per_s": bare_tps, "pretrain_tokens_per_s": loop_tps, "ratio": ratio,
                     "unpad": unpad}  # fmt: skip
-        report(f"pretrain {preset} {B}x{S} LAMB {tag}{' unpadded' if unpad else ''}: {loop_tps:,.0f} tok/s = "
+        how = " unpadded" if unpad else (" (static shapes; bare step eager)" if graphs else "")
+        report(f"pretrain {preset} {B}x{S} LAMB {tag}{how}: {loop_tps:,.0f} tok/s = "
                f"{100 * ratio:.1f} % of the bare step ({bare_tps:,.0f}) on the same shard batches (target >= 95 %)",
                ok=ratio >= 0.95)  # fmt: skip
         if not ctx["time_left"](150):
@@ -466,6 +479,13 @@ def section_optim(ctx: dict) -> dict:
         res["ratio"] = res["lamb_ms"] / res["adamw_fused_ms"]
     report(f"LAMB step / fused AdamW step on {sz['optim_preset']}: {res['ratio']:.2f}x (target <= 1.5x)",
            ok=res["ratio"] <= 1.5)  # fmt: skip
+    if "graphed_ratio" in res:
+        report(f"LAMB step replayed from a CUDA graph (--cuda-graphs) / fused AdamW step (eager): "
+               f"{res['graphed_ratio']:.2f}x ({res['lamb_graphed_ms']:.3f} against {res['adamw_ms']:.3f} ms); both "
+               f"replayed: {res['graphed_both_ratio']:.2f}x (AdamW {res['adamw_graphed_ms']:.3f} ms)",
+               ok=res["graphed_ratio"] <= 1.5)  # fmt: skip
+    elif "graphed_error" in res:
+        report(f"LAMB/AdamW steps in a CUDA graph: capture failed: {res['graphed_error'][:300]}", ok=False)
     return res
 
 
@@ -530,6 +550,18 @@ def section_predict(ctx: dict) -> dict:
                f"once loaded ({whole:.1f} s for the call, {fixed:.1f} s of it load and setup)")  # fmt: skip
         if not ctx["time_left"](90):
             break
+    if ctx["time_left"](100):  # where a call's time goes (item 5 is short of 20,000 rows/s): its top functions
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.runcall(run, work / "rows.tsv", None, "profiled")
+        stats = pstats.Stats(prof)
+        top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:12]  # by own (total) time
+        res["profile_top_tottime"] = [(f"{Path(f).name}:{ln}:{fn}", round(tt, 3), round(ct, 3)) for (f, ln, fn),
+                                      (_, _, tt, ct, _) in top]  # fmt: skip
+        report(f"    under cProfile, own time of the top functions (name, own s, cumulative s): "
+               f"{res['profile_top_tottime']}")  # fmt: skip
     # transformers' pipeline at batch 32 on the first pipeline_rows rows
     texts = [line.split("\t")[0] for line in (work / "rows.tsv").read_text().splitlines()[1 : sz["pipeline_rows"] + 1]]
     res["pipeline"] = pipeline_rows_per_s(model_dir, texts, dev)
@@ -611,10 +643,18 @@ def section_torchrun(ctx: dict) -> dict:
 
 
 def section_mainjob(ctx: dict) -> dict:
-    sz = ctx["sizes"]
-    steps = 6000 if ctx["full_main_job"] else sz["mainjob_steps"]
+    """The README's main job, ``scripts/quickstart.sh``, end to end. On a GPU with ``QS_CUDA_GRAPHS=1`` (both
+    pretraining phases with ``--cuda-graphs``) at its full 6,000 steps, stopped after ``--main-job-timeout``
+    seconds; eager (``--main-job-eager``, or on the CPU) a reduced run whose full length is extrapolated. Each
+    stage's time comes from the script's ``==`` lines; each pretraining phase's milliseconds a step from its
+    train.log (first to last logged step, start-up, capture and evaluations excluded)."""
+    sz, dev = ctx["sizes"], ctx["device"]
+    graphs = dev.type == "cuda" and not ctx["main_job_eager"]
+    steps = 6000 if (ctx["full_main_job"] or graphs) else sz["mainjob_steps"]
     out = Path(tempfile.mkdtemp(dir=ctx["work"])) / "qs"
     env = {**child_env(), "QS_STEPS": str(steps), "LITEBERT_DATA_DIR": str(ctx["data"]), "PYTHON": sys.executable}
+    if graphs:
+        env["QS_CUDA_GRAPHS"] = "1"
     if ctx["smoke"]:  # toy run: the shard tokenizer stands in for stage 1, one thread, fewer evaluation batches
         out.mkdir(parents=True)
         shutil.copytree(ctx["data"] / "tokenizer", out / "tokenizer")
@@ -622,17 +662,33 @@ def section_mainjob(ctx: dict) -> dict:
     marks: list[tuple[float, str]] = []
     t0 = time.perf_counter()
     proc = subprocess.Popen(["bash", str(REPO / "scripts" / "quickstart.sh"), str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
+                            stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)  # fmt: skip
+    timeout = ctx["main_job_timeout"]
     tail: list[str] = []
-    for line in proc.stdout:
-        tail = [*tail, line][-30:]
-        if line.startswith("=="):
-            marks.append((time.perf_counter() - t0, line.strip()))
-    rc = proc.wait()
+    import threading
+
+    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, 9))
+    timer.start()
+    try:
+        for line in proc.stdout:
+            tail = [*tail, line][-30:]
+            if line.startswith("=="):
+                marks.append((time.perf_counter() - t0, line.strip()))
+        rc = proc.wait()
+    finally:
+        timer.cancel()
     total = time.perf_counter() - t0
+    res = {"steps": steps, "cuda_graphs": graphs, "wall_s": total, "marks": marks,
+           "pycache_prefix": (out / ".pycache").is_dir(), "ms_per_step": _phase_step_ms(out)}  # fmt: skip
     if rc:
-        raise RuntimeError(f"quickstart.sh exited {rc}: {''.join(tail)[-1200:]}")
-    res = {"steps": steps, "wall_s": total, "marks": marks}
+        what = f"stopped after {timeout:.0f} s" if total >= timeout else f"exited {rc}"
+        res["error"] = f"quickstart.sh {what}"
+        report(f"main job (QS_STEPS={steps}{', QS_CUDA_GRAPHS=1' if graphs else ''}) {what}; stages reached: "
+               f"{[(round(t), m[:40]) for t, m in marks]}; step ms {res['ms_per_step']}; last lines: "
+               f"{''.join(tail)[-800:]}", ok=False)  # fmt: skip
+        return res
+    stages = [(m[:60], round(b - a, 1)) for (a, m), (b, _) in zip(marks, [*marks[1:], (total, "")])]
+    res["stages_s"] = stages
     starts = [t for t, m in marks if m.startswith("== 3/5")] + [t for t, m in marks if m.startswith("== 4/5")]
     if len(starts) == 3 and steps != 6000:
         long_steps = steps // 10
@@ -644,7 +700,24 @@ def section_mainjob(ctx: dict) -> dict:
                f"{rest:.1f} s -> full 6,000 steps estimated {est:.0f} s (target <= 60 s; per-run startup "
                "scaled too, so an over-estimate)", ok=est <= 60)  # fmt: skip
     else:
-        report(f"main job (QS_STEPS={steps}): {total:.1f} s end to end (target <= 60 s)", ok=total <= 60)
+        report(f"main job (QS_STEPS={steps}{', QS_CUDA_GRAPHS=1' if graphs else ''}): {total:.1f} s end to end "
+               f"(target <= 60 s)", ok=total <= 60)  # fmt: skip
+    report(f"    stages (s): {stages}; pretraining ms/step {res['ms_per_step']}; bytecode in OUTPUT/.pycache: "
+           f"{res['pycache_prefix']}")  # fmt: skip
+    return res
+
+
+def _phase_step_ms(out: Path) -> dict:
+    """Milliseconds a step of each pretraining phase of a quick-start run in ``out``: the median over its logged
+    windows after the first (warm-up, the capture) of 1000 / metrics.jsonl's ``steps_per_second``."""
+    res = {}
+    for phase in ("pretrain-seq64", "pretrain"):
+        f = out / phase / "metrics.jsonl"
+        if f.exists():
+            recs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+            rates = [r["steps_per_second"] for r in recs if r.get("split") == "train" and r.get("steps_per_second")]
+            if rates[1:]:
+                res[phase] = round(1e3 / statistics.median(rates[1:]), 2)
     return res
 
 
@@ -687,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="every section at toy sizes (minutes on a CPU)")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {list(SECTIONS)}")
     ap.add_argument("--full-main-job", action="store_true", help="the main job at its full 6,000 steps")
+    ap.add_argument("--main-job-eager", action="store_true", help="the main job without QS_CUDA_GRAPHS on a GPU")
+    ap.add_argument("--main-job-timeout", type=float, default=200.0, help="seconds before the main job is stopped")
     ap.add_argument("--budget", type=float, default=330.0, help="seconds; sections that would not fit are skipped")
     args = ap.parse_args(argv)
     if args.build_data:
@@ -705,7 +780,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench_gpu-"))
     ctx = {
         "device": dev, "sizes": sizes(args.smoke), "data": mode_dir(args.data, args.smoke).resolve(), "work": work, "smoke": args.smoke,
-        "full_main_job": args.full_main_job,
+        "full_main_job": args.full_main_job, "main_job_eager": args.main_job_eager,
+        "main_job_timeout": args.main_job_timeout,
     }  # fmt: skip
     import transformers
 

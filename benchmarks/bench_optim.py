@@ -43,17 +43,64 @@ def time_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], steps: in
     return sorted(times)[len(times) // 2]
 
 
+def time_graphed_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], steps: int) -> float:
+    """Seconds per replay of ``opt.step()`` captured in a CUDA graph, as ``pretrain --cuda-graphs`` runs it (each
+    group's lr held in a tensor, AdamW ``capturable``; litebert.training.cuda_graph): the mean of a burst of
+    replays, after 3 eager steps on a side stream."""
+    import warnings
+
+    device = params[0].device
+    g = torch.Generator(device=device).manual_seed(0)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g, device=device) * 1e-3
+    for group in opt.param_groups:
+        group["lr"] = torch.full((), float(group["lr"]), device=device)
+        if "capturable" in group:
+            group["capturable"] = True
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # AdamW: "capturable=True, but step() is running without CUDA graph capture"
+        for _ in range(3):
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        opt.step()
+    for _ in range(3):
+        graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(steps):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / steps
+
+
 def compare_lamb_adamw(preset: str = "albert-base", device: str | None = None, steps: int = 50) -> dict:
     """``{"lamb_ms", "adamw_ms", "ratio", "adamw"}``: one LAMB step and one torch AdamW step (fused on a GPU,
     foreach on the CPU) on ``preset``'s parameters, timed as :func:`time_steps` (what benchmarks/bench_gpu.py
-    reports)."""
+    reports). On a GPU also each step replayed from a CUDA graph (:func:`time_graphed_steps`):
+    ``lamb_graphed_ms``, ``adamw_graphed_ms``, ``graphed_ratio`` (LAMB graphed ÷ fused AdamW eager) and
+    ``graphed_both_ratio`` (both graphed); a capture that fails is recorded as ``graphed_error``."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = AlbertForPreTraining(AlbertConfig.from_preset(preset)).to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
     kind = "fused" if dev.type == "cuda" else "foreach"
     lamb = time_steps(Lamb(build_param_groups(model, 0.01), lr=1e-3), params, steps, dev)
     adamw = time_steps(_adamw(model, kind), params, steps, dev)
-    return {"lamb_ms": lamb * 1e3, "adamw_ms": adamw * 1e3, "ratio": lamb / adamw, "adamw": kind}
+    res = {"lamb_ms": lamb * 1e3, "adamw_ms": adamw * 1e3, "ratio": lamb / adamw, "adamw": kind}
+    if dev.type == "cuda":
+        try:
+            lamb_g = time_graphed_steps(Lamb(build_param_groups(model, 0.01), lr=1e-3), params, steps)
+            adamw_g = time_graphed_steps(_adamw(model, kind), params, steps)
+            res.update(lamb_graphed_ms=lamb_g * 1e3, adamw_graphed_ms=adamw_g * 1e3, graphed_ratio=lamb_g / adamw,
+                       graphed_both_ratio=lamb_g / adamw_g)  # fmt: skip
+        except Exception as exc:  # recorded; the eager figures stand
+            res["graphed_error"] = f"{type(exc).__name__}: {exc}"
+    return res
 
 
 def _adamw(model: torch.nn.Module, kind: str) -> torch.optim.AdamW:

@@ -25,7 +25,10 @@
 # QS_WARMUP (10 % of phase 1), QS_VOCAB (8000), QS_MODEL (scripts/quickstart_model.json), QS_WORKERS (2),
 # QS_THREADS (2), QS_PRECISION (auto: bf16 autocast where the CPU/GPU computes bf16 natively, else fp32),
 # QS_COMPILE_MODE (unset: eager; e.g. reduce-overhead: both phases with --static-shapes --compile-mode MODE, CUDA
-# graphs on a GPU, where a model this small is otherwise bound by kernel launches; docs/gpu.md).
+# graphs on a GPU, where a model this small is otherwise bound by kernel launches; docs/gpu.md), QS_CUDA_GRAPHS (1:
+# both phases with --cuda-graphs, the whole step captured as one CUDA graph and replayed, no compilation; a GPU).
+# Where the installed packages carry no bytecode and their directories are read-only (some container images), every
+# Python process of the job would compile torch's modules anew: PYTHONPYCACHEPREFIX is then set to OUTPUT/.pycache.
 #
 # Why this recipe (docs/pretraining.md, "Why this recipe"): a model this small sits for thousands of steps on the
 # context-free MLM plateau (about 15 % accuracy: copy the visible token or guess by frequency). 64-token sequences,
@@ -56,6 +59,7 @@ PRECISION="${QS_PRECISION:-auto}"
 PY="${PYTHON:-python}"
 COMPILE=()
 if [[ -n "${QS_COMPILE_MODE:-}" ]]; then COMPILE=(--static-shapes --compile-mode "$QS_COMPILE_MODE"); fi
+if [[ "${QS_CUDA_GRAPHS:-0}" == 1 ]]; then COMPILE+=(--cuda-graphs); fi
 # Two intra-op threads for a quiet 2-core machine. On a busy or shared CPU use QS_THREADS=1: OpenMP threads spinning
 # against other processes cost far more than they bring (measured here: ~10x slower with 2 threads on 2 busy cores).
 export OMP_NUM_THREADS="${QS_THREADS:-${OMP_NUM_THREADS:-2}}"
@@ -69,6 +73,11 @@ fi
 
 mkdir -p "$OUT"
 START=$(date +%s)
+if [[ -z "${PYTHONPYCACHEPREFIX:-}" ]] && ! "$PY" -c 'import importlib.util as u, os, sys
+d = os.path.dirname(u.find_spec("torch").origin)
+sys.exit(0 if os.path.isdir(os.path.join(d, "__pycache__")) or os.access(d, os.W_OK) else 1)' 2>/dev/null; then
+  export PYTHONPYCACHEPREFIX="$OUT/.pycache"  # one compiled copy of the packages' modules for all the job's processes
+fi
 WT="$DATA_DIR/wikitext-2"
 if [[ ! -f "$WT/wiki.train.tokens" || ! -f "$WT/wiki.valid.tokens" ]]; then
   WT="$OUT/wikitext-2"

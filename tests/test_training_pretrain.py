@@ -124,6 +124,7 @@ def test_pretrain_end_to_end_and_transformers_loads_final(tiny_data, tmp_path, c
         "learning_rate",
         "grad_norm",
         "tokens_per_second",
+        "steps_per_second",
         "skipped_steps",
     }
     assert {"mlm_accuracy", "mlm_perplexity", "sop_accuracy"} <= set(eval_rec[-1])

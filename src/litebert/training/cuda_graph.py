@@ -95,9 +95,13 @@ class CudaBackend:
         return out
 
     def capture(self, fn) -> None:
-        """Record ``fn``'s kernels (nothing runs until :meth:`replay`); its outputs live in the graph's pool."""
+        """Record ``fn``'s kernels (nothing runs until :meth:`replay`); its outputs live in the graph's pool.
+
+        ``thread_local``: a DataLoader's pin-memory thread allocating page-locked memory meanwhile does not
+        invalidate the capture (it would under "global"); kernels are captured by stream, so the autograd engine's
+        backward, launched from its own thread onto the capturing stream, is captured all the same."""
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.out = fn()
 
     def replay(self):

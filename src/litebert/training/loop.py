@@ -910,7 +910,8 @@ class _Window:
         self.seconds += seconds
 
     def summary(self) -> dict:
-        """loss, each term, each ratio, mean grad_norm, tokens_per_second, skipped_steps (None where no step of the
+        """loss, each term, each ratio, mean grad_norm, tokens_per_second, steps_per_second (finite steps, host
+        seconds from a step's start to the next's), skipped_steps (None where no step of the
         window was finite)."""
         terms = {t: self.sums[t] / max(self.units[t], 1.0) for t in sorted(self.sums)}
         rec: dict = {"loss": sum(terms.values()) if self.steps else None}
@@ -918,6 +919,7 @@ class _Window:
         rec.update({n: num / den if den else None for n, (num, den) in sorted(self.ratios.items())})
         rec["grad_norm"] = self.grad_norm / self.steps if self.steps else None
         rec["tokens_per_second"] = self.tokens / self.seconds if self.seconds > 0 else 0.0
+        rec["steps_per_second"] = self.steps / self.seconds if self.seconds > 0 else 0.0
         rec["skipped_steps"] = self.skipped
         return rec
 

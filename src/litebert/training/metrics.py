@@ -28,6 +28,8 @@ def format_record(record: dict, prefix: str = "", max_steps: int | None = None) 
                 text = f"{value:.3e}"
             elif key == "tokens_per_second":
                 text = f"{value:.0f}"
+            elif key == "steps_per_second":
+                text = f"{value:.2f}"
             elif math.isfinite(value) and abs(value) >= 1e4:
                 text = f"{value:.4g}"
             else:

@@ -9,7 +9,16 @@ from litebert.fileio import atomic_write
 from litebert.training.metrics import read_metrics
 
 # not curves of the two panels: the step, rates, counts and perplexity (a loss's exponential, on another scale)
-_SKIP = {"step", "split", "learning_rate", "grad_norm", "tokens_per_second", "mlm_perplexity", "skipped_steps"}
+_SKIP = {
+    "step",
+    "split",
+    "learning_rate",
+    "grad_norm",
+    "tokens_per_second",
+    "steps_per_second",
+    "mlm_perplexity",
+    "skipped_steps",
+}
 
 
 def panel_keys(records: list[dict]) -> tuple[list[str], list[str]]:
