@@ -466,7 +466,8 @@ def section_optim(ctx: dict) -> dict:
 
     dev, sz = ctx["device"], ctx["sizes"]
     if hasattr(bench_optim, "compare_lamb_adamw"):  # the optimizer benchmark's own comparison
-        res = dict(bench_optim.compare_lamb_adamw(sz["optim_preset"], device=dev, steps=50 if ctx["smoke"] else 100))
+        res = dict(bench_optim.compare_lamb_adamw(sz["optim_preset"], device=dev, steps=50 if ctx["smoke"] else 100,
+                                                  compiled=dev.type == "cuda" and ctx["time_left"](120)))  # fmt: skip
     else:
         model = pretraining_model(sz["optim_preset"], 30000, dev)
         params = list(model.parameters())
@@ -486,6 +487,11 @@ def section_optim(ctx: dict) -> dict:
                ok=res["graphed_ratio"] <= 1.5)  # fmt: skip
     elif "graphed_error" in res:
         report(f"LAMB/AdamW steps in a CUDA graph: capture failed: {res['graphed_error'][:300]}", ok=False)
+    if "compiled_ratio" in res:
+        report(f"LAMB step compiled (torch.compile(opt.step)) / fused AdamW step: {res['compiled_ratio']:.2f}x "
+               f"({res['lamb_compiled_ms']:.3f} ms; compiling {res['compile_s']:.1f} s)", ok=res["compiled_ratio"] <= 1.5)  # fmt: skip
+    elif "compiled_error" in res:
+        report(f"LAMB step compiled: failed: {res['compiled_error'][:300]}", ok=False)
     return res
 
 

@@ -79,12 +79,16 @@ def time_graphed_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], s
     return start.elapsed_time(end) / 1e3 / steps
 
 
-def compare_lamb_adamw(preset: str = "albert-base", device: str | None = None, steps: int = 50) -> dict:
+def compare_lamb_adamw(
+    preset: str = "albert-base", device: str | None = None, steps: int = 50, compiled: bool = False
+) -> dict:
     """``{"lamb_ms", "adamw_ms", "ratio", "adamw"}``: one LAMB step and one torch AdamW step (fused on a GPU,
     foreach on the CPU) on ``preset``'s parameters, timed as :func:`time_steps` (what benchmarks/bench_gpu.py
     reports). On a GPU also each step replayed from a CUDA graph (:func:`time_graphed_steps`):
     ``lamb_graphed_ms``, ``adamw_graphed_ms``, ``graphed_ratio`` (LAMB graphed ÷ fused AdamW eager) and
-    ``graphed_both_ratio`` (both graphed); a capture that fails is recorded as ``graphed_error``."""
+    ``graphed_both_ratio`` (both graphed); a capture that fails is recorded as ``graphed_error``. ``compiled``:
+    also LAMB with its step compiled (``torch.compile(opt.step)``: Inductor fuses the foreach ops),
+    ``lamb_compiled_ms``, ``compiled_ratio`` and ``compile_s`` (the first steps' time), or ``compiled_error``."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = AlbertForPreTraining(AlbertConfig.from_preset(preset)).to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -100,6 +104,21 @@ def compare_lamb_adamw(preset: str = "albert-base", device: str | None = None, s
                        graphed_both_ratio=lamb_g / adamw_g)  # fmt: skip
         except Exception as exc:  # recorded; the eager figures stand
             res["graphed_error"] = f"{type(exc).__name__}: {exc}"
+    if compiled:
+        try:
+            opt = Lamb(build_param_groups(model, 0.01), lr=1e-3)
+            opt.step = torch.compile(opt.step)
+            t0 = time.perf_counter()
+            for p in params:
+                p.grad = torch.randn_like(p) * 1e-3
+            opt.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            res["compile_s"] = time.perf_counter() - t0
+            lamb_c = time_steps(opt, params, steps, dev)
+            res.update(lamb_compiled_ms=lamb_c * 1e3, compiled_ratio=lamb_c / adamw)
+        except Exception as exc:  # recorded; the eager figures stand
+            res["compiled_error"] = f"{type(exc).__name__}: {exc}"
     return res
 
 
