@@ -157,3 +157,16 @@ def test_partition_auto_reads_torchrun_rank(monkeypatch):
     monkeypatch.delenv("RANK")
     with pytest.raises(LitebertError, match=r"--partition auto: RANK and WORLD_SIZE are not set"):
         PrepareConfig(**kw, partition="auto")
+
+
+def test_num_partitions_without_partition_is_refused(capsys):
+    """Every machine of a cluster given --num-partitions N but no --partition wrote part 0 (the default), found only
+    at merge-data, after the work: a part must be named (a one-machine run still needs neither)."""
+    kw = dict(corpus=["c.txt"], tokenizer="tok", output="out")
+    with pytest.raises(
+        LitebertError, match=r"--partition: give the part this run writes, 0\.\.3 of --num-partitions 4"
+    ):
+        PrepareConfig(**kw, num_partitions=4)
+    assert PrepareConfig(**kw).partition == 0 and PrepareConfig(**kw, partition=0, num_partitions=4).partition == 0
+    assert main(["prepare", "--corpus", "c.txt", "--tokenizer", "tok", "--output", "out", "--num-partitions", "2"]) == 2
+    assert "--partition: give the part this run writes, 0..1" in capsys.readouterr().err
