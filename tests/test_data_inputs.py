@@ -133,6 +133,22 @@ def test_every_form_gives_the_same_documents_and_their_rows(tmp_path):
     assert detect_format(other["jsonl"], text_column="body") == "jsonl"
 
 
+def test_dictionary_encoded_text_column_is_text(tmp_path):
+    """A text column stored as a dictionary of strings (pandas' ``category`` dtype) reads as the plain column."""
+    table = pa.table({"id": list(range(len(DOCS))), "text": pa.array(_rows()).dictionary_encode()})
+    assert pa.types.is_dictionary(table.schema.field("text").type)
+    pq.write_table(table, tmp_path / "corpus.parquet")
+    feather.write_feather(table, tmp_path / "corpus.arrow", compression="uncompressed")
+    assert pa.types.is_dictionary(pq.read_schema(tmp_path / "corpus.parquet").field("text").type)
+    for name in ("corpus.parquet", "corpus.arrow"):
+        check_corpus([tmp_path / name])
+        assert [d.sentences for d in iter_documents([tmp_path / name])] == _expected_sentences(), name
+    numbers = pa.table({"text": pa.array([1, 2, 1]).dictionary_encode()})
+    pq.write_table(numbers, tmp_path / "numbers.parquet")
+    with pytest.raises(LitebertError, match=r"numbers\.parquet: column 'text' is .*int64.*, not text"):
+        check_corpus([tmp_path / "numbers.parquet"])
+
+
 def test_compression_and_format_are_detected_by_content(tmp_path):
     text = _plain().encode("utf-8")
     lying = tmp_path / "gzip_named.txt"  # gzip content, a text name
@@ -441,6 +457,8 @@ def test_hub_dataset_errors_name_the_dataset(fake_hub):
             check_corpus([spec])
     with pytest.raises(LitebertError, match=r"hf://org/wiki:en: no column 'body' \(columns: id, text\)"):
         check_corpus(["hf://org/wiki:en"], text_column="body")
+    with pytest.raises(LitebertError, match=r"hf://org/wiki:en: column 'id' is int64, not text \(string\)$"):
+        check_corpus(["hf://org/wiki:en"], text_column="id")  # as a Parquet file's, not every row skipped
     with pytest.raises(LitebertError, match=r"hf://org/wiki: .*Config name is missing.*\['en', 'zh'\]"):
         check_corpus(["hf://org/wiki"])  # a dataset with configs needs one: the message lists them
     fake_hub.add_repo("org/locked", files={"train.parquet": _parquet_bytes(_rows())}, repo_type="dataset", gated=True)

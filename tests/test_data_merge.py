@@ -103,7 +103,7 @@ def test_merge_refuses_parts_that_do_not_belong_together(tmp_path, tiny, short_d
     with pytest.raises(LitebertError, match=r"a partition is given twice \(partition 2: .*p2, .*p2\)"):
         merge_data([*parts, parts[2]], tmp_path / "m")
     other_seed = _run(short_docs, tok, tmp_path / "s1", partition=1, seed=7, **kw)
-    with pytest.raises(LitebertError, match=r"s1 and .*p0 were not prepared alike \(settings\.seed: 12345 vs 7\)"):
+    with pytest.raises(LitebertError, match=r"s1 and .*p0 were not prepared alike \(settings\.seed: 7 vs 12345\)"):
         merge_data([parts[0], other_seed, parts[2]], tmp_path / "m")
     other_tok = _run(short_docs, tiny.tokenizer("sentencepiece", vocab_size=2000), tmp_path / "t1", partition=1, **kw)
     with pytest.raises(LitebertError, match=r"t1 and .*p0 were not prepared alike \(tokenizer\."):
@@ -157,3 +157,16 @@ def test_partition_auto_reads_torchrun_rank(monkeypatch):
     monkeypatch.delenv("RANK")
     with pytest.raises(LitebertError, match=r"--partition auto: RANK and WORLD_SIZE are not set"):
         PrepareConfig(**kw, partition="auto")
+
+
+def test_num_partitions_without_partition_is_refused(capsys):
+    """Every machine of a cluster given --num-partitions N but no --partition wrote part 0 (the default), found only
+    at merge-data, after the work: a part must be named (a one-machine run still needs neither)."""
+    kw = dict(corpus=["c.txt"], tokenizer="tok", output="out")
+    with pytest.raises(
+        LitebertError, match=r"--partition: give the part this run writes, 0\.\.3 of --num-partitions 4"
+    ):
+        PrepareConfig(**kw, num_partitions=4)
+    assert PrepareConfig(**kw).partition == 0 and PrepareConfig(**kw, partition=0, num_partitions=4).partition == 0
+    assert main(["prepare", "--corpus", "c.txt", "--tokenizer", "tok", "--output", "out", "--num-partitions", "2"]) == 2
+    assert "--partition: give the part this run writes, 0..1" in capsys.readouterr().err

@@ -134,6 +134,62 @@ def test_final_card_holds_the_last_evaluation(synthetic, tmp_path):
     assert f"litebert finetune --model {result.final_dir} --task sst2" in text
 
 
+def test_final_card_names_the_data_its_metrics_were_measured_on(synthetic, fake_hub, tmp_path):
+    """The model-index's data set is ``--eval-data``'s corpus (where the metrics come from), not the training
+    corpus; a Hub training corpus (``hf://``) is the card's ``datasets`` and a Hub eval corpus the model-index's
+    data set by its id, config, split and the commit read."""
+    (tmp_path / "held_out.txt").write_text((synthetic / "corpus.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    prepared = {}
+    for name, corpus in (("local", str(tmp_path / "held_out.txt")), ("hub", "hf://org/wiki:en#validation")):
+        if name == "hub":
+            rows = (synthetic / "corpus.txt").read_text(encoding="utf-8").split("\n\n")
+            lines = "".join(json.dumps({"text": doc}) + "\n" for doc in rows if doc.strip())
+            card = (
+                "---\nconfigs:\n- config_name: en\n  data_files:\n  - split: validation\n    path: en/val.jsonl\n---\n"
+            )
+            sha = fake_hub.add_repo("org/wiki", {"README.md": card, "en/val.jsonl": lines}, repo_type="dataset")
+        prepared[name] = tmp_path / f"data-{name}"
+        prepare(
+            PrepareConfig(
+                corpus=[corpus],
+                tokenizer=str(synthetic / "model"),
+                output=str(prepared[name]),
+                max_seq_length=32,
+                progress=False,
+            )
+        )
+
+    def card(data, eval_data, out):
+        config = PretrainConfig(
+            data=str(data),
+            eval_data=str(eval_data),
+            output=str(tmp_path / out),
+            model_config="albert-debug",
+            max_steps=1,
+            batch_size=4,
+            eval_steps=1,
+            progress_bar=False,
+            device="cpu",
+        )
+        return metadata_load(pretrain(config).final_dir / "README.md")
+
+    meta = card(synthetic / "data", prepared["local"], "local")  # trained on corpus.txt, measured on held_out.txt
+    result_meta, _ = _results(meta)
+    assert result_meta["dataset"] == {"name": "held_out.txt", "type": "pretraining-corpus", "split": "held-out"}
+    assert "datasets" not in meta
+
+    meta = card(prepared["hub"], prepared["hub"], "hub")
+    assert meta["datasets"] == ["org/wiki"]
+    result_meta, _ = _results(meta)
+    assert result_meta["dataset"] == {
+        "name": "hf://org/wiki:en#validation",
+        "type": "org/wiki",
+        "config": "en",
+        "split": "validation",
+        "revision": sha,
+    }
+
+
 def test_final_card_names_a_local_init_from_in_the_body_only(synthetic, tmp_path):
     out = tmp_path / "continued"
     result = pretrain(

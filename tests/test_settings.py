@@ -34,7 +34,11 @@ COMMANDS = {
     "ablate": (AblateConfig, {"study": "depth", "corpus": ["c.txt"], "output": "out", "steps": 10}),
 }
 #: settings a field's non-default value needs besides it
-NEEDS = {"dupe_factor": {"static_masking": True}, "partition": {"num_partitions": 2}}
+NEEDS = {
+    "dupe_factor": {"static_masking": True},
+    "partition": {"num_partitions": 2},
+    "num_partitions": {"partition": 0},  # N > 1 needs the part this run writes
+}
 
 
 def _leaves(cls, prefix=()):

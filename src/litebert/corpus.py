@@ -632,7 +632,9 @@ def _check_text_field(schema, text_column: str, name: str) -> None:
             "column that holds the text"
         )
     t = schema.field(text_column).type
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+    # a dictionary of strings (pandas' category dtype) is text too: to_pylist gives its strings
+    values = t.value_type if pa.types.is_dictionary(t) else t
+    if not (pa.types.is_string(values) or pa.types.is_large_string(values) or pa.types.is_string_view(values)):
         raise LitebertError(f"{name}: column {text_column!r} is {t}, not text (string)")
 
 
@@ -711,6 +713,9 @@ def _hub_rows(src: CorpusSource, text_column: str, entry: dict | None = None) ->
             f"{src.name}: no column {text_column!r} (columns: {', '.join(features)}); --text-column names the column "
             "that holds the text"
         )
+    dtype = getattr(features[text_column], "dtype", None) if features is not None else None
+    if dtype is not None and dtype not in ("string", "large_string"):  # as a Parquet file's: not every row skipped
+        raise LitebertError(f"{src.name}: column {text_column!r} is {dtype}, not text (string)")
     it = iter(ds)
     row = 0
     while True:

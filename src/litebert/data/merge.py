@@ -63,7 +63,8 @@ def merge_data(
     for d, m in zip(dirs[1:], manifests[1:]):
         diffs = differences(_shared(m0), _shared(m))
         if diffs:
-            shown = "; ".join(f"{k}: {a!r} vs {b!r}" for k, a, b in diffs[:4])
+            # each value in the order the parts are named: this part's, then the first part's
+            shown = "; ".join(f"{k}: {b!r} vs {a!r}" for k, a, b in diffs[:4])
             raise LitebertError(
                 f"merge-data: {d} and {first} were not prepared alike ({shown}): every part needs the same corpus, "
                 "tokenizer and settings, only --partition differs (nothing was written)"

@@ -63,7 +63,7 @@ from litebert.fileio import (
     remove_stale_temporaries,
 )
 from litebert.hub import HUB_METAVAR, revision_setting
-from litebert.settings import check, fail, setting
+from litebert.settings import check, fail, option_name, setting
 from litebert.tokenization import is_cjk_char, load_tokenizer
 
 UNIT_DOCS = 64
@@ -127,11 +127,11 @@ class PrepareConfig:
     num_partitions: int = setting(
         1, ge=1, metavar="N", help="split the corpus into N disjoint parts, one per run (join them with merge-data)"
     )
-    partition: int | str = setting(
-        0,
+    partition: int | str | None = setting(
+        None,
         metavar="I|auto",
-        help="the part this run writes, 0..N-1; auto: the RANK of torchrun (and N from WORLD_SIZE when "
-        "--num-partitions is not given)",
+        help="the part this run writes, 0..N-1 (required with --num-partitions N > 1); auto: the RANK of torchrun "
+        "(and N from WORLD_SIZE when --num-partitions is not given)",
     )
     on_invalid: str = setting(
         "skip",
@@ -161,7 +161,15 @@ class PrepareConfig:
             self.dupe_factor = 10 if self.static_masking else 1
         if self.dupe_factor > 1 and not self.static_masking:
             fail(self, "dupe_factor", "> 1 needs --static-masking (dynamic masking draws new masks each epoch)")
-        if self.partition == "auto":
+        if self.partition is None:
+            # no default part: N machines each left at part 0 would all write the same part
+            if self.num_partitions > 1:
+                raise LitebertError(
+                    f"{option_name(self, 'partition')}: give the part this run writes, 0..{self.num_partitions - 1} "
+                    f"of --num-partitions {self.num_partitions} (auto under torchrun)"
+                )
+            self.partition = 0
+        elif self.partition == "auto":
             self.partition, self.num_partitions = _partition_from_env(self.num_partitions)
         elif isinstance(self.partition, str):
             try:

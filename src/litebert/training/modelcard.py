@@ -3,12 +3,13 @@
 ``ModelCardData`` and ``EvalResult`` (which check the metadata, ``model-index`` included, as the Hub reads it).
 
 Metadata: ``license`` (apache-2.0, ALBERT's and litebert's), ``language`` (``zh`` for a Chinese vocabulary, else
-``en``), ``tags`` (``albert``, ``litebert``, the task), ``datasets`` (the Hub data set fine-tuned on), ``base_model``
-(the Hub model fine-tuned or pretrained from), ``library_name`` ``transformers`` (the directory loads there; not for
-a litebert-only layout), ``pipeline_tag``, and a ``model-index`` with the task, the data set and the evaluation
-metrics. Body: what the model is and what it started from (a Hub model, a local one named by its path, random
-weights), the key settings of its run (``run_settings.json``; pretraining's sequence length from the data manifest),
-litebert's version, the results, and how to load it in transformers and in litebert (as ``YOUR_ORG/YOUR_MODEL``,
+``en``), ``tags`` (``albert``, ``litebert``, the task), ``datasets`` (the Hub data set fine-tuned on; the Hub
+corpora pretrained and evaluated on), ``base_model`` (the Hub model fine-tuned or pretrained from),
+``library_name`` ``transformers`` (the directory loads there; not for a litebert-only layout), ``pipeline_tag``,
+and a ``model-index`` with the task, the data set the metrics were measured on (pretraining: ``--eval-data``'s
+corpus, not the training one) and the metrics. Body: what the model is and what it started from (a Hub model, a
+local one named by its path, random weights), the key settings of its run (``run_settings.json``; pretraining's
+sequence length from the data manifest), litebert's version, the results, and how to load it in transformers and in litebert (as ``YOUR_ORG/YOUR_MODEL``,
 :data:`litebert.hub.REPO_PLACEHOLDER`, which ``litebert push`` replaces, and from the local directory).
 
 Everything comes from files the run has written by then: the directory's ``config.json`` (architecture, sizes,
@@ -24,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from litebert.corpus import HUB_PREFIX, parse_hub_id
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.hub import CARD_NAME, REPO_PLACEHOLDER
@@ -159,24 +161,32 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
     start_field = {"finetune": "model", "pretrain": "init_from"}.get(command)
     base = ((settings.get("hub") or {}).get(start_field) or {}).get("repo_id") if start_field else None
     started = _started_from(command, run_config, base)
-    data_dir = run_config.get("data")
+    data_dir, eval_dir = run_config.get("data"), run_config.get("eval_data")
     manifest = _read(Path(data_dir) / "manifest.json") if isinstance(data_dir, str) else None
+    # pretraining's metrics are measured on --eval-data: the model-index names its corpus, not the training one
+    eval_manifest = _read(Path(eval_dir) / "manifest.json") if isinstance(eval_dir, str) else None
     metrics = _metrics(model_dir, run)
     hf_compatible = config.get("model_type") == "albert"
 
     dev = ((settings.get("data_sources") or {}).get("dev")) or {}
     if hub_data.get("dataset"):
         dataset_type, dataset_config = hub_data["dataset"], hub_data.get("config")
+        dataset_revision = hub_data.get("revision")
         dataset_name = f"{dataset_type}" + (f" ({dataset_config})" if dataset_config else "")
         split = dev.get("split", "validation")
     elif command == "finetune":
-        dataset_type, dataset_config = task or "custom", None
+        dataset_type, dataset_config, dataset_revision = task or "custom", None, None
         dataset_name = f"{task or 'own data'}: {Path(dev['file']).name}" if dev.get("file") else (task or "own data")
         split = "dev"
     else:
-        corpus = [_source_name(c) for c in (manifest or {}).get("corpus", []) if isinstance(c, dict)]
-        dataset_type, dataset_config, split = "pretraining-corpus", None, "held-out"
-        dataset_name = ", ".join(c for c in corpus if c) or "pretraining corpus"
+        eval_corpus = _corpus(eval_manifest)
+        dataset_type, dataset_config, split, dataset_revision = "pretraining-corpus", None, "held-out", None
+        dataset_name = ", ".join(_source_name(c) for c in eval_corpus) or "pretraining corpus"
+        hub_corpora = [c for c in eval_corpus if c["source"].startswith(HUB_PREFIX)]
+        if len(hub_corpora) == len(eval_corpus) == 1:  # one Hub data set: the model-index names it as the Hub does
+            source = parse_hub_id(hub_corpora[0]["source"])
+            dataset_type, dataset_config, split = source.repo, source.config, source.split
+            dataset_revision = hub_corpora[0].get("revision")
     name = (run.resolve().name if run is not None else model_dir.resolve().name) or "litebert-albert"
     eval_results = [
         EvalResult(
@@ -186,7 +196,7 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
             dataset_name=dataset_name,
             dataset_config=dataset_config,
             dataset_split=split,
-            dataset_revision=hub_data.get("revision"),
+            dataset_revision=dataset_revision,
             metric_type=metric,
             metric_value=value,
         )
@@ -196,7 +206,7 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
         license=LICENSE,
         language=[_language(model_dir)],
         tags=["albert", "litebert", task_type, *([task] if task else [])],
-        datasets=[hub_data["dataset"]] if hub_data.get("dataset") else None,
+        datasets=_hub_datasets(hub_data, manifest, eval_manifest),
         base_model=base,
         library_name="transformers" if hf_compatible else None,
         pipeline_tag=task_type,
@@ -306,10 +316,27 @@ def write_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
 __all__ = ["CARD_NAME", "build_model_card", "write_model_card"]
 
 
-def _source_name(entry: dict) -> str | None:
-    """A manifest ``corpus`` entry's name for the card: a Hub dataset as its ``hf://`` id, a file by its name
-    (manifests before compressed/Hub inputs said ``file``, later ones ``source``)."""
-    source = entry.get("source") or entry.get("file")
-    if not source:
-        return None
-    return source if source.startswith("hf://") else Path(source).name
+def _corpus(manifest: dict | None) -> list[dict]:
+    """A data manifest's ``corpus`` entries, each with its ``source`` (manifests before compressed/Hub inputs said
+    ``file``, later ones ``source``)."""
+    entries = (manifest or {}).get("corpus") or []
+    return [
+        {**e, "source": e.get("source") or e.get("file")}
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("source") or e.get("file"), str)
+    ]
+
+
+def _source_name(entry: dict) -> str:
+    """A manifest ``corpus`` entry's name for the card: a Hub dataset as its ``hf://`` id, a file by its name."""
+    source = entry["source"]
+    return source if source.startswith(HUB_PREFIX) else Path(source).name
+
+
+def _hub_datasets(hub_data: dict, *manifests: dict | None) -> list[str] | None:
+    """The card's ``datasets``: the Hub data set fine-tuned on, and the Hub corpora (``hf://``) of the pretraining
+    data and evaluation data, by repository id, in order, once each; None when none came from the Hub."""
+    ids = [hub_data["dataset"]] if hub_data.get("dataset") else []
+    for manifest in manifests:
+        ids += [parse_hub_id(c["source"]).repo for c in _corpus(manifest) if c["source"].startswith(HUB_PREFIX)]
+    return list(dict.fromkeys(ids)) or None
