@@ -150,6 +150,28 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``) and return its exit status.
+
+    Called as the program (``argv`` None) in a process of a ``torchrun`` group (``WORLD_SIZE`` > 1), the process
+    ends here with ``os._exit`` once its output is flushed: every file of the run is written and closed by then,
+    and the process group destroyed, but the interpreter's teardown (C++ static destructors of the distributed
+    backends' threads) has aborted a finished rank with SIGABRT ("terminate called without an active exception"),
+    turning a complete run into a failed ``torchrun``.
+    """
+    code = _run(argv)
+    if argv is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import contextlib
+        import logging
+
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing can reach it anyway
+                stream.flush()
+        os._exit(code)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
