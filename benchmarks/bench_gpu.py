@@ -9,19 +9,23 @@ Sections (``--sections``, default all, in this order; each one that fails prints
   batch (target ≥ 90 %); what ``torch.compile`` costs and gains on a 60-step and a 6,000-step run (from the
   measured compile time and step times).
 - ``loop`` (a): ``litebert pretrain`` (LAMB, bf16, batch 64×512, 60 steps) against the bare step with LAMB on the
-  same shard batches, real tokens counted the same way, eager and compiled (target ≥ 95 %); per non-logging step,
+  same shard batches, real tokens counted the same way, eager, ``--cuda-graphs`` (on static batches) and compiled
+  (target ≥ 95 %); per non-logging step,
   from two runs of different length that log only at their end: device syncs on CUDA (``torch.cuda.
   set_sync_debug_mode("warn")``'s warnings, target 0) and Python-level reads (``.item()``, ``float()``, ``int()``,
   ``bool()``, ``.tolist()``, ``.numpy()`` on tensors, by place; target 0 on a GPU).
-- ``optim`` (b): LAMB step against torch's fused AdamW on albert-base's parameters (target ≤ 1.5×).
+- ``optim`` (b): LAMB step against torch's fused AdamW on albert-base's parameters (target ≤ 1.5×), eager,
+  replayed from a CUDA graph (as ``--cuda-graphs`` runs it) and compiled (when the budget allows).
 - ``predict`` (e): an albert-base-sized classifier (random weights, the shard tokenizer) on SST-2 dev repeated to
   ~90k rows: ``litebert predict`` rows/s at its own batch size and at 32, transformers' text-classification
   pipeline at batch 32 (targets ≥ 10× the pipeline, ≥ 20,000 rows/s), and the whole ``python -m litebert
   predict`` process.
 - ``torchrun`` (f): ``torchrun --nproc_per_node 2`` pretraining on one GPU: one clear error, nothing written.
 - ``mainjob`` (c): ``scripts/quickstart.sh`` end to end (target ≤ 60 s; ``QS_*`` variables in the environment
-  reach it). By default a reduced run (QS_STEPS=600: 540 + 60 steps, every other stage as the full job) whose
-  full-length time is extrapolated from its measured phase times; ``--full-main-job`` runs the real 6,000 steps.
+  reach it). On a GPU with ``QS_CUDA_GRAPHS=1`` at the full 6,000 steps (stopped after ``--main-job-timeout``
+  seconds), with each stage's seconds and each phase's ms a step; ``--main-job-eager`` (and on the CPU) a reduced
+  run (QS_STEPS=600: 540 + 60 steps, every other stage as the full job) whose full-length time is extrapolated
+  from its measured phase times; ``--full-main-job`` runs it at the real 6,000 steps.
 
 Inputs are built from public data with no network (``--build-data DIR``, the inputs of both modes): for the GPU run
 the quick start's tokenizer (SentencePiece, 8,000 ids, WikiText-2 train), 512-token SOP shards of WikiText-2 train,
@@ -737,7 +741,7 @@ SECTIONS = {  # the cheap ones first; a second call with --sections runs what th
 }
 #: seconds a section needs at least (GPU run): a section starts only if it fits, and its optional parts (compiled
 #: variants, the whole-process run) only if the sections after it still fit; smoke runs do everything
-MIN_SECONDS = {"optim": 10, "torchrun": 20, "mfu": 60, "loop": 40, "predict": 45, "mainjob": 70}
+MIN_SECONDS = {"optim": 10, "torchrun": 20, "mfu": 60, "loop": 40, "predict": 45, "mainjob": 90}
 
 
 # ------------------------------------------------------------------------------------------------ report
