@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -135,3 +136,27 @@ def test_real_corpora(tiny):
     news = list(read_documents([tiny.news_zh()]))
     assert 5 <= len(news) <= 20
     assert all(s.strip() for d in news for s in d)
+
+
+@pytest.mark.parametrize(
+    ("value", "type_name"), [(42, "int"), (["A.", "B."], "list"), ({"t": "A."}, "dict"), (True, "bool")]
+)
+def test_jsonl_text_field_of_another_type_is_one_error_naming_line_and_type(tmp_path, value, type_name):
+    # such rows used to be skipped as "invalid lines", and prepare then suggested checking --format and the encoding
+    lines = [{"text": "A first. Document here."}, {"text": "Second one. Is fine."}, {"text": value}]
+    p = _write(tmp_path / "d.jsonl", "".join(json.dumps(o) + "\n" for o in lines))
+    msg = rf"d\.jsonl:3: field 'text' is {type_name} \({re.escape(json.dumps(value))}\), not a string"
+    for on_invalid in ("skip", "error"):
+        with pytest.raises(LitebertError, match=msg):
+            list(read_documents([p], on_invalid=on_invalid))
+    # on the first line, the format check (which runs before any work) finds it
+    p.write_text("".join(json.dumps(o) + "\n" for o in reversed(lines)))
+    with pytest.raises(LitebertError, match=msg.replace(":3:", ":1:")):
+        detect_format(p)
+
+
+def test_jsonl_null_text_is_skipped_like_a_null_row(tmp_path):
+    p = _write(tmp_path / "d.jsonl", '{"text": "A. B."}\n{"text": null}\n{"text": "C."}\n')
+    stats = CorpusStats()
+    assert list(read_documents([p], stats=stats)) == [["A.", "B."], ["C."]]
+    assert (stats.skipped_lines, stats.first_skipped) == (1, f"{p}:2")

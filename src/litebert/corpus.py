@@ -32,7 +32,9 @@ Hub document, from 0); :attr:`CorpusStats.sources` lists each source's first doc
 
 Bad input raises :class:`~litebert.errors.LitebertError` naming the file or dataset: a missing path, a file with no
 text, a corrupt or truncated compressed stream (with the last line read), a Parquet/Arrow file that is not one or
-has no such text column (its columns listed), a Hub dataset, config or split that cannot be loaded. A directory
+has no such text column (its columns listed) or whose text column is not text (its type named), a JSON line whose
+text field is not a string or null (the line and the type named), a Hub dataset, config or split that cannot be
+loaded. A directory
 stands for every regular, non-hidden file below it (sorted). A line that is not valid UTF-8 is skipped and counted
 (``on_invalid="skip"``, the default; the first one is named in the summary) or raises an error naming the file
 and line (``on_invalid="error"``); so is a JSON line without its text field or a null row.
@@ -456,6 +458,7 @@ def detect_format(path: str | os.PathLike, text_column: str = "text") -> str:
         try:
             obj = json.loads(first)
             if isinstance(obj, dict) and text_column in obj:
+                _check_json_text(obj[text_column], text_column, f"{path}:{lines.index(nonempty[0]) + 1}")
                 return "jsonl"
             if isinstance(obj, dict):  # JSON lines without a text field: never tokenize the JSON itself as prose
                 line = lines.index(nonempty[0]) + 1
@@ -585,6 +588,23 @@ def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentenc
         yield start, doc
 
 
+def _check_json_text(value, text_column: str, where: str) -> None:
+    """A JSON line's text field that holds a number, list, object or boolean is an error (not a skipped line): the
+    whole file is likely not text under that field, as a Parquet column of another type.
+
+    Raises:
+        LitebertError: ``value`` is not a string or null, naming ``where`` (file:line), the type and the value.
+    """
+    if value is None or isinstance(value, str):
+        return
+    shown = json.dumps(value, ensure_ascii=False)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise LitebertError(
+        f"{where}: field {text_column!r} is {type(value).__name__} ({shown}), not a string; --text-column names the "
+        "field that holds the text"
+    )
+
+
 def _text_document(text: str, splitter) -> list[str]:
     """A document's text (a JSON field, a columnar/Hub row): paragraphs at newlines, each split into sentences."""
     return [s for para in text.split("\n") if para.strip() for s in splitter(para.strip())]
@@ -601,17 +621,21 @@ def _read_jsonl(
     for n, line in lines:
         if not line.strip():
             continue
+        where = f"{path}:{n}"
         try:
             obj = json.loads(line)
             text = obj[text_column]
-            if not isinstance(text, str):
-                raise TypeError(f"{text_column} is not a string")
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            where = f"{path}:{n}"
             if on_invalid == "error":
                 raise LitebertError(f"{where}: not a JSON object with a string {text_column!r} field ({exc})") from None
             stats.skip(where)
             continue
+        if text is None:  # a null row, as in a Parquet column: skipped and counted
+            if on_invalid == "error":
+                raise LitebertError(f"{where}: field {text_column!r} is null, not a string")
+            stats.skip(where)
+            continue
+        _check_json_text(text, text_column, where)
         doc = _text_document(text, splitter)
         if doc:
             yield n, doc
