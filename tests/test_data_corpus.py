@@ -160,3 +160,45 @@ def test_jsonl_null_text_is_skipped_like_a_null_row(tmp_path):
     stats = CorpusStats()
     assert list(read_documents([p], stats=stats)) == [["A.", "B."], ["C."]]
     assert (stats.skipped_lines, stats.first_skipped) == (1, f"{p}:2")
+
+
+def _empty_forms(d):
+    """Files that hold no document: zero bytes, only whitespace (gzip-compressed), a Parquet file with no rows."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d.mkdir(parents=True, exist_ok=True)
+    _write(d / "a_zero.txt", "")
+    (d / "b_blank.txt.gz").write_bytes(gzip.compress(b"\n  \n\n", mtime=0))
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), d / "c_rows.parquet")
+    return [d / "a_zero.txt", d / "b_blank.txt.gz", d / "c_rows.parquet"]
+
+
+def test_empty_files_in_a_directory_are_skipped_and_named(tmp_path):
+    d = tmp_path / "corpus"
+    empty = _empty_forms(d)
+    _write(d / "d_text.txt", "One.\nHere.\n\nTwo.\nThere.\n")
+    stats = CorpusStats()
+    assert list(read_documents([d], stats=stats)) == [["One.", "Here."], ["Two.", "There."]]
+    assert stats.empty_files == [str(p) for p in empty]
+    # every source keeps its manifest entry (documents are numbered over them all); the empty ones hold none
+    assert [(s["source"], s["format"], s["documents"]) for s in stats.sources] == [
+        (str(empty[0]), "empty", 0),
+        (str(empty[1]), "empty", 0),
+        (str(empty[2]), "empty", 0),
+        (str(d / "d_text.txt"), "bert", 2),
+    ]
+    # a directory of empty files only reads as no document (prepare then says so, naming them)
+    only = tmp_path / "only"
+    _empty_forms(only)
+    stats = CorpusStats()
+    assert list(read_documents([only], stats=stats)) == [] and len(stats.empty_files) == 3
+
+
+def test_an_empty_file_named_on_the_command_line_is_an_error(tmp_path):
+    for p in _empty_forms(tmp_path / "e"):
+        why = r" \(a Parquet file with no rows\)" if p.suffix == ".parquet" else ""
+        with pytest.raises(LitebertError, match=rf"^corpus file is empty: {re.escape(str(p))}{why}$"):
+            list(read_documents([p]))

@@ -193,6 +193,21 @@ def test_train_tokenizer_bad_input(tmp_path):
         train_tokenizer([text], "wordpiece", 100, tmp_path / "f")
 
 
+def test_train_tokenizer_skips_the_empty_files_of_a_directory(tmp_path, capsys):
+    from litebert.cli import main
+
+    d = tmp_path / "corpus"
+    d.mkdir()
+    (d / "a.txt").write_text("")
+    (d / "b.txt").write_text("".join(f"word{i} {chr(97 + i % 26)}{chr(65 + i % 20)} line.\n" for i in range(200)))
+    assert main(["train-tokenizer", "--corpus", str(d), "--kind", "wordpiece", "--output", str(tmp_path / "tok")]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"; skipped 1 empty file: {d / 'a.txt'}")
+    (d / "b.txt").write_text("  \n")
+    with pytest.raises(LitebertError, match=r"no text to train on: every file is empty \(.*a\.txt, .*b\.txt\)$"):
+        train_tokenizer([d], "wordpiece", 100, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
 def test_train_tokenizer_refuses_a_non_empty_output(tmp_path):
     """A second tokenizer trained into the same directory would leave spiece.model beside vocab.txt (and loaders
     pick WordPiece): a non-empty --output is refused, nothing written."""

@@ -30,8 +30,8 @@ Identity: :func:`iter_documents` numbers documents 0, 1, … over all sources in
 instances) and gives each its source and row (the line a text document starts on, from 1; the row of a columnar or
 Hub document, from 0); :attr:`CorpusStats.sources` lists each source's first document index and document count.
 
-Bad input raises :class:`~litebert.errors.LitebertError` naming the file or dataset: a missing path, a file with no
-text, a corrupt or truncated compressed stream (with the last line read), a Parquet/Arrow file that is not one or
+Bad input raises :class:`~litebert.errors.LitebertError` naming the file or dataset: a missing path, a named file
+with no text (an empty file found in a directory is skipped instead), a corrupt or truncated compressed stream (with the last line read), a Parquet/Arrow file that is not one or
 has no such text column (its columns listed) or whose text column is not text (its type named), a JSON line whose
 text field is not a string or null (the line and the type named), a Hub dataset, config or split that cannot be
 loaded. A directory
@@ -109,7 +109,8 @@ class CorpusStats:
     consumed so far, compressed or not: the progress against their sizes), lines, skipped lines (invalid UTF-8,
     bad JSON, null rows), documents and sentences yielded; ``sources``: one entry per source in order,
     ``{"source", "format", "compression", "revision", "bytes", "first_document", "documents"}`` (document
-    ``first_document + i`` is the source's i-th; ``revision``: the commit sha a Hub dataset was read at)."""
+    ``first_document + i`` is the source's i-th; ``revision``: the commit sha a Hub dataset was read at; format
+    ``"empty"``: an empty file of a directory, skipped); ``empty_files``: the names of those files."""
 
     files: int = 0
     bytes: int = 0
@@ -121,6 +122,7 @@ class CorpusStats:
     sentences: int = 0
     formats: dict = field(default_factory=dict)
     sources: list = field(default_factory=list)
+    empty_files: list = field(default_factory=list)
 
     def skip(self, where: str) -> None:
         self.skipped_lines += 1
@@ -140,7 +142,8 @@ _HUB_ID = re.compile(
 @dataclass(frozen=True)
 class CorpusSource:
     """One input: a file (``path``, ``size`` in bytes on disk) or a Hub dataset (``repo``, ``config``,
-    ``revision``, ``split``; ``path`` and ``size`` None). ``name`` is how errors and the manifest call it."""
+    ``revision``, ``split``; ``path`` and ``size`` None). ``name`` is how errors and the manifest call it;
+    ``empty``: a file of a directory that holds no document (see :func:`resolve_corpus_sources`)."""
 
     name: str
     path: Path | None = None
@@ -149,10 +152,21 @@ class CorpusSource:
     config: str | None = None
     revision: str | None = None
     split: str = "train"
+    empty: bool = False
 
     def describe(self) -> dict:
         """``{"source": name, "bytes": size on disk or None}``: how the manifest records the source."""
         return {"source": self.name, "bytes": self.size}
+
+
+def name_list(names: Sequence[str], shown: int = 5) -> str:
+    """``"a, b, c, d, e and K more"``: source names in a message, the first ``shown`` of them."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def empty_files_note(names: Sequence[str]) -> str:
+    """``"skipped N empty file(s): a, b"``: how a command's summary names the empty files it skipped."""
+    return f"skipped {len(names)} empty file{'s' if len(names) != 1 else ''}: {name_list(names)}"
 
 
 def corpus_bytes(sources: Sequence[CorpusSource]) -> int | None:
@@ -179,10 +193,13 @@ def resolve_corpus_sources(paths: Sequence[str | os.PathLike] | str | os.PathLik
     """Expand ``paths`` into sources in reading order: a directory gives all regular non-hidden files below it
     (sorted), an ``hf://`` id a Hub dataset (see :func:`parse_hub_id`; nothing is fetched here).
 
+    An empty file (zero bytes, only whitespace after decompression, a Parquet/Arrow file with no rows) found in a
+    directory holds no document: its source is marked ``empty`` and the readers skip it; one named in ``paths``
+    is an error (a wrong name or a failed download, found before any work).
+
     Raises:
-        LitebertError: no path given, a path does not exist, a directory holds no files, a text file is empty
-            (zero bytes or only whitespace, after decompression) or its compressed stream is corrupt at the start,
-            a malformed ``hf://`` id.
+        LitebertError: no path given, a path does not exist, a directory holds no files, a file named in
+            ``paths`` is empty, a malformed ``hf://`` id.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -202,15 +219,36 @@ def resolve_corpus_sources(paths: Sequence[str | os.PathLike] | str | os.PathLik
             )
             if not found:
                 raise LitebertError(f"corpus directory {p} holds no files")
-            sources.extend(CorpusSource(str(f), f, f.stat().st_size) for f in found)
+            sources.extend(CorpusSource(str(f), f, f.stat().st_size, empty=_is_empty(f) is not None) for f in found)
         elif p.is_file():
+            if (why := _is_empty(p)) is not None:
+                raise LitebertError(f"corpus file is empty: {p}{why}")
             sources.append(CorpusSource(str(p), p, p.stat().st_size))
         else:
             raise LitebertError(f"corpus file not found: {p}")
-    for s in sources:
-        if s.path is not None and _container(s.path) is None and _is_blank_file(s.path):
-            raise LitebertError(f"corpus file is empty: {s.path}")
     return sources
+
+
+def _is_empty(path: Path) -> str | None:
+    """None when the file may hold a document, else why it holds none: ``""`` (no text) or `` (a … file with no
+    rows)``. A file that cannot be read as what it looks like counts as not empty: its reader reports it."""
+    kind = _container(path)
+    if kind is None:
+        return "" if _is_blank_file(path) else None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if kind == "parquet":
+            rows = pq.ParquetFile(path).metadata.num_rows
+        elif kind == "arrow":
+            reader = pa.ipc.open_file(pa.memory_map(str(path)))
+            rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        else:
+            rows = next((b.num_rows for b in pa.ipc.open_stream(pa.memory_map(str(path))) if b.num_rows), 0)
+    except (pa.ArrowException, OSError):
+        return None
+    return None if rows else f" (a{'' if kind == 'parquet' else 'n'} {_KIND_NAMES[kind]} file with no rows)"
 
 
 def check_corpus(
@@ -230,6 +268,8 @@ def check_corpus(
         raise LitebertError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
     sources = resolve_corpus_sources(paths)
     for src in sources:
+        if src.empty:
+            continue
         if src.path is None:
             next(_hub_rows(src, text_column), None)
         elif (kind := _container(src.path)) is not None:
@@ -258,6 +298,7 @@ def resolve_corpus_files(paths: Sequence[str | os.PathLike] | str | os.PathLike)
 # Compression and containers, by content
 # ------------------------------------------------------------------------------------------------------------
 _COMPRESSION_MAGIC = (("gzip", b"\x1f\x8b"), ("bzip2", b"BZh"), ("xz", b"\xfd7zXZ\x00"), ("zstd", b"\x28\xb5\x2f\xfd"))
+_KIND_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC", "arrow-stream": "Arrow IPC stream"}
 _COLUMNAR_SUFFIXES = {
     ".parquet": "a Parquet",
     ".arrow": "an Arrow IPC",
@@ -832,7 +873,11 @@ def iter_documents(
         path = src.path
         comp = None
         entry = {"source": src.name, "format": None, "compression": None, "revision": None, "bytes": src.size}
-        if path is None:
+        if src.empty:
+            fmt, docs = "empty", iter(())
+            stats.empty_files.append(src.name)
+            stats.input_bytes += src.size
+        elif path is None:
             fmt = "hub"
             docs = _read_rows(_hub_rows(src, text_column, entry), src.name, stats, on_invalid, splitter)
         elif (kind := _container(path)) is not None:

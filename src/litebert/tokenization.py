@@ -34,7 +34,7 @@ from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, proces
 from tokenizers import Tokenizer as _BackendTokenizer
 from tokenizers.models import Unigram, WordPiece
 
-from litebert.corpus import CorpusStats, check_corpus, iter_sentences_text
+from litebert.corpus import CorpusStats, check_corpus, iter_sentences_text, name_list
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_bytes, atomic_write_json, check_output_target, read_json, sha256_bytes
 from litebert.protowire import proto_fields
@@ -711,7 +711,7 @@ def train_tokenizer(
         vocab_size: target size; SentencePiece may stop below it on a small corpus (soft limit).
         lowercase, keep_accents: normalisation, stored with the tokenizer.
         stats: a :class:`litebert.corpus.CorpusStats` to fill while reading (lines skipped as invalid
-            UTF-8 or bad JSON, documents, sentences), for the caller's summary.
+            UTF-8 or bad JSON, empty files of a directory, documents, sentences), for the caller's summary.
         text_column: the text field of JSON lines, Parquet/Arrow files and ``hf://`` datasets.
 
     Raises:
@@ -740,6 +740,8 @@ def train_tokenizer(
             if stats.skipped_lines
             else ""
         )
+        if stats.empty_files and len(stats.empty_files) == len(stats.sources):
+            skipped += f": every file is empty ({name_list(stats.empty_files)})"
         raise LitebertError(f"the corpus has no text to train on{skipped}")
     sentences = itertools.chain([first], sentences)
     if kind == "sentencepiece":
