@@ -31,13 +31,13 @@ instances) and gives each its source and row (the line a text document starts on
 Hub document, from 0); :attr:`CorpusStats.sources` lists each source's first document index and document count.
 
 Bad input raises :class:`~litebert.errors.LitebertError` naming the file or dataset: a missing path, a named file
-with no text (an empty file found in a directory is skipped instead), a corrupt or truncated compressed stream (with the last line read), a Parquet/Arrow file that is not one or
-has no such text column (its columns listed) or whose text column is not text (its type named), a JSON line whose
-text field is not a string or null (the line and the type named), a Hub dataset, config or split that cannot be
-loaded. A directory
-stands for every regular, non-hidden file below it (sorted). A line that is not valid UTF-8 is skipped and counted
-(``on_invalid="skip"``, the default; the first one is named in the summary) or raises an error naming the file
-and line (``on_invalid="error"``); so is a JSON line without its text field or a null row.
+with no text (an empty file found in a directory is skipped instead), a corrupt or truncated compressed stream (with
+the last line read), a zip or tar archive, a Parquet/Arrow file that is not one or has no such text column (its
+columns listed) or whose text column is not text (its type named), a JSON line whose text field is not a string or
+null (the line and the type named), a Hub dataset, config or split that cannot be loaded. A directory stands for
+every regular, non-hidden file below it (sorted). A line that is not valid UTF-8 is skipped and counted
+(``on_invalid="skip"``, the default; the first one is named in the summary) or raises an error naming the file and
+line (``on_invalid="error"``); so is a JSON line without its text field or a null row.
 """
 
 from __future__ import annotations
@@ -449,13 +449,24 @@ def _is_blank_file(path: Path) -> bool:
         return False
 
 
+def _archive(head: bytes) -> str | None:
+    """``"zip"`` or ``"tar"`` when (decompressed) content starts as that archive does, else None: a zip's local
+    file header (``PK\\3\\4``, or ``PK\\5\\6`` for an empty archive), POSIX tar's ``ustar`` magic at offset 257."""
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    if head[257:262] == b"ustar":
+        return "tar"
+    return None
+
+
 def text_head(path: str | os.PathLike, size: int = 1 << 16) -> bytes:
     """The first ``size`` bytes of a text file's decompressed content.
 
     Raises:
         LitebertError: a corrupt or truncated compressed stream within those bytes (naming the last complete
             line read); content that is not text: a compressed Parquet or Arrow file (read them uncompressed: they
-            compress their pages themselves) or other binary data (NUL bytes: an image, an archive, UTF-16 text).
+            compress their pages themselves), a zip or tar archive (compressed or not), or other binary data (NUL
+            bytes: an image, UTF-16 text).
     """
     path = Path(path)
     buf, lines = bytearray(), 0
@@ -469,6 +480,13 @@ def text_head(path: str | os.PathLike, size: int = 1 << 16) -> bytes:
         raise LitebertError(
             f"{path}: a {detect_compression(path)}-compressed {inner} file: give it uncompressed ({inner} files "
             "compress their own pages and need random access)"
+        )
+    archive = _archive(head)
+    if archive:
+        comp = detect_compression(path)
+        raise LitebertError(
+            f"{path}: a {f'{comp}-compressed ' if comp else ''}{archive} archive; litebert reads no archive: unpack it "
+            "and give the files (or their directory) to --corpus"
         )
     if b"\0" in head:
         raise LitebertError(
