@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -135,3 +136,69 @@ def test_real_corpora(tiny):
     news = list(read_documents([tiny.news_zh()]))
     assert 5 <= len(news) <= 20
     assert all(s.strip() for d in news for s in d)
+
+
+@pytest.mark.parametrize(
+    ("value", "type_name"), [(42, "int"), (["A.", "B."], "list"), ({"t": "A."}, "dict"), (True, "bool")]
+)
+def test_jsonl_text_field_of_another_type_is_one_error_naming_line_and_type(tmp_path, value, type_name):
+    # such rows used to be skipped as "invalid lines", and prepare then suggested checking --format and the encoding
+    lines = [{"text": "A first. Document here."}, {"text": "Second one. Is fine."}, {"text": value}]
+    p = _write(tmp_path / "d.jsonl", "".join(json.dumps(o) + "\n" for o in lines))
+    msg = rf"d\.jsonl:3: field 'text' is {type_name} \({re.escape(json.dumps(value))}\), not a string"
+    for on_invalid in ("skip", "error"):
+        with pytest.raises(LitebertError, match=msg):
+            list(read_documents([p], on_invalid=on_invalid))
+    # on the first line, the format check (which runs before any work) finds it
+    p.write_text("".join(json.dumps(o) + "\n" for o in reversed(lines)))
+    with pytest.raises(LitebertError, match=msg.replace(":3:", ":1:")):
+        detect_format(p)
+
+
+def test_jsonl_null_text_is_skipped_like_a_null_row(tmp_path):
+    p = _write(tmp_path / "d.jsonl", '{"text": "A. B."}\n{"text": null}\n{"text": "C."}\n')
+    stats = CorpusStats()
+    assert list(read_documents([p], stats=stats)) == [["A.", "B."], ["C."]]
+    assert (stats.skipped_lines, stats.first_skipped) == (1, f"{p}:2")
+
+
+def _empty_forms(d):
+    """Files that hold no document: zero bytes, only whitespace (gzip-compressed), a Parquet file with no rows."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d.mkdir(parents=True, exist_ok=True)
+    _write(d / "a_zero.txt", "")
+    (d / "b_blank.txt.gz").write_bytes(gzip.compress(b"\n  \n\n", mtime=0))
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), d / "c_rows.parquet")
+    return [d / "a_zero.txt", d / "b_blank.txt.gz", d / "c_rows.parquet"]
+
+
+def test_empty_files_in_a_directory_are_skipped_and_named(tmp_path):
+    d = tmp_path / "corpus"
+    empty = _empty_forms(d)
+    _write(d / "d_text.txt", "One.\nHere.\n\nTwo.\nThere.\n")
+    stats = CorpusStats()
+    assert list(read_documents([d], stats=stats)) == [["One.", "Here."], ["Two.", "There."]]
+    assert stats.empty_files == [str(p) for p in empty]
+    # every source keeps its manifest entry (documents are numbered over them all); the empty ones hold none
+    assert [(s["source"], s["format"], s["documents"]) for s in stats.sources] == [
+        (str(empty[0]), "empty", 0),
+        (str(empty[1]), "empty", 0),
+        (str(empty[2]), "empty", 0),
+        (str(d / "d_text.txt"), "bert", 2),
+    ]
+    # a directory of empty files only reads as no document (prepare then says so, naming them)
+    only = tmp_path / "only"
+    _empty_forms(only)
+    stats = CorpusStats()
+    assert list(read_documents([only], stats=stats)) == [] and len(stats.empty_files) == 3
+
+
+def test_an_empty_file_named_on_the_command_line_is_an_error(tmp_path):
+    for p in _empty_forms(tmp_path / "e"):
+        why = r" \(a Parquet file with no rows\)" if p.suffix == ".parquet" else ""
+        with pytest.raises(LitebertError, match=rf"^corpus file is empty: {re.escape(str(p))}{why}$"):
+            list(read_documents([p]))

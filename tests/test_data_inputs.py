@@ -9,9 +9,12 @@ from __future__ import annotations
 import bz2
 import gzip
 import hashlib
+import io
 import json
 import lzma
 import re
+import tarfile
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -264,6 +267,24 @@ def _corrupt_forms(d: Path) -> dict[str, tuple[Path, str]]:
         r"image\.png: not a text file \(NUL bytes at offset 8",
     )
     out["utf16"] = (d / "u16.txt", "Some text. More text.\n".encode("utf-16"), r"u16\.txt: not a text file .*UTF-16")
+    # archives: told by their magic bytes (zip: PK\3\4 at 0; tar: ustar at 257), not the NUL bytes they also hold
+    unpack = r"litebert reads no archive: unpack it and give the files \(or their directory\) to --corpus$"
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("corpus.txt", _plain())
+    out["zip"] = (d / "corpus.zip", zipped.getvalue(), rf"corpus\.zip: a zip archive; {unpack}")
+    out["zip-named-txt"] = (d / "zip.txt", zipped.getvalue(), rf"zip\.txt: a zip archive; {unpack}")
+    tarred = io.BytesIO()
+    with tarfile.open(fileobj=tarred, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        info = tarfile.TarInfo("corpus.txt")
+        info.size = len(_plain().encode())
+        tf.addfile(info, io.BytesIO(_plain().encode()))
+    out["tar"] = (d / "corpus.tar", tarred.getvalue(), rf"corpus\.tar: a tar archive; {unpack}")
+    out["tar-gz"] = (
+        d / "corpus.tar.gz",
+        gzip.compress(tarred.getvalue(), mtime=0),
+        rf"corpus\.tar\.gz: a gzip-compressed tar archive; {unpack}",
+    )
     for path, data, _ in out.values():
         path.write_bytes(bytes(data))
     return {k: (p, msg) for k, (p, _, msg) in out.items()}
@@ -273,10 +294,11 @@ def test_bad_inputs_are_one_clear_error(tmp_path):
     for name, (path, msg) in _corrupt_forms(tmp_path / "bad").items():
         with pytest.raises(LitebertError, match=msg):
             list(read_documents([path]))
-        if name in ("binary", "utf16"):  # also with a forced format
+        if name in ("binary", "utf16", "zip", "tar-gz"):  # also with a forced format
             with pytest.raises(LitebertError, match=msg):
                 list(read_documents([path], format="bert"))
-        if name in ("not-arrow", "parquet-no-column", "parquet-cut", "gzip-parquet", "binary", "utf16"):  # up front
+        up_front = ("not-arrow", "parquet-no-column", "parquet-cut", "gzip-parquet", "binary", "utf16", "zip", "tar")
+        if name in up_front:
             with pytest.raises(LitebertError, match=msg):
                 check_corpus([path])
 

@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -393,6 +394,42 @@ def test_bad_input(tmp_path, tiny):
     with pytest.raises(LitebertError, match=rf"gave no document; 4 line\(s\) were skipped .*{good}:1"):
         prepare(PrepareConfig(corpus=[good], tokenizer=tok, output=tmp_path / "o2", progress=False, format="jsonl"))
     assert not (tmp_path / "o2").exists()
+
+
+def test_empty_files_in_a_corpus_directory_are_skipped_with_a_note(tmp_path, tiny):
+    """An empty file in a directory holds no document: prepare goes on and names it; a directory whose files are
+    all empty, or a corpus whose only file gives no document (a Parquet file of null rows), is the no-document error
+    naming the files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tok = str(tiny.tokenizer("wordpiece"))
+    d = tmp_path / "corpus"
+    d.mkdir()
+    (d / "a.txt").write_text("")
+    (d / "b.txt").write_text("One sentence here.\nAnother one here.\n\nDoc two is here.\nWith a second line.\n")
+    res = prepare(PrepareConfig(corpus=[d], tokenizer=tok, output=tmp_path / "o", progress=False))
+    assert res.documents == 2 and res.instances > 0
+    assert res.summary.endswith(f"; skipped 1 empty file: {d / 'a.txt'}")
+    assert [(e["source"], e["documents"]) for e in res.manifest["corpus"]] == [
+        (str(d / "a.txt"), 0),
+        (str(d / "b.txt"), 2),
+    ]
+
+    (d / "b.txt").write_text("\n\n")
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), d / "c.parquet")
+    with pytest.raises(LitebertError) as err:
+        prepare(PrepareConfig(corpus=[d], tokenizer=tok, output=tmp_path / "o2", progress=False))
+    names = ", ".join(str(d / n) for n in ("a.txt", "b.txt", "c.parquet"))
+    assert str(err.value) == f"no instances were made: the corpus ({names}) gave no document: every file is empty"
+    assert not (tmp_path / "o2").exists()
+
+    nulls = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": pa.array([None, None], pa.string())}), nulls)
+    with pytest.raises(
+        LitebertError, match=rf"^no instances were made: {re.escape(str(nulls))} gave no document; 2 line"
+    ):
+        prepare(PrepareConfig(corpus=[nulls], tokenizer=tok, output=tmp_path / "o3", progress=False))
 
 
 def _tree(d: Path) -> dict:

@@ -440,6 +440,28 @@ def test_bad_input(en_model, tmp_path):
         _config(en_model, train, dev, tmp_path / "o5", data=data, learning_rate=0)
 
 
+def test_a_too_long_max_seq_length_is_refused_before_the_weights_are_read(en_model, tmp_path, monkeypatch):
+    """--max-seq-length above the model's max_position_embeddings (albert-debug: 128) is refused from config.json,
+    before the tokenizer, the data and the weights are read (it used to come after loading the weights)."""
+    import litebert.finetune.run as run_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("read before the max_seq_length check")
+
+    monkeypatch.setattr(run_module, "build_model", never)
+    monkeypatch.setattr(run_module, "_load_tokenizer", never)
+    monkeypatch.setattr(run_module, "_finetune_sources", never)
+    assert json.loads((en_model / "config.json").read_text())["max_position_embeddings"] == 128
+    missing = tmp_path / "not-read.tsv"
+    cfg = _config(en_model, missing, missing, tmp_path / "o", task="sst2", max_seq_length=129)
+    with pytest.raises(LitebertError) as err:
+        finetune(cfg)
+    assert (
+        str(err.value) == f"max_seq_length 129 exceeds the model's max_position_embeddings 128 ({en_model}/config.json)"
+    )
+    assert not (tmp_path / "o").exists()
+
+
 def test_evaluate_refuses_a_model_without_a_finetuned_head(en_model, tmp_path):
     # a pretraining final/ (AlbertForPreTraining) used to be evaluated with a random classifier: LABEL_0 everywhere
     dev = tmp_path / "dev.tsv"

@@ -90,13 +90,16 @@ def test_best_card_holds_the_run_metrics_and_settings(synthetic, tmp_path):
     assert f"litebert {__version__}" in card.text and "| learning_rate | 0.001 |" in card.text
     assert "| max_steps | 4 |" in card.text and "AutoModelForSequenceClassification" in card.text
     assert f"| accuracy | {metrics['accuracy']:.4f} |" in card.text
-    # what it started from: a local model, in the body only (the Hub validates base_model as a repository id)
-    assert f"fine-tuned for sst2 from a local model ({synthetic / 'model'})" in card.text
-    # load snippets: the placeholder id litebert push replaces, and the local directory
+    # what it started from: a local model by its directory's name, in the body only (the Hub validates base_model
+    # as a repository id)
+    assert "fine-tuned for sst2 from a local model (`model`)" in card.text
+    # load snippets: the placeholder id litebert push replaces, and a placeholder path for a local copy
     assert 'AutoModelForSequenceClassification.from_pretrained("YOUR_ORG/YOUR_MODEL")' in card.text
-    assert f'from_pretrained("{result.best_dir}")' in card.text
-    assert f"litebert predict --model {result.best_dir} --data FILE.tsv" in card.text
+    assert 'from_pretrained("path/to/best")' in card.text
+    assert "litebert predict --model path/to/best --data FILE.tsv" in card.text
     assert "ORG/sst2" not in card.text
+    # the card goes to the Hub: no local path in it (it said `from the local directory /home/.../sst2/best`)
+    assert str(tmp_path) not in card.text and str(synthetic) not in card.text
 
     transformers = pytest.importorskip("transformers")
     transformers.AutoModelForSequenceClassification.from_pretrained(result.best_dir)  # the card disturbs nothing
@@ -131,7 +134,8 @@ def test_final_card_holds_the_last_evaluation(synthetic, tmp_path):
     manifest = json.loads((synthetic / "data" / "manifest.json").read_text())
     assert manifest["settings"]["max_seq_length"] == 32 and "| max_seq_length | 32 |" in text  # prepare's
     assert "base_model" not in meta
-    assert f"litebert finetune --model {result.final_dir} --task sst2" in text
+    assert "litebert finetune --model path/to/final --task sst2" in text
+    assert str(out) not in text and str(synthetic) not in text
 
 
 def test_final_card_names_the_data_its_metrics_were_measured_on(synthetic, fake_hub, tmp_path):
@@ -207,7 +211,8 @@ def test_final_card_names_a_local_init_from_in_the_body_only(synthetic, tmp_path
     meta = metadata_load(result.final_dir / "README.md")
     assert "base_model" not in meta
     text = (result.final_dir / "README.md").read_text()
-    assert f"pretrained (masked LM + sentence-order prediction) from a local model ({synthetic / 'model'})" in text
+    assert "pretrained (masked LM + sentence-order prediction) from a local model (`model`)" in text
+    assert str(tmp_path) not in text and str(synthetic) not in text
 
 
 def test_card_of_a_hub_model_fine_tuned_on_hub_data(fake_hub, synthetic, tmp_path, monkeypatch):
@@ -252,13 +257,21 @@ def test_card_of_a_hub_model_fine_tuned_on_hub_data(fake_hub, synthetic, tmp_pat
         in (out / "best" / "README.md").read_text()
     )
 
-    # pushed: the card's load snippets name the repository (the local card keeps the placeholder)
+    # pushed: the card's load snippets name the repository; the local card is left as it was (the placeholder)
     monkeypatch.setenv("HF_TOKEN", fake_hub.token)
+    local = (out / "best" / "README.md").read_bytes()
     assert main(["push", str(out / "best"), "--repo-id", "me/sst2-test"]) == 0
+    assert (out / "best" / "README.md").read_bytes() == local
     pushed = fake_hub.repos["model", "me/sst2-test"].files()["README.md"].decode()
     assert 'from_pretrained("me/sst2-test")' in pushed and "YOUR_ORG/YOUR_MODEL" not in pushed
     assert "litebert predict --model me/sst2-test --data FILE.tsv" in pushed
-    assert pushed == (out / "best" / "README.md").read_text().replace("YOUR_ORG/YOUR_MODEL", "me/sst2-test")
+    assert "`me/sst2-test` is this model's repository on the Hub" in pushed and "stands for" not in pushed
+    assert str(tmp_path) not in pushed and str(synthetic) not in pushed
+    use = pushed[pushed.index("## Use") :]
+    assert use == local.decode()[local.decode().index("## Use") :].replace(
+        "`YOUR_ORG/YOUR_MODEL` stands for the Hub repository this model is uploaded to (`litebert push` writes it in)",
+        "`me/sst2-test` is this model's repository on the Hub",
+    ).replace("YOUR_ORG/YOUR_MODEL", "me/sst2-test")
 
 
 def test_final_card_of_a_hub_init_from_names_it_as_base_model(fake_hub, synthetic, tmp_path):

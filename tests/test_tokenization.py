@@ -193,6 +193,21 @@ def test_train_tokenizer_bad_input(tmp_path):
         train_tokenizer([text], "wordpiece", 100, tmp_path / "f")
 
 
+def test_train_tokenizer_skips_the_empty_files_of_a_directory(tmp_path, capsys):
+    from litebert.cli import main
+
+    d = tmp_path / "corpus"
+    d.mkdir()
+    (d / "a.txt").write_text("")
+    (d / "b.txt").write_text("".join(f"word{i} {chr(97 + i % 26)}{chr(65 + i % 20)} line.\n" for i in range(200)))
+    assert main(["train-tokenizer", "--corpus", str(d), "--kind", "wordpiece", "--output", str(tmp_path / "tok")]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"; skipped 1 empty file: {d / 'a.txt'}")
+    (d / "b.txt").write_text("  \n")
+    with pytest.raises(LitebertError, match=r"no text to train on: every file is empty \(.*a\.txt, .*b\.txt\)$"):
+        train_tokenizer([d], "wordpiece", 100, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
 def test_train_tokenizer_refuses_a_non_empty_output(tmp_path):
     """A second tokenizer trained into the same directory would leave spiece.model beside vocab.txt (and loaders
     pick WordPiece): a non-empty --output is refused, nothing written."""
@@ -357,3 +372,19 @@ def test_wordpiece_alphabet_fits_the_vocabulary(tmp_path):
     tok = train_tokenizer([corpus], "wordpiece", 200, tmp_path / "tok")
     assert tok.vocab_size <= 200
     assert "[UNK]" not in tok.tokenize("".join(chars[:100]))
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "chinese"])
+def test_wordpiece_training_is_repeatable(tmp_path, tiny, kind):
+    """Two trainings on the same corpus give the same vocab.txt, byte for byte. The tokenizers trainer numbers
+    the ``##`` pieces in the order of a hash map, different in every process, and those numbers break ties between
+    merges of equal count: ids, and even the set of pieces, changed from run to run."""
+    text = (tiny.wikitext_train() if kind == "wordpiece" else tiny.news_zh()).read_bytes()[:200_000]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(text[: text.rindex(b"\n") + 1])
+    vocab_size = 1000 if kind == "wordpiece" else 1600
+    first, second = (train_tokenizer([corpus], kind, vocab_size, tmp_path / f"tok{i}") for i in (1, 2))
+    one, two = ((tmp_path / f"tok{i}" / "vocab.txt").read_bytes() for i in (1, 2))
+    assert one == two
+    assert first.vocab_size == second.vocab_size == (vocab_size if kind == "wordpiece" else len(one.split()))
+    assert one.decode().split("\n")[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

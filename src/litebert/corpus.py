@@ -30,12 +30,14 @@ Identity: :func:`iter_documents` numbers documents 0, 1, … over all sources in
 instances) and gives each its source and row (the line a text document starts on, from 1; the row of a columnar or
 Hub document, from 0); :attr:`CorpusStats.sources` lists each source's first document index and document count.
 
-Bad input raises :class:`~litebert.errors.LitebertError` naming the file or dataset: a missing path, a file with no
-text, a corrupt or truncated compressed stream (with the last line read), a Parquet/Arrow file that is not one or
-has no such text column (its columns listed), a Hub dataset, config or split that cannot be loaded. A directory
-stands for every regular, non-hidden file below it (sorted). A line that is not valid UTF-8 is skipped and counted
-(``on_invalid="skip"``, the default; the first one is named in the summary) or raises an error naming the file
-and line (``on_invalid="error"``); so is a JSON line without its text field or a null row.
+Bad input raises :class:`~litebert.errors.LitebertError` naming the file or dataset: a missing path, a named file
+with no text (an empty file found in a directory is skipped instead), a corrupt or truncated compressed stream (with
+the last line read), a zip or tar archive, a Parquet/Arrow file that is not one or has no such text column (its
+columns listed) or whose text column is not text (its type named), a JSON line whose text field is not a string or
+null (the line and the type named), a Hub dataset, config or split that cannot be loaded. A directory stands for
+every regular, non-hidden file below it (sorted). A line that is not valid UTF-8 is skipped and counted
+(``on_invalid="skip"``, the default; the first one is named in the summary) or raises an error naming the file and
+line (``on_invalid="error"``); so is a JSON line without its text field or a null row.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ class CorpusStats:
     consumed so far, compressed or not: the progress against their sizes), lines, skipped lines (invalid UTF-8,
     bad JSON, null rows), documents and sentences yielded; ``sources``: one entry per source in order,
     ``{"source", "format", "compression", "revision", "bytes", "first_document", "documents"}`` (document
-    ``first_document + i`` is the source's i-th; ``revision``: the commit sha a Hub dataset was read at)."""
+    ``first_document + i`` is the source's i-th; ``revision``: the commit sha a Hub dataset was read at; format
+    ``"empty"``: an empty file of a directory, skipped); ``empty_files``: the names of those files."""
 
     files: int = 0
     bytes: int = 0
@@ -119,6 +122,7 @@ class CorpusStats:
     sentences: int = 0
     formats: dict = field(default_factory=dict)
     sources: list = field(default_factory=list)
+    empty_files: list = field(default_factory=list)
 
     def skip(self, where: str) -> None:
         self.skipped_lines += 1
@@ -138,7 +142,8 @@ _HUB_ID = re.compile(
 @dataclass(frozen=True)
 class CorpusSource:
     """One input: a file (``path``, ``size`` in bytes on disk) or a Hub dataset (``repo``, ``config``,
-    ``revision``, ``split``; ``path`` and ``size`` None). ``name`` is how errors and the manifest call it."""
+    ``revision``, ``split``; ``path`` and ``size`` None). ``name`` is how errors and the manifest call it;
+    ``empty``: a file of a directory that holds no document (see :func:`resolve_corpus_sources`)."""
 
     name: str
     path: Path | None = None
@@ -147,10 +152,21 @@ class CorpusSource:
     config: str | None = None
     revision: str | None = None
     split: str = "train"
+    empty: bool = False
 
     def describe(self) -> dict:
         """``{"source": name, "bytes": size on disk or None}``: how the manifest records the source."""
         return {"source": self.name, "bytes": self.size}
+
+
+def name_list(names: Sequence[str], shown: int = 5) -> str:
+    """``"a, b, c, d, e and K more"``: source names in a message, the first ``shown`` of them."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def empty_files_note(names: Sequence[str]) -> str:
+    """``"skipped N empty file(s): a, b"``: how a command's summary names the empty files it skipped."""
+    return f"skipped {len(names)} empty file{'s' if len(names) != 1 else ''}: {name_list(names)}"
 
 
 def corpus_bytes(sources: Sequence[CorpusSource]) -> int | None:
@@ -177,10 +193,13 @@ def resolve_corpus_sources(paths: Sequence[str | os.PathLike] | str | os.PathLik
     """Expand ``paths`` into sources in reading order: a directory gives all regular non-hidden files below it
     (sorted), an ``hf://`` id a Hub dataset (see :func:`parse_hub_id`; nothing is fetched here).
 
+    An empty file (zero bytes, only whitespace after decompression, a Parquet/Arrow file with no rows) found in a
+    directory holds no document: its source is marked ``empty`` and the readers skip it; one named in ``paths``
+    is an error (a wrong name or a failed download, found before any work).
+
     Raises:
-        LitebertError: no path given, a path does not exist, a directory holds no files, a text file is empty
-            (zero bytes or only whitespace, after decompression) or its compressed stream is corrupt at the start,
-            a malformed ``hf://`` id.
+        LitebertError: no path given, a path does not exist, a directory holds no files, a file named in
+            ``paths`` is empty, a malformed ``hf://`` id.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -200,15 +219,36 @@ def resolve_corpus_sources(paths: Sequence[str | os.PathLike] | str | os.PathLik
             )
             if not found:
                 raise LitebertError(f"corpus directory {p} holds no files")
-            sources.extend(CorpusSource(str(f), f, f.stat().st_size) for f in found)
+            sources.extend(CorpusSource(str(f), f, f.stat().st_size, empty=_is_empty(f) is not None) for f in found)
         elif p.is_file():
+            if (why := _is_empty(p)) is not None:
+                raise LitebertError(f"corpus file is empty: {p}{why}")
             sources.append(CorpusSource(str(p), p, p.stat().st_size))
         else:
             raise LitebertError(f"corpus file not found: {p}")
-    for s in sources:
-        if s.path is not None and _container(s.path) is None and _is_blank_file(s.path):
-            raise LitebertError(f"corpus file is empty: {s.path}")
     return sources
+
+
+def _is_empty(path: Path) -> str | None:
+    """None when the file may hold a document, else why it holds none: ``""`` (no text) or `` (a … file with no
+    rows)``. A file that cannot be read as what it looks like counts as not empty: its reader reports it."""
+    kind = _container(path)
+    if kind is None:
+        return "" if _is_blank_file(path) else None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if kind == "parquet":
+            rows = pq.ParquetFile(path).metadata.num_rows
+        elif kind == "arrow":
+            reader = pa.ipc.open_file(pa.memory_map(str(path)))
+            rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        else:
+            rows = next((b.num_rows for b in pa.ipc.open_stream(pa.memory_map(str(path))) if b.num_rows), 0)
+    except (pa.ArrowException, OSError):
+        return None
+    return None if rows else f" (a{'' if kind == 'parquet' else 'n'} {_KIND_NAMES[kind]} file with no rows)"
 
 
 def check_corpus(
@@ -228,6 +268,8 @@ def check_corpus(
         raise LitebertError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
     sources = resolve_corpus_sources(paths)
     for src in sources:
+        if src.empty:
+            continue
         if src.path is None:
             next(_hub_rows(src, text_column), None)
         elif (kind := _container(src.path)) is not None:
@@ -256,6 +298,7 @@ def resolve_corpus_files(paths: Sequence[str | os.PathLike] | str | os.PathLike)
 # Compression and containers, by content
 # ------------------------------------------------------------------------------------------------------------
 _COMPRESSION_MAGIC = (("gzip", b"\x1f\x8b"), ("bzip2", b"BZh"), ("xz", b"\xfd7zXZ\x00"), ("zstd", b"\x28\xb5\x2f\xfd"))
+_KIND_NAMES = {"parquet": "Parquet", "arrow": "Arrow IPC", "arrow-stream": "Arrow IPC stream"}
 _COLUMNAR_SUFFIXES = {
     ".parquet": "a Parquet",
     ".arrow": "an Arrow IPC",
@@ -406,13 +449,24 @@ def _is_blank_file(path: Path) -> bool:
         return False
 
 
+def _archive(head: bytes) -> str | None:
+    """``"zip"`` or ``"tar"`` when (decompressed) content starts as that archive does, else None: a zip's local
+    file header (``PK\\3\\4``, or ``PK\\5\\6`` for an empty archive), POSIX tar's ``ustar`` magic at offset 257."""
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    if head[257:262] == b"ustar":
+        return "tar"
+    return None
+
+
 def text_head(path: str | os.PathLike, size: int = 1 << 16) -> bytes:
     """The first ``size`` bytes of a text file's decompressed content.
 
     Raises:
         LitebertError: a corrupt or truncated compressed stream within those bytes (naming the last complete
             line read); content that is not text: a compressed Parquet or Arrow file (read them uncompressed: they
-            compress their pages themselves) or other binary data (NUL bytes: an image, an archive, UTF-16 text).
+            compress their pages themselves), a zip or tar archive (compressed or not), or other binary data (NUL
+            bytes: an image, UTF-16 text).
     """
     path = Path(path)
     buf, lines = bytearray(), 0
@@ -426,6 +480,13 @@ def text_head(path: str | os.PathLike, size: int = 1 << 16) -> bytes:
         raise LitebertError(
             f"{path}: a {detect_compression(path)}-compressed {inner} file: give it uncompressed ({inner} files "
             "compress their own pages and need random access)"
+        )
+    archive = _archive(head)
+    if archive:
+        comp = detect_compression(path)
+        raise LitebertError(
+            f"{path}: a {f'{comp}-compressed ' if comp else ''}{archive} archive; litebert reads no archive: unpack it "
+            "and give the files (or their directory) to --corpus"
         )
     if b"\0" in head:
         raise LitebertError(
@@ -456,6 +517,7 @@ def detect_format(path: str | os.PathLike, text_column: str = "text") -> str:
         try:
             obj = json.loads(first)
             if isinstance(obj, dict) and text_column in obj:
+                _check_json_text(obj[text_column], text_column, f"{path}:{lines.index(nonempty[0]) + 1}")
                 return "jsonl"
             if isinstance(obj, dict):  # JSON lines without a text field: never tokenize the JSON itself as prose
                 line = lines.index(nonempty[0]) + 1
@@ -585,6 +647,23 @@ def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentenc
         yield start, doc
 
 
+def _check_json_text(value, text_column: str, where: str) -> None:
+    """A JSON line's text field that holds a number, list, object or boolean is an error (not a skipped line): the
+    whole file is likely not text under that field, as a Parquet column of another type.
+
+    Raises:
+        LitebertError: ``value`` is not a string or null, naming ``where`` (file:line), the type and the value.
+    """
+    if value is None or isinstance(value, str):
+        return
+    shown = json.dumps(value, ensure_ascii=False)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise LitebertError(
+        f"{where}: field {text_column!r} is {type(value).__name__} ({shown}), not a string; --text-column names the "
+        "field that holds the text"
+    )
+
+
 def _text_document(text: str, splitter) -> list[str]:
     """A document's text (a JSON field, a columnar/Hub row): paragraphs at newlines, each split into sentences."""
     return [s for para in text.split("\n") if para.strip() for s in splitter(para.strip())]
@@ -601,17 +680,21 @@ def _read_jsonl(
     for n, line in lines:
         if not line.strip():
             continue
+        where = f"{path}:{n}"
         try:
             obj = json.loads(line)
             text = obj[text_column]
-            if not isinstance(text, str):
-                raise TypeError(f"{text_column} is not a string")
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            where = f"{path}:{n}"
             if on_invalid == "error":
                 raise LitebertError(f"{where}: not a JSON object with a string {text_column!r} field ({exc})") from None
             stats.skip(where)
             continue
+        if text is None:  # a null row, as in a Parquet column: skipped and counted
+            if on_invalid == "error":
+                raise LitebertError(f"{where}: field {text_column!r} is null, not a string")
+            stats.skip(where)
+            continue
+        _check_json_text(text, text_column, where)
         doc = _text_document(text, splitter)
         if doc:
             yield n, doc
@@ -808,7 +891,11 @@ def iter_documents(
         path = src.path
         comp = None
         entry = {"source": src.name, "format": None, "compression": None, "revision": None, "bytes": src.size}
-        if path is None:
+        if src.empty:
+            fmt, docs = "empty", iter(())
+            stats.empty_files.append(src.name)
+            stats.input_bytes += src.size
+        elif path is None:
             fmt = "hub"
             docs = _read_rows(_hub_rows(src, text_column, entry), src.name, stats, on_invalid, splitter)
         elif (kind := _container(path)) is not None:

@@ -280,6 +280,11 @@ def resolve_config(cfg: Any) -> Any:
 CHECKPOINT_FILES = ("COMPLETE", "trainer_state.json", "optimizer.pt")
 #: the Hub id in a model card's load snippets (litebert.training.modelcard) until push writes the real one
 REPO_PLACEHOLDER = "YOUR_ORG/YOUR_MODEL"
+#: the card's sentence about the placeholder; push uploads ``REPO_NOTE`` in its place
+REPO_PLACEHOLDER_NOTE = (
+    f"`{REPO_PLACEHOLDER}` stands for the Hub repository this model is uploaded to (`litebert push` writes it in)"
+)
+REPO_NOTE = "`{}` is this model's repository on the Hub"
 CARD_NAME = "README.md"
 TOKENIZER_MODELS = ("spiece.model", "vocab.txt", "tokenizer.json")
 
@@ -349,13 +354,15 @@ def _advice(checkpoint: Path) -> str:
 
 def _upload(path: Path, repo_id: str):
     """The commit operation that uploads ``path``; the model card (``README.md``) with ``repo_id`` written in place
-    of :data:`REPO_PLACEHOLDER`, so its load snippets name the repository (the local file is left as it is)."""
+    of :data:`REPO_PLACEHOLDER` (and its note), so its load snippets name the repository; the card is uploaded from
+    memory, the local file is left as it is."""
     from huggingface_hub import CommitOperationAdd
 
     if path.name == CARD_NAME:
         text = path.read_text(encoding="utf-8", errors="replace")
         if REPO_PLACEHOLDER in text:
-            return CommitOperationAdd(CARD_NAME, text.replace(REPO_PLACEHOLDER, repo_id).encode("utf-8"))
+            text = text.replace(REPO_PLACEHOLDER_NOTE, REPO_NOTE.format(repo_id)).replace(REPO_PLACEHOLDER, repo_id)
+            return CommitOperationAdd(CARD_NAME, text.encode("utf-8"))
     return CommitOperationAdd(path.name, str(path))
 
 

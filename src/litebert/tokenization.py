@@ -34,7 +34,7 @@ from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, proces
 from tokenizers import Tokenizer as _BackendTokenizer
 from tokenizers.models import Unigram, WordPiece
 
-from litebert.corpus import CorpusStats, check_corpus, iter_sentences_text
+from litebert.corpus import CorpusStats, check_corpus, iter_sentences_text, name_list
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_bytes, atomic_write_json, check_output_target, read_json, sha256_bytes
 from litebert.protowire import proto_fields
@@ -663,30 +663,45 @@ def normalize_for_training(text: str, lowercase: bool, keep_accents: bool) -> st
     return text
 
 
-def alphabet_for_coverage(
-    sentences: Iterable[str], normalizer: normalizers.Normalizer, coverage: float, max_size: int
-) -> int:
-    """How many characters WordPiece training keeps in its alphabet (``WordPieceTrainer(limit_alphabet=...)``,
-    which keeps the most frequent ones): the fewest most-frequent characters of the normalised ``sentences`` that
-    make up ``coverage`` of all their character occurrences (SentencePiece's ``character_coverage``), at most
-    ``max_size`` (the ids left after the special tokens).
+def wordpiece_alphabet(
+    sentences: Iterable[str], backend: _BackendTokenizer, coverage: float | None, max_size: int | None
+) -> tuple[list[str], list[str]]:
+    """The characters WordPiece training keeps (its alphabet) and the ``##`` pieces of those that occur inside a
+    word, both sorted, from one pass over ``sentences`` through ``backend``'s normaliser and pre-tokenizer (the
+    words the trainer counts).
 
-    transformers' BERT WordPiece recipe uses a fixed 1,000, enough for alphabetic text, but on Chinese text it drops
-    most characters (4,337 CJK characters in CLUECorpusSmall's sample: 3,402 of them would become ``[UNK]``,
-    including characters seen over 100 times). Whitespace is not counted (the pre-tokenizer removes it).
+    The alphabet is the fewest most frequent characters (ties: the lower code point first) that make up
+    ``coverage`` of all character occurrences (SentencePiece's ``character_coverage``; None: every character), at
+    most ``max_size`` (the ids left after the special tokens; None: no limit). transformers' BERT WordPiece recipe keeps a fixed
+    1,000, enough for alphabetic text, but on Chinese text it drops most characters (4,337 CJK characters in
+    CLUECorpusSmall's sample: 3,402 of them would become ``[UNK]``, including characters seen over 100 times).
+
+    Both lists are given to the trainer, so that its result depends on the corpus alone: the ``tokenizers``
+    trainer (0.23) numbers the ``##`` pieces in the iteration order of a hash map, different in every process, and
+    those numbers break ties between merges of equal count; its ``limit_alphabet`` cut also breaks ties between
+    characters of equal count in hash order. Given as special tokens, the ``##`` pieces
+    take fixed ids, and ``initial_alphabet`` with ``limit_alphabet`` its size keeps exactly this alphabet.
     """
-    counts: collections.Counter[str] = collections.Counter()
+    words: collections.Counter[str] = collections.Counter()
     for s in sentences:
-        counts.update(normalizer.normalize_str(s))
-    for ws in [c for c in counts if c.isspace()]:
-        del counts[ws]
-    total, kept, need = sum(counts.values()), 0, 0
-    for _, n in counts.most_common():
-        if kept >= coverage * total:
-            break
-        kept += n
-        need += 1
-    return max(1, min(need, max_size))
+        words.update(w for w, _ in backend.pre_tokenizer.pre_tokenize_str(backend.normalizer.normalize_str(s)))
+    counts: collections.Counter[str] = collections.Counter()
+    inside: set[str] = set()
+    for w, n in words.items():
+        for c in w:
+            counts[c] += n
+        inside.update(w[1:])
+    ranked = sorted(counts, key=lambda c: (-counts[c], c))
+    if coverage is not None:
+        total, kept, need = sum(counts.values()), 0, 0
+        for c in ranked:
+            if kept >= coverage * total:
+                break
+            kept += counts[c]
+            need += 1
+        ranked = ranked[: max(1, need)]
+    alphabet = sorted(ranked if max_size is None else ranked[: max(1, max_size)])
+    return alphabet, [f"##{c}" for c in alphabet if c in inside]
 
 
 def train_tokenizer(
@@ -711,7 +726,7 @@ def train_tokenizer(
         vocab_size: target size; SentencePiece may stop below it on a small corpus (soft limit).
         lowercase, keep_accents: normalisation, stored with the tokenizer.
         stats: a :class:`litebert.corpus.CorpusStats` to fill while reading (lines skipped as invalid
-            UTF-8 or bad JSON, documents, sentences), for the caller's summary.
+            UTF-8 or bad JSON, empty files of a directory, documents, sentences), for the caller's summary.
         text_column: the text field of JSON lines, Parquet/Arrow files and ``hf://`` datasets.
 
     Raises:
@@ -740,6 +755,8 @@ def train_tokenizer(
             if stats.skipped_lines
             else ""
         )
+        if stats.empty_files and len(stats.empty_files) == len(stats.sources):
+            skipped += f": every file is empty ({name_list(stats.empty_files)})"
         raise LitebertError(f"the corpus has no text to train on{skipped}")
     sentences = itertools.chain([first], sentences)
     if kind == "sentencepiece":
@@ -788,22 +805,21 @@ def train_tokenizer(
     else:
         specials = dict(_WP_SPECIALS)
         backend = _bert_backend({specials["unk"]: 0}, specials["unk"], lowercase, keep_accents)
-        kwargs = {}
-        if kind == "wordpiece":
-            kwargs["limit_alphabet"] = alphabet_for_coverage(
-                iter_sentences_text(
-                    corpus, format=format, text_column=text_column
-                ),  # a first pass over the corpus: the character counts
-                backend.normalizer,
-                character_coverage if character_coverage is not None else 0.99995,
-                vocab_size - len(specials),
-            )
+        # a first pass over the corpus: the alphabet and its ## pieces, fixed before training (see wordpiece_alphabet)
+        coverage = (character_coverage if character_coverage is not None else 0.99995) if kind == "wordpiece" else None
+        alphabet, inner = wordpiece_alphabet(
+            iter_sentences_text(corpus, format=format, text_column=text_column),
+            backend,
+            coverage,
+            vocab_size - len(specials) if kind == "wordpiece" else None,
+        )
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size,
-            special_tokens=[specials[r] for r in ("pad", "unk", "cls", "sep", "mask")],
+            special_tokens=[specials[r] for r in ("pad", "unk", "cls", "sep", "mask")] + inner,
+            initial_alphabet=alphabet,
+            limit_alphabet=len(alphabet),
             continuing_subword_prefix="##",
             show_progress=False,
-            **kwargs,
         )
         backend.train_from_iterator(sentences, trainer=trainer)
         vocab = backend.get_vocab(with_added_tokens=True)

@@ -50,7 +50,7 @@ def register(subparsers) -> None:
 
 
 def _train_tokenizer(args: argparse.Namespace) -> int:
-    from litebert.corpus import CorpusStats
+    from litebert.corpus import CorpusStats, empty_files_note
 
     cfg = config_from_args(args)
     stats = CorpusStats()
@@ -63,6 +63,8 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
         line += f"; note: the corpus gave fewer ids than --vocab-size {cfg.vocab_size}"
     if stats.skipped_lines:
         line += f"; skipped {stats.skipped_lines} invalid line(s) (first: {stats.first_skipped})"
+    if stats.empty_files:
+        line += f"; {empty_files_note(stats.empty_files)}"
     print(line)
     return 0
 

@@ -47,7 +47,9 @@ from litebert.corpus import (
     CorpusStats,
     check_corpus,
     corpus_bytes,
+    empty_files_note,
     expand_document,
+    name_list,
     read_documents,
 )
 from litebert.data.instances import DocumentInstances, InstanceSettings, create_instances_from_document, doc_rng
@@ -739,7 +741,10 @@ def _prepare_into(
             else ""
         )
         if corpus_docs == 0:
-            raise LitebertError(f"no instances were made: the corpus gave no document{skipped_note}")
+            names = [e["source"] for e in stats[0].sources] if stats else []
+            what = names[0] if len(names) == 1 else f"the corpus ({name_list(names)})"
+            why = ": every file is empty" if stats and len(stats[0].empty_files) == len(names) else ""
+            raise LitebertError(f"no instances were made: {what} gave no document{why}{skipped_note}")
         raise LitebertError(
             f"no instances were made from {corpus_docs} documents ({counts.corpus_tokens} tokens): every document is "
             "a single sentence of fewer than 2 tokens (or empty after tokenization); SOP needs two non-empty "
@@ -799,6 +804,8 @@ def _prepare_into(
         res.summary += f" (continued an interrupted run from shard {len(progress['shards'])})"
     if skipped:
         res.summary += f"; skipped {skipped} invalid line(s) (first: {stats[0].first_skipped})"
+    if stats and stats[0].empty_files:
+        res.summary += f"; {empty_files_note(stats[0].empty_files)}"
     if counts.dropped_documents:
         res.summary += f"; {counts.dropped_documents} document(s) gave no instance"
     if parted and counts.instances == 0:

@@ -712,6 +712,8 @@ def _report_dropped(name: str, read) -> None:
 
 
 def _check_seq_length(config, max_seq_length: int, model_dir) -> None:
+    """Refuse sequences longer than the model's position table; ``config`` is its ``config.json`` (read before the
+    weights, so a wrong --max-seq-length costs no loading)."""
     if max_seq_length > config.max_position_embeddings:
         raise LitebertError(
             f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
@@ -794,6 +796,7 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
     (pretrained init), subsample, load the tokenizer and featurize (dev/test labels are checked against train's
     here: unseen labels fail or are counted, as the kind says)."""
     model_config = load_config(cfg.model)  # model and tokenizer first: a mistyped --model before any download
+    _check_seq_length(model_config, cfg.max_seq_length, cfg.model)  # from config.json, before any file is read
     tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, model_config.vocab_size)
     sources = _finetune_sources(cfg, kind)
     train_read = _read(kind, sources["train"], require_labels=True)
@@ -862,7 +865,6 @@ def _build_for_training(cfg: FinetuneConfig, kind: TaskKind, data: _Data):
             **({"litebert_hub_dataset": data.hub_dataset} if data.hub_dataset else {}),
         },
     )
-    _check_seq_length(model.config, cfg.max_seq_length, cfg.model)
     positions_warning = (
         untrained_positions_warning(
             model.config, cfg.max_seq_length, {"train": data.train.feats, "dev": data.dev.feats}, cfg.model

@@ -9,8 +9,10 @@ corpora pretrained and evaluated on), ``base_model`` (the Hub model fine-tuned o
 and a ``model-index`` with the task, the data set the metrics were measured on (pretraining: ``--eval-data``'s
 corpus, not the training one) and the metrics. Body: what the model is and what it started from (a Hub model, a
 local one named by its path, random weights), the key settings of its run (``run_settings.json``; pretraining's
-sequence length from the data manifest), litebert's version, the results, and how to load it in transformers and in litebert (as ``YOUR_ORG/YOUR_MODEL``,
-:data:`litebert.hub.REPO_PLACEHOLDER`, which ``litebert push`` replaces, and from the local directory).
+sequence length from the data manifest), litebert's version, the results, and how to load it in transformers and
+in litebert (as ``YOUR_ORG/YOUR_MODEL``, :data:`litebert.hub.REPO_PLACEHOLDER`, which ``litebert push`` replaces
+with the repository id in the card it uploads, and from a local copy, ``path/to/DIRNAME``). The card holds no local
+path: it is written to be uploaded.
 
 Everything comes from files the run has written by then: the directory's ``config.json`` (architecture, sizes,
 ``finetuning_task``, ``litebert_hub_dataset``) and ``best_eval.json`` (fine-tuning: the metrics of this
@@ -28,7 +30,7 @@ from typing import Any
 from litebert.corpus import HUB_PREFIX, parse_hub_id
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
-from litebert.hub import CARD_NAME, REPO_PLACEHOLDER
+from litebert.hub import CARD_NAME, REPO_PLACEHOLDER, REPO_PLACEHOLDER_NOTE
 from litebert.training.metrics import read_metrics
 
 LICENSE = "apache-2.0"
@@ -213,7 +215,10 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
         model_name=name,
         eval_results=eval_results or None,
     )
-    where = (run / ("best" if command == "finetune" else "final")) if run is not None else model_dir
+    # a placeholder, never the real path: the card goes to the Hub, where a local path means nothing (and leaks)
+    where = "path/to/" + (
+        ("best" if command == "finetune" else "final") if run is not None else model_dir.resolve().name
+    )
     rows = _settings(settings, manifest)
     body = _body(name, config, architecture, task_type, task, started, command, rows, metrics, __version__)
     body += "\n" + _use(config, task_type, command, hf_compatible, where)
@@ -222,8 +227,12 @@ def build_model_card(model_dir: str | os.PathLike, run_dir: str | os.PathLike | 
 
 def _started_from(command: str | None, run_config: dict, base: str | None) -> str:
     """What the run started from, for the card's body: the Hub model ``base`` (a link), a local model directory
-    (``finetune --model``, ``pretrain --init-from``), or random weights."""
+    (``finetune --model``, ``pretrain --init-from``) by its name only (``run/final`` for a run's ``final``/``best``),
+    never its path, or random weights."""
     local = run_config.get("model") if command == "finetune" else run_config.get("init_from")
+    if local:
+        path = Path(local)
+        local = f"`{path.parent.name}/{path.name}`" if path.name in ("final", "best") else f"`{path.name}`"
     if command == "finetune" and run_config.get("init") == "random":
         return f" from random weights (the architecture of {base or local})"
     if base:
@@ -264,17 +273,12 @@ def _body(name, config, architecture, task_type, task, started, command, rows, m
     return "\n".join(lines)
 
 
-def _use(config: dict, task_type: str, command: str | None, hf_compatible: bool, where: Path) -> str:
-    """The card's "Use" section: load snippets with the placeholder :data:`litebert.hub.REPO_PLACEHOLDER`
-    (``litebert push`` writes the repository id in its place) and the local directory ``where``."""
+def _use(config: dict, task_type: str, command: str | None, hf_compatible: bool, where: str) -> str:
+    """The card's "Use" section: load snippets with the placeholder :data:`litebert.hub.REPO_PLACEHOLDER` and its
+    note :data:`litebert.hub.REPO_PLACEHOLDER_NOTE` (``litebert push`` writes the repository id in their place), and
+    a local copy at the placeholder path ``where``."""
     auto = AUTO_CLASSES[task_type]
-    lines = [
-        "## Use",
-        "",
-        f"`{REPO_PLACEHOLDER}` stands for the Hub repository this model is uploaded to (`litebert push` writes it "
-        f"in); `{where}` is where the run wrote it.",
-        "",
-    ]
+    lines = ["## Use", "", f"{REPO_PLACEHOLDER_NOTE}; `{where}` is the path of a local copy of this directory.", ""]
     if hf_compatible:
         lines += [
             "In transformers:",
@@ -284,7 +288,7 @@ def _use(config: dict, task_type: str, command: str | None, hf_compatible: bool,
             "",
             f'tokenizer = AutoTokenizer.from_pretrained("{REPO_PLACEHOLDER}")',
             f'model = {auto}.from_pretrained("{REPO_PLACEHOLDER}")',
-            f'# or from the local directory: {auto}.from_pretrained("{where}")',
+            f'# or from a local copy: {auto}.from_pretrained("{where}")',
             "```",
             "",
         ]
@@ -300,7 +304,7 @@ def _use(config: dict, task_type: str, command: str | None, hf_compatible: bool,
         "",
         "```bash",
         f"litebert {use.format(REPO_PLACEHOLDER)}",
-        f"litebert {use.format(where)}  # the local directory",
+        f"litebert {use.format(where)}  # a local copy",
         "```",
         "",
     ]
