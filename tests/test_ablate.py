@@ -640,8 +640,8 @@ def test_a_binary_corpus_is_named_by_the_users_file_and_line_not_a_deleted_split
     assert main([*argv, "--tokenizer", str(tok), "--corpus", str(binary), "--output", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [  # the held-out part (the last line) is prepared first: its line 1 is the file's line 2
-        f"error: no instances were made: the corpus gave no document; 1 line(s) were skipped as invalid (first: "
-        f"{binary}:2), check --format and the file's encoding"
+        f"error: no instances were made: {binary} (its held-out part) gave no document; 1 line(s) were skipped as "
+        f"invalid (first: {binary}:2), check --format and the file's encoding"
     ]
     assert "split-" not in err[0] and not out.exists()
     one = tmp_path / "one.txt"
