@@ -18,23 +18,33 @@ from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.optim import Lamb, build_param_groups
 
 
+def seeded_grads(params: list[torch.Tensor]) -> None:
+    """Give every parameter the same seeded gradient (scale 1e-3) in every call."""
+    g = torch.Generator(device=params[0].device).manual_seed(0)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g, device=p.device) * 1e-3
+
+
+def cuda_burst(fn, steps: int) -> float:
+    """Seconds per call of ``fn`` on the GPU: CUDA events around ``steps`` calls, the host never waiting between."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(steps):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / steps
+
+
 def time_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], steps: int, device: torch.device) -> float:
     """Seconds per ``opt.step()`` over ``steps`` steps (GPU: the mean of a burst; CPU: the median step), after 10
     warm-up steps."""
-    g = torch.Generator(device=device).manual_seed(0)
-    for p in params:
-        p.grad = torch.randn(p.shape, generator=g, device=device) * 1e-3
+    seeded_grads(params)
     for _ in range(10):  # the state's allocation, and the first steps of a process, which run slower on a CPU
         opt.step()
     if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(steps):
-            opt.step()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / steps
+        return cuda_burst(opt.step, steps)
     times = []
     for _ in range(steps):  # the median step: a shared CPU's stalls do not count
         t0 = time.perf_counter()
@@ -50,9 +60,7 @@ def time_graphed_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], s
     import warnings
 
     device = params[0].device
-    g = torch.Generator(device=device).manual_seed(0)
-    for p in params:
-        p.grad = torch.randn(p.shape, generator=g, device=device) * 1e-3
+    seeded_grads(params)
     for group in opt.param_groups:
         group["lr"] = torch.full((), float(group["lr"]), device=device)
         if "capturable" in group:
@@ -69,14 +77,7 @@ def time_graphed_steps(opt: torch.optim.Optimizer, params: list[torch.Tensor], s
         opt.step()
     for _ in range(3):
         graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(steps):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / steps
+    return cuda_burst(graph.replay, steps)
 
 
 def compare_lamb_adamw(
@@ -108,9 +109,8 @@ def compare_lamb_adamw(
         try:
             opt = Lamb(build_param_groups(model, 0.01), lr=1e-3)
             opt.step = torch.compile(opt.step)
+            seeded_grads(params)
             t0 = time.perf_counter()
-            for p in params:
-                p.grad = torch.randn_like(p) * 1e-3
             opt.step()
             if dev.type == "cuda":
                 torch.cuda.synchronize()
