@@ -18,8 +18,9 @@ Sections (``--sections``, default all, in this order; each one that fails prints
   replayed from a CUDA graph (as ``--cuda-graphs`` runs it) and compiled (when the budget allows).
 - ``predict`` (e): an albert-base-sized classifier (random weights, the shard tokenizer) on SST-2 dev repeated to
   ~90k rows: ``litebert predict`` rows/s at its own batch size and at 32, transformers' text-classification
-  pipeline at batch 32 (targets ≥ 10× the pipeline, ≥ 20,000 rows/s), and the whole ``python -m litebert
-  predict`` process.
+  pipeline at batch 32 (targets ≥ 10× the pipeline, ≥ 20,000 rows/s), the same rows through a 1-layer, width-16
+  classifier (the host's part alone: what bounds the rows/s when the model costs nothing), and the whole
+  ``python -m litebert predict`` process.
 - ``torchrun`` (f): ``torchrun --nproc_per_node 2`` pretraining on one GPU: one clear error, nothing written.
 - ``mainjob`` (c): ``scripts/quickstart.sh`` end to end (target ≤ 60 s; ``QS_*`` variables in the environment
   reach it). On a GPU with ``QS_CUDA_GRAPHS=1`` at the full 6,000 steps (stopped after ``--main-job-timeout``
@@ -499,9 +500,14 @@ def section_optim(ctx: dict) -> dict:
     return res
 
 
-def make_classifier(preset: str, tokenizer_dir: Path, out: Path) -> Path:
-    """An ALBERT classifier of ``preset``'s size (a preset name or a config.json) with random weights and the given tokenizer, as `finetune` writes
-    one (finetuning_task sst2, the length it was "fine-tuned" with: 128)."""
+#: a classifier whose forward costs next to nothing: `predict` with it times the host's part alone
+MICRO = dict(embedding_size=16, hidden_size=16, num_attention_heads=1, intermediate_size=16, num_hidden_layers=1)
+
+
+def make_classifier(preset: str, tokenizer_dir: Path, out: Path, **overrides) -> Path:
+    """An ALBERT classifier of ``preset``'s size (a preset name or a config.json; ``overrides`` change its fields)
+    with random weights and the given tokenizer, as `finetune` writes one (finetuning_task sst2, the length it was
+    "fine-tuned" with: 128)."""
     from litebert.config import AlbertConfig
     from litebert.modeling import AlbertForSequenceClassification
     from litebert.tokenization import load_tokenizer
@@ -510,7 +516,7 @@ def make_classifier(preset: str, tokenizer_dir: Path, out: Path) -> Path:
     tok = load_tokenizer(tokenizer_dir)
     cfg = AlbertConfig.load(
         preset, vocab_size=tok.vocab_size, id2label={0: "0", 1: "1"}, label2id={"0": 0, "1": 1},
-        problem_type="single_label_classification",
+        problem_type="single_label_classification", **overrides,
     )  # fmt: skip
     cfg.extra = {**cfg.extra, "finetuning_task": "sst2", "litebert_max_seq_length": 128}
     AlbertForSequenceClassification(cfg).save_pretrained(out)
@@ -540,26 +546,35 @@ def section_predict(ctx: dict) -> dict:
     (work / "dev.tsv").write_text("\n".join(lines[: small + 1]) + "\n", encoding="utf-8")
     res["rows"] = n
 
-    def run(data: Path, batch: int | None, tag: str) -> float:
+    def run(data: Path, batch: int | None, tag: str, model: Path = model_dir) -> float:
         kw = {} if batch is None else {"batch_size": batch}
-        cfg = EvaluateConfig(model=str(model_dir), data_file=str(data), output_dir=str(work / tag), device=dev.type,
+        cfg = EvaluateConfig(model=str(model), data_file=str(data), output_dir=str(work / tag), device=dev.type,
                              **kw)  # fmt: skip
         t = time.perf_counter()
         predict(cfg)
         return time.perf_counter() - t
 
+    def rate(rows: int, file: str, batch: int | None, tag: str, model: Path = model_dir) -> dict:
+        fixed = run(work / "dev.tsv", batch, f"{tag}-small", model)
+        whole = run(work / file, batch, tag, model)
+        # model load and setup cancel out; where the difference drowns in noise, the whole call's rate
+        rps = (rows - small) / (whole - fixed) if whole - fixed > 0.1 * whole else rows / whole
+        return {"rows": rows, "call_s": whole, "fixed_s": fixed, "rows_per_s": rps, "rows_per_s_call": rows / whole}
+
     run(work / "dev.tsv", None, "warm")  # kernels, allocator, tokenizer load
     for batch, rows, file in ((None, n, "rows.tsv"), (32, n32, "rows32.tsv")):
         tag = f"batch_{batch or 'default'}"
-        fixed = run(work / "dev.tsv", batch, f"{tag}-small")
-        whole = run(work / file, batch, tag)
-        # model load and setup cancel out; where the difference drowns in noise, the whole call's rate
-        rps = (rows - small) / (whole - fixed) if whole - fixed > 0.1 * whole else rows / whole
-        res[tag] = {"rows": rows, "call_s": whole, "fixed_s": fixed, "rows_per_s": rps, "rows_per_s_call": rows / whole}
-        report(f"litebert predict {preset}-sized, {rows:,} rows, batch {batch or 'default'}: {rps:,.0f} rows/s "
-               f"once loaded ({whole:.1f} s for the call, {fixed:.1f} s of it load and setup)")  # fmt: skip
+        res[tag] = r = rate(rows, file, batch, tag)
+        report(f"litebert predict {preset}-sized, {rows:,} rows, batch {batch or 'default'}: {r['rows_per_s']:,.0f} "
+               f"rows/s once loaded ({r['call_s']:.1f} s for the call, {r['fixed_s']:.1f} s of it load and setup)")  # fmt: skip
         if not ctx["time_left"](90):
             break
+    if ctx["time_left"](80):  # the host's part alone: reading, tokenizing, batching, copies, writing
+        micro = make_classifier(preset, ctx["data"] / "tokenizer", work / "micro", **MICRO)
+        run(work / "dev.tsv", None, "micro-warm", micro)
+        res["host_bound"] = r = rate(n, "rows.tsv", None, "micro", micro)
+        report(f"    the same rows through a 1-layer, width-16 classifier (the host's part alone): "
+               f"{r['rows_per_s']:,.0f} rows/s")  # fmt: skip
     if ctx["time_left"](100):  # where a call's time goes (item 5 is short of 20,000 rows/s): its top functions
         import cProfile
         import pstats

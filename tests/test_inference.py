@@ -50,7 +50,7 @@ def _encoded(n=23, seed=0, vocab=500) -> Encoded:
     lengths = rng.integers(3, 40, n).tolist()
     ids = [[2, *rng.integers(5, vocab, k - 2).tolist(), 3] for k in lengths]
     types = [[0] * (k // 2) + [1] * (k - k // 2) for k in lengths]
-    return Encoded(ids, types, None, lengths=lengths)
+    return Encoded.from_lists(ids, types)
 
 
 def _logits(model, enc, batch_size=4, bucket=True, prefetch=None) -> np.ndarray:

@@ -160,24 +160,15 @@ class ClassificationKind(TaskKind):
 
     def merge_features(self, parts: list[Features]) -> Features:
         """The features of consecutive chunks of one file as one (:func:`litebert.finetune.kinds.infer_in_chunks`)."""
-        encs = [p.extra["encoded"] for p in parts]
-        labelled = all(e.targets is not None for e in encs)
-        enc = Encoded(
-            [ids for e in encs for ids in e.input_ids],
-            [t for e in encs for t in e.token_type_ids],
-            [t for e in encs for t in e.targets] if labelled else None,
-            sum(e.truncated for e in encs),
-            max((e.longest for e in encs), default=0),
-            [n for e in encs for n in e.lengths],
-        )
-        return Features(
-            items=[it for p in parts for it in p.items],
-            lengths=list(enc.lengths),
-            example_index=list(range(len(enc.lengths))),
-            truncated=enc.truncated,
-            longest=enc.longest,
-            extra={"encoded": enc},
-        )
+        return features_of(Encoded.concat([p.extra["encoded"] for p in parts]))
+
+    def batcher(self, feats: Features, pad_token_id: int):
+        """Rows → padded batch gathered with numpy from the flat ids (:meth:`Encoded.batch`): the same tensors as
+        the collator makes from the rows' items, without a Python loop over rows."""
+        enc = feats.extra["encoded"]
+        dtype = np.int64 if self.space.problem_type == "single_label" else np.float32  # as PadCollator's labels
+        labels = None if enc.targets is None else np.asarray(enc.targets, dtype=dtype)
+        return lambda rows: enc.batch(rows, pad_token_id, labels)
 
     # ---- model
     def config_overrides(self) -> dict[str, Any]:
@@ -253,12 +244,11 @@ class ClassificationKind(TaskKind):
 
 
 def features_of(enc: Encoded) -> Features:
-    """:class:`Features` over an :class:`Encoded` (one feature per example)."""
-    dataset = EncodedDataset(enc)
+    """:class:`Features` over an :class:`Encoded` (one feature per example; items made when asked for)."""
     return Features(
-        items=[dataset[i] for i in range(len(dataset))],
-        lengths=list(enc.lengths),
-        example_index=list(range(len(dataset))),
+        items=EncodedDataset(enc),
+        lengths=enc.lengths.tolist(),
+        example_index=list(range(len(enc))),
         truncated=enc.truncated,
         longest=enc.longest,
         extra={"encoded": enc},

@@ -11,10 +11,11 @@ keep their first ``max_seq_length - 2`` tokens. Truncated rows are counted and r
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -238,26 +239,124 @@ def label_space_from_config(config) -> LabelSpace:
 # ------------------------------------------------------------------------------------------------ tokenization
 @dataclass
 class Encoded:
-    """Token ids of one file.
+    """Token ids of one file, stored flat: one array for all rows, so that a batch is gathered with numpy rather
+    than row by row in Python (the host cost of `predict` on a GPU).
+
+    Row ``i`` is ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``: ``flat_ids[offsets[i]:offsets[i + 1]]``, of length
+    ≤ ``max_seq_length``; its ``token_type_ids`` are 0 before ``type_starts[i]`` and 1 from there on.
 
     Attributes:
-        input_ids / token_type_ids: one ``list[int]`` per example, lengths ≤ ``max_seq_length``.
+        flat_ids: ``int32 [T]``, every row's ids concatenated.
+        offsets: ``int64 [N + 1]``, where each row starts in ``flat_ids`` (and the end of the last).
+        type_starts: ``int64 [N]``, the first position of segment b in each row (the row's length when it has none).
         targets: per example, as :meth:`LabelSpace.encode` returns, or ``None`` (unlabelled).
         truncated: number of examples that were cut to ``max_seq_length``.
         longest: the longest untruncated length seen (specials included).
     """
 
-    input_ids: list[list[int]]
-    token_type_ids: list[list[int]]
+    flat_ids: np.ndarray
+    offsets: np.ndarray
+    type_starts: np.ndarray
     targets: list | None
     truncated: int = 0
     longest: int = 0
-    lengths: list[int] = field(default_factory=list)
+
+    @classmethod
+    def from_lists(
+        cls, input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]], targets: list | None = None,
+        truncated: int = 0, longest: int = 0,
+    ) -> Encoded:  # fmt: skip
+        """From one id list and one type list per row.
+
+        Raises:
+            ValueError: a row whose ``token_type_ids`` are not 0s followed by 1s, or differ in length from its ids.
+        """
+        lengths = np.fromiter(map(len, input_ids), np.int64, len(input_ids))
+        starts = []
+        for i, (ids, types) in enumerate(zip(input_ids, token_type_ids, strict=True)):
+            first = len(types) - sum(types)
+            if len(types) != len(ids) or list(types) != [0] * first + [1] * (len(types) - first):
+                raise ValueError(f"row {i}: token_type_ids must be 0s then 1s, as long as input_ids")
+            starts.append(first)
+        flat = np.fromiter(itertools.chain.from_iterable(input_ids), np.int32, int(lengths.sum()))
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return cls(flat, offsets, np.asarray(starts, np.int64).reshape(-1), targets, truncated, longest)
+
+    @classmethod
+    def concat(cls, parts: Sequence[Encoded]) -> Encoded:
+        """Consecutive parts (chunks of one file) as one; targets only when every part has them."""
+        ends = np.cumsum([len(p.flat_ids) for p in parts])
+        offsets = [np.zeros(1, np.int64)] + [p.offsets[1:] + (e - len(p.flat_ids)) for p, e in zip(parts, ends)]
+        labelled = all(p.targets is not None for p in parts)
+        return cls(
+            np.concatenate([np.zeros(0, np.int32)] + [p.flat_ids for p in parts]),
+            np.concatenate(offsets),
+            np.concatenate([np.zeros(0, np.int64)] + [p.type_starts for p in parts]),
+            [t for p in parts for t in p.targets] if labelled else None,
+            sum(p.truncated for p in parts),
+            max((p.longest for p in parts), default=0),
+        )
+
+    def __len__(self) -> int:
+        return len(self.type_starts)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """``int64 [N]``: tokens per row."""
+        return np.diff(self.offsets)
+
+    @property
+    def input_ids(self) -> list[list[int]]:
+        """One ``list[int]`` per row."""
+        ids, offsets = self.flat_ids.tolist(), self.offsets.tolist()
+        return [ids[a:b] for a, b in itertools.pairwise(offsets)]
+
+    @property
+    def token_type_ids(self) -> list[list[int]]:
+        """One ``list[int]`` of 0s and 1s per row."""
+        return [[0] * s + [1] * (n - s) for s, n in zip(self.type_starts.tolist(), self.lengths.tolist())]
+
+    def item(self, i: int) -> dict:
+        """Row ``i`` as :class:`PadCollator` takes it: ``input_ids``, ``token_type_ids`` (lists), ``labels``."""
+        a, b, s = int(self.offsets[i]), int(self.offsets[i + 1]), int(self.type_starts[i])
+        item = {"input_ids": self.flat_ids[a:b].tolist(), "token_type_ids": [0] * s + [1] * (b - a - s)}
+        if self.targets is not None:
+            item["labels"] = self.targets[i]
+        return item
+
+    def batch(self, rows: np.ndarray, pad_token_id: int, labels: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+        """Rows ``rows`` (``int [B]``) padded to the longest of them, as :class:`PadCollator` pads their items:
+        ``input_ids`` (pad id), ``token_type_ids`` (0), ``attention_mask`` (1 = a real token), ``int64 [B, S]``,
+        and ``labels`` (``labels[rows]``) when given. Gathered with numpy, no loop over rows."""
+        rows = np.asarray(rows, dtype=np.int64)
+        start, lengths = self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
+        seq = int(lengths.max()) if len(rows) else 0
+        pos = np.arange(seq)[None, :]
+        real = pos < lengths[:, None]  # (B, S)
+        gathered = self.flat_ids[np.where(real, start[:, None] + pos, 0)] if len(self.flat_ids) else 0
+        out = {
+            "input_ids": torch.from_numpy(np.where(real, gathered, pad_token_id).astype(np.int64)),
+            "token_type_ids": torch.from_numpy((real & (pos >= self.type_starts[rows][:, None])).astype(np.int64)),
+            "attention_mask": torch.from_numpy(real.astype(np.int64)),
+        }
+        if labels is not None:
+            out["labels"] = torch.from_numpy(labels[rows])
+        return out
 
 
 def _truncate_pair(a: list, b: list, budget: int) -> None:
     while len(a) + len(b) > budget:
         (a if len(a) > len(b) else b).pop()
+
+
+def pair_keep(len_a: np.ndarray, len_b: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lengths :func:`_truncate_pair` leaves, for many pairs at once (``int64 [N]`` each): tokens are taken
+    one at a time from the longer side, from the second on a tie, until ``len_a + len_b ≤ budget``. In closed
+    form: the longer side alone is cut while the other one fits; past that both end at ``budget / 2``, the first
+    keeping the spare token of an odd budget."""
+    over = len_a + len_b > budget
+    keep_a = np.where(over, np.minimum(len_a, np.maximum((budget + 1) // 2, budget - len_b)), len_a)
+    return keep_a, np.where(over, budget - keep_a, len_b)
 
 
 def _batch_ids(tokenizer, texts: list[str]) -> list[list[int]]:
@@ -269,6 +368,22 @@ def _batch_ids(tokenizer, texts: list[str]) -> list[list[int]]:
     return [list(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t))) for t in texts]
 
 
+def _flat_ids(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Ids without special tokens of many texts: ``int32 [T]`` concatenated, ``int64 [N]`` lengths
+    (``encode_batch_flat`` when the tokenizer has it, else :func:`_batch_ids`)."""
+    if texts and hasattr(tokenizer, "encode_batch_flat"):
+        flat, lengths = tokenizer.encode_batch_flat(texts)
+        return np.asarray(flat, np.int32), np.asarray(lengths, np.int64)
+    rows = _batch_ids(tokenizer, texts)
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    return np.fromiter(itertools.chain.from_iterable(rows), np.int32, int(lengths.sum())), lengths
+
+
+def _ragged_arange(counts: np.ndarray) -> np.ndarray:
+    """``[0, …, counts[0] − 1, 0, …, counts[1] − 1, …]`` (``int64 [sum(counts)]``)."""
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
 def encode_examples(
     examples: list[Example],
     tokenizer,
@@ -277,57 +392,63 @@ def encode_examples(
     path: Path | None = None,
     split_name: str = "training",
 ) -> Encoded:
-    """Tokenize ``examples`` into ``[CLS] a [SEP] (b [SEP])`` id lists of at most ``max_seq_length`` tokens.
+    """Tokenize ``examples`` into ``[CLS] a [SEP] (b [SEP])`` rows of at most ``max_seq_length`` tokens (the
+    module docstring's truncation), laid out with numpy (:class:`Encoded`).
 
-    ``tokenizer`` needs ``encode_batch`` (or ``tokenize`` + ``convert_tokens_to_ids``), ``cls_token_id`` and
-    ``sep_token_id`` (the :mod:`litebert.tokenization` contract). Targets are encoded when ``space`` is given and the examples carry
-    labels.
+    ``tokenizer`` needs ``encode_batch_flat`` or ``encode_batch`` (or ``tokenize`` + ``convert_tokens_to_ids``),
+    ``cls_token_id`` and ``sep_token_id`` (the :mod:`litebert.tokenization` contract). Targets are encoded when
+    ``space`` is given and the examples carry labels.
+
+    Raises:
+        LitebertError: :meth:`LabelSpace.encode`'s errors (a label the space does not have, ``file:line``).
     """
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    ids_out, types_out, targets = [], [], []
-    truncated = longest = 0
+    n, cls, sep = len(examples), tokenizer.cls_token_id, tokenizer.sep_token_id
+    flat_a, len_a = _flat_ids(tokenizer, [ex.text for ex in examples])
+    pairs = np.fromiter((i for i, ex in enumerate(examples) if ex.text_pair is not None), np.int64)
+    flat_b, len_b_pairs = _flat_ids(tokenizer, [examples[i].text_pair for i in pairs.tolist()])
+    is_pair, len_b = np.zeros(n, bool), np.zeros(n, np.int64)
+    is_pair[pairs], len_b[pairs] = True, len_b_pairs
+    keep_a = np.minimum(len_a, max_seq_length - 2)
+    keep_b = np.zeros(n, np.int64)
+    keep_a[pairs], keep_b[pairs] = pair_keep(len_a[pairs], len_b_pairs, max_seq_length - 3)
+    full = len_a + 2 + np.where(is_pair, len_b + 1, 0)  # untruncated row lengths
+    row_len = keep_a + 2 + np.where(is_pair, keep_b + 1, 0)
+    offsets = np.concatenate([[0], np.cumsum(row_len)]).astype(np.int64)
+    start = offsets[:-1]
+    out = np.empty(int(offsets[-1]), np.int32)
+    out[start] = cls
+    out[start + 1 + keep_a] = sep
+    out[start[pairs] + 2 + keep_a[pairs] + keep_b[pairs]] = sep
+    for flat, lengths, keep, first in (
+        (flat_a, len_a, keep_a, start + 1),
+        (flat_b, len_b_pairs, keep_b[pairs], start[pairs] + 2 + keep_a[pairs]),
+    ):
+        step = _ragged_arange(keep)
+        out[np.repeat(first, keep) + step] = flat[np.repeat(np.cumsum(lengths) - lengths, keep) + step]
     labelled = space is not None and all(ex.label is not None for ex in examples)
-    firsts = _batch_ids(tokenizer, [ex.text for ex in examples])
-    pair_idx = [i for i, ex in enumerate(examples) if ex.text_pair is not None]
-    seconds = dict(zip(pair_idx, _batch_ids(tokenizer, [examples[i].text_pair for i in pair_idx])))
-    for i, ex in enumerate(examples):
-        a = firsts[i]
-        if ex.text_pair is None:
-            full = len(a) + 2
-            a = a[: max_seq_length - 2]
-            ids = [cls, *a, sep]
-            types = [0] * len(ids)
-        else:
-            b = seconds[i]
-            full = len(a) + len(b) + 3
-            _truncate_pair(a, b, max_seq_length - 3)
-            ids = [cls, *a, sep, *b, sep]
-            types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        truncated += full > max_seq_length
-        longest = max(longest, full)
-        ids_out.append(ids)
-        types_out.append(types)
-        if labelled:
-            targets.append(space.encode(ex, path, split_name))
-    return Encoded(ids_out, types_out, targets if labelled else None, truncated, longest, [len(i) for i in ids_out])
+    targets = [space.encode(ex, path, split_name) for ex in examples] if labelled else None
+    return Encoded(
+        out, offsets, np.where(is_pair, keep_a + 2, row_len), targets,
+        int((full > max_seq_length).sum()), int(full.max()) if n else 0,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ dataset + collator
 class EncodedDataset(torch.utils.data.Dataset):
     """Items are ``{"input_ids": list[int], "token_type_ids": list[int], "labels": target}`` (no labels when
-    unlabelled); :class:`PadCollator` turns a list of items into tensors."""
+    unlabelled), made when asked for (:meth:`Encoded.item`); :class:`PadCollator` turns a list of items into
+    tensors."""
 
     def __init__(self, encoded: Encoded):
         self.encoded = encoded
 
     def __len__(self) -> int:
-        return len(self.encoded.input_ids)
+        return len(self.encoded)
 
     def __getitem__(self, i: int) -> dict:
-        item = {"input_ids": self.encoded.input_ids[i], "token_type_ids": self.encoded.token_type_ids[i]}
-        if self.encoded.targets is not None:
-            item["labels"] = self.encoded.targets[i]
-        return item
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"row {i} of {len(self)}")
+        return self.encoded.item(i % len(self))
 
 
 def pad_inputs(items: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:

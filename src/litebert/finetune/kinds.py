@@ -61,7 +61,7 @@ class Features:
         extra: kind-specific bookkeeping (e.g. NER: which word each window position labels).
     """
 
-    items: list[dict]
+    items: Sequence[dict]
     lengths: list[int]
     example_index: list[int]
     truncated: int = 0
@@ -140,6 +140,12 @@ class TaskKind:
     def collator(self, pad_token_id: int) -> Callable[[list[dict]], dict[str, torch.Tensor]]:
         """Items → a padded batch of tensors (``labels`` included when the items have them)."""
         raise NotImplementedError
+
+    def batcher(self, feats: Features, pad_token_id: int) -> Callable[[np.ndarray], dict[str, torch.Tensor]]:
+        """Feature indices (``int64 [B]``) → their padded batch, for inference: by default the collator on the
+        features' items; a kind whose features are stored flat gathers the batch directly (classification)."""
+        collate = self.collator(pad_token_id)
+        return lambda rows: collate([feats.items[i] for i in rows.tolist()])
 
     # ---- model
     def config_overrides(self) -> dict[str, Any]:
@@ -256,12 +262,12 @@ def run_features(
 
     was_training = model.training
     model.eval()
-    collate = kind.collator(pad_token_id)
-    rows = list(rows)
+    make_batch = kind.batcher(feats, pad_token_id)
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
     outputs: list[np.ndarray | None] = [None] * len(rows)
     loss_sum, units = 0.0, 0
-    order = length_batches([feats.lengths[i] for i in rows], batch_size, bucket)
-    made = (collate([feats.items[rows[int(j)]] for j in idx]) for idx in order)
+    order = length_batches(np.asarray(feats.lengths, dtype=np.int64)[rows], batch_size, bucket)
+    made = (make_batch(rows[idx]) for idx in order)
     if prefetch if prefetch is not None else torch.device(device).type == "cuda":
         batches = prefetched(made, device)
     else:
@@ -271,8 +277,8 @@ def run_features(
             out, lsum, n = kind.forward(model, batch)
             loss_sum += lsum
             units += n
-            for row, j in enumerate(idx):
-                outputs[int(j)] = out[row]
+            for j, o in zip(idx.tolist(), out):
+                outputs[j] = o
     model.train(was_training)
     return outputs, loss_sum, units
 
