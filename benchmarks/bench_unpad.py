@@ -1,5 +1,6 @@
-"""Training step with and without unpadding (modeling.set_unpad) on real shard batches: padding fraction, step
-times in alternating rounds (so that load from other processes affects both alike), and the ratio.
+"""Training step with and without unpadding (modeling.set_unpad) on real shard batches, and on batches grouped by
+length as ``pretrain --group-by-length`` makes them: padding fraction, step times in alternating rounds (so that
+load from other processes affects all alike), real tokens/s and the ratios.
 
     PYTHONPATH=src python benchmarks/bench_unpad.py --data runs/gpu-data/train-512 \\
         --model scripts/quickstart_model.json --batch 16 --rounds 5 --steps 3
@@ -26,6 +27,9 @@ from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.data import PretrainingDataset
 from litebert.modeling import set_unpad
 
+#: the step on random batches, on the same batches unpadded, and on batches grouped by length (--group-by-length)
+VARIANTS = ("padded", "unpadded", "grouped")
+
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,32 +46,39 @@ def main(argv: list[str] | None = None) -> None:
     over = {"vocab_size": vocab, **({"num_hidden_layers": args.layers} if args.layers else {})}
     cfg = AlbertConfig.load(args.model, **over)
     dev = torch.device("cpu")
-    batches = shard_batches(args.data, args.batch, args.steps, dev)
-    real = sum(int(b["attention_mask"].sum()) for b in batches)
-    total = sum(b["attention_mask"].numel() for b in batches)
+    batches = {
+        "padded": shard_batches(args.data, args.batch, args.steps, dev),
+        "grouped": shard_batches(args.data, args.batch, args.steps, dev, grouped=True),
+    }
+    batches["unpadded"] = batches["padded"]
     steps = {}
-    for unpad in (False, True):
+    for name in VARIANTS:
         torch.manual_seed(0)
         model = AlbertForPreTraining(cfg).train()
-        set_unpad(model, unpad)
-        steps[unpad] = train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-5), batches, dev)
-        steps[unpad]()  # warm-up
-    times: dict[bool, list[float]] = {False: [], True: []}
+        set_unpad(model, name == "unpadded")
+        steps[name] = train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-5), batches[name], dev)
+        steps[name]()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for r in range(args.rounds):
-        for unpad in (False, True) if r % 2 == 0 else (True, False):
+        for name in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
             t = time.perf_counter()
             for _ in range(args.steps):
-                steps[unpad]()
-            times[unpad].append((time.perf_counter() - t) / args.steps)
-    padded, unpadded = statistics.median(times[False]), statistics.median(times[True])
-    S = batches[0]["input_ids"].shape[1]
+                steps[name]()
+            times[name].append((time.perf_counter() - t) / args.steps)
+    S = max(b["input_ids"].shape[1] for b in batches["padded"])
     print(f"{args.model} ({cfg.num_hidden_layers} layers, H {cfg.hidden_size}), {args.batch} x <= {S} tokens, "
-          f"{args.threads} thread(s): padding {100 * (1 - real / total):.1f} % of tokens")  # fmt: skip
-    print(
-        f"  padded   {padded * 1e3:8.1f} ms/step (median of {args.rounds} rounds; best {min(times[False]) * 1e3:.1f})"
-    )
-    print(f"  unpadded {unpadded * 1e3:8.1f} ms/step (best {min(times[True]) * 1e3:.1f})")
+          f"{args.threads} thread(s), median of {args.rounds} rounds (best):")  # fmt: skip
+    rate = {}
+    for name in VARIANTS:
+        real = sum(int(b["attention_mask"].sum()) for b in batches[name])
+        total = sum(b["attention_mask"].numel() for b in batches[name])
+        med = statistics.median(times[name])
+        rate[name] = real / args.steps / med
+        print(f"  {name:9s} {med * 1e3:8.1f} ms/step ({min(times[name]) * 1e3:.1f}), padding {100 * (1 - real / total):4.1f} %"
+              f", {rate[name]:,.0f} real tokens/s")  # fmt: skip
+    padded, unpadded = statistics.median(times["padded"]), statistics.median(times["unpadded"])
     print(f"  unpadded step / padded step: {unpadded / padded:.3f} (speed-up {padded / unpadded:.2f}x)")
+    print(f"  real tokens/s, grouped / padded: {rate['grouped'] / rate['padded']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import random
 import shutil
@@ -794,3 +795,17 @@ def test_a_cuda_step_that_does_not_log_never_syncs(tiny_data, tmp_path, monkeypa
         torch.cuda.set_sync_debug_mode("default")
     assert code == 0
     assert [r["step"] for r in read_metrics(tmp_path) if r["split"] == "train"] == [4, 8]
+
+
+def test_group_by_length_trains_is_recorded_and_refuses_static_shapes(tiny_data, tmp_path, capsys):
+    args = ("--max-steps", "4", "--logging-steps", "2", "--group-by-length")
+    assert main(_args(tiny_data, tmp_path / "g", *args)) == 0
+    recorded = json.loads((tmp_path / "g" / "run_settings.json").read_text())["pretrain_config"]
+    assert recorded["group_by_length"] is True
+    train = [r for r in read_metrics(tmp_path / "g") if r["split"] == "train"]
+    assert [r["step"] for r in train] == [2, 4] and all(math.isfinite(r["loss"]) for r in train)
+    capsys.readouterr()
+    assert main(_args(tiny_data, tmp_path / "s", *args, "--static-shapes")) != 0
+    err = capsys.readouterr().err
+    assert "--group-by-length True: groups batches to pad them less: not with --static-shapes" in err
+    assert not (tmp_path / "s").exists()

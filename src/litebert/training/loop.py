@@ -13,7 +13,7 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -191,6 +191,8 @@ def make_batch_factory(
     set_epoch: bool = True,
     equal_per_rank: bool = True,
     pin_memory: bool = False,
+    group_lengths: np.ndarray | None = None,
+    group_step: int | None = None,
 ) -> BatchFactory:
     """A :data:`BatchFactory` over a map-style ``dataset``.
 
@@ -202,6 +204,10 @@ def make_batch_factory(
     when it exists (dynamic masking). The DataLoader gets its own seeded generator, so creating it never
     touches the global RNG (which would break exact resume). ``pin_memory``: batches in page-locked memory (for a
     GPU: the loop's ``non_blocking`` copies then overlap the device's work instead of waiting for it).
+    ``group_lengths`` (``int [N]``, the items' lengths) with ``group_step`` (items per optimizer step over all
+    processes): the shuffled order is regrouped by :func:`group_by_length` before it is cut, so a batch holds items
+    of similar length and is padded little (a step's items do not depend on how it is split into processes and
+    micro-batches).
     """
     n = len(dataset)
 
@@ -212,6 +218,8 @@ def make_batch_factory(
             order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
         else:
             order = list(range(n))
+        if group_lengths is not None:
+            order = group_by_length(order, group_lengths, group_step, seed + 104729 * (epoch + 1))
         chunks = [order[i : i + batch_size] for i in range(0, n, batch_size)]
         if drop_last and chunks and len(chunks[-1]) < batch_size:
             chunks.pop()
@@ -227,6 +235,41 @@ def make_batch_factory(
         )
 
     return batches
+
+
+#: optimizer steps whose items :func:`group_by_length` sorts together (transformers' ``LengthGroupedSampler``
+#: sorts mega-batches of 50 batches)
+GROUP_STEPS = 50
+
+
+def group_by_length(order: Sequence[int], lengths: np.ndarray, step: int, seed: int) -> list[int]:
+    """``order`` regrouped so that each optimizer step's ``step`` items have similar lengths: cut into groups of
+    :data:`GROUP_STEPS` steps, each sorted by length (longest first, ties in ``order``'s order), then the whole
+    steps of a group put in a random order (``torch.Generator().manual_seed(seed)``), a last partial step last.
+    transformers' ``LengthGroupedSampler`` (``group_by_length``), at the granularity of a step. Every item stays
+    in its group, so the data order stays random from group to group.
+
+    Args:
+        order: item indices (a shuffled epoch).
+        lengths: ``int [N]``, tokens of each item.
+        step: items per optimizer step (batch size × accumulation × processes), ≥ 1.
+        seed: seed of the order of steps within each group.
+
+    Returns:
+        the same indices in the new order.
+    """
+    g = torch.Generator().manual_seed(seed)
+    idx = np.asarray(order, dtype=np.int64)
+    out: list[int] = []
+    size = step * GROUP_STEPS
+    for start in range(0, len(idx), size):
+        group = idx[start : start + size]
+        group = group[np.argsort(-np.asarray(lengths)[group], kind="stable")]
+        whole = len(group) // step
+        steps = torch.randperm(whole, generator=g).numpy() if whole else np.zeros(0, np.int64)
+        out.extend(group[: whole * step].reshape(whole, step)[steps].reshape(-1).tolist())
+        out.extend(group[whole * step :].tolist())
+    return out
 
 
 def _to_device(batch: Batch, device: torch.device) -> Batch:

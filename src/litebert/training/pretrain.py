@@ -118,6 +118,12 @@ class PretrainConfig:
         help="one batch shape for the whole run: sequences padded to the data's max_seq_length, masked "
         "positions to its max_predictions_per_seq (what CUDA graphs need); more padding to compute",
     )
+    group_by_length: bool = setting(
+        False,
+        help="batches of similar length: each epoch's shuffled order is sorted by length within groups of 50 "
+        "optimizer steps, the steps of a group in random order (transformers' group_by_length), so batches "
+        "carry little padding; not with --static-shapes (padded to max_seq_length anyway)",
+    )
     cuda_graphs: bool = setting(
         False,
         help="capture the whole optimizer step as one CUDA graph after 3 eager steps and replay it (implies "
@@ -157,6 +163,9 @@ class PretrainConfig:
             self.static_shapes = True  # one batch shape: run_settings.json records what runs
         if self.warmup_steps > self.max_steps:
             fail(self, "warmup_steps", "must not exceed --max-steps")
+        if self.group_by_length and self.static_shapes:
+            fail(self, "group_by_length", "groups batches to pad them less: not with --static-shapes or --cuda-graphs, "
+                 "which pad every batch to the data's max_seq_length")  # fmt: skip
         if self.unpad == "on" and (self.static_shapes or self.compile_mode == "reduce-overhead"):
             fail(self, "unpad", "on gives every batch its own shape: not with --static-shapes or CUDA graphs")
 
@@ -673,6 +682,8 @@ def pretrain(cfg: PretrainConfig, *, caller_files: Collection[str] = ()) -> Pret
             rank=dist.rank,
             world_size=dist.world_size,
             pin_memory=dist.device.type == "cuda",
+            group_lengths=dataset.lengths if cfg.group_by_length else None,
+            group_step=cfg.batch_size * cfg.gradient_accumulation_steps * dist.world_size,
         )
         eval_fn = None
         if eval_dataset is not None:
