@@ -15,7 +15,8 @@ Sections (``--sections``, default all, in this order; each one that fails prints
   set_sync_debug_mode("warn")``'s warnings, target 0) and Python-level reads (``.item()``, ``float()``, ``int()``,
   ``bool()``, ``.tolist()``, ``.numpy()`` on tensors, by place; target 0 on a GPU).
 - ``optim`` (b): LAMB step against torch's fused AdamW on albert-base's parameters (target ≤ 1.5×), eager,
-  replayed from a CUDA graph (as ``--cuda-graphs`` runs it) and compiled (when the budget allows).
+  replayed from a CUDA graph (as ``--cuda-graphs`` runs it) and compiled (when the budget allows); the ATen
+  operations and CUDA kernels of each eager step (``bench_optim.ops_per_step``).
 - ``predict`` (e): an albert-base-sized classifier (random weights, the shard tokenizer) on SST-2 dev repeated to
   ~90k rows: ``litebert predict`` rows/s at its own batch size and at 32, transformers' text-classification
   pipeline at batch 32 (targets ≥ 10× the pipeline, ≥ 20,000 rows/s), the same rows through a 1-layer, width-16
@@ -500,6 +501,10 @@ def section_optim(ctx: dict) -> dict:
         res["ratio"] = res["lamb_ms"] / res["adamw_fused_ms"]
     report(f"LAMB step / fused AdamW step on {sz['optim_preset']}: {res['ratio']:.2f}x (target <= 1.5x)",
            ok=res["ratio"] <= 1.5)  # fmt: skip
+    if "lamb_ops" in res:  # bench_optim.ops_per_step: ATen operations a step, and the CUDA kernels they make
+        report(f"ops a step (CUDA kernels): LAMB {res['lamb_ops']} ({res['lamb_kernels']}), with found_inf set as the "
+               f"loop steps {res['lamb_loop_ops']} ({res['lamb_loop_kernels']}); AdamW ({res['adamw']}) "
+               f"{res['adamw_ops']} ({res['adamw_kernels']})")  # fmt: skip
     if "graphed_ratio" in res:
         report(f"LAMB step replayed from a CUDA graph (--cuda-graphs) / fused AdamW step (eager): "
                f"{res['graphed_ratio']:.2f}x ({res['lamb_graphed_ms']:.3f} against {res['adamw_ms']:.3f} ms); both "

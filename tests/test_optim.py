@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -379,3 +380,95 @@ def test_a_learning_rate_held_in_a_tensor_trains_as_the_float_one(foreach, bias_
     # and it trained: the weights moved by far more than the tolerance
     model0, _ = _model_and_grads(1)
     assert max((floats[n] - p).abs().max().item() for n, p in model0.named_parameters()) > 1e-3
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# One set of foreach kernels for all the groups that share device, dtype, betas, eps and bias_correction.
+def _four_groups(model, lrs=(5e-3, 3e-3, 2e-3, 4e-3), decays=(0.01, 0.02, 0.0, 0.005)) -> list[dict]:
+    """build_param_groups' two groups each split in two, with the given lrs and weight decays (adapted, adapted,
+    excluded, excluded)."""
+    adapted, excluded = build_param_groups(model, 0.01)
+    a, e = len(adapted["params"]) // 2, len(excluded["params"]) // 2
+    parts = [adapted["params"][:a], adapted["params"][a:], excluded["params"][:e], excluded["params"][e:]]
+    return [
+        {"params": ps, "lr": lr, "weight_decay": wd, "adapt": k < 2}
+        for k, (ps, lr, wd) in enumerate(zip(parts, lrs, decays))
+    ]
+
+
+def _ops_of_a_step(groups_of, found_inf=False, lr_tensors=False) -> dict:
+    """bench_optim's op count of one LAMB step on albert-debug's parameters in ``groups_of(model)``."""
+    from bench_optim import ops_per_step
+
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
+    opt = Lamb(groups_of(model), lr=5e-3)
+    if lr_tensors:
+        for group in opt.param_groups:
+            group["lr"] = torch.tensor(group["lr"])
+    return ops_per_step(opt, [p for g in opt.param_groups for p in g["params"]], found_inf=found_inf)
+
+
+def test_a_step_dispatches_a_fixed_few_ops_whatever_the_number_of_groups(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-debug"))
+    n_adapted = len(build_param_groups(model, 0.01)[0]["params"])
+    # build_param_groups' two groups, one float lr. Derived by hand: step counts 1, moments 4, u = m/(√v+ε) 3,
+    # weight decay 1, both norms 2 (one _foreach_norm, one stack), trust ratios 4 (minimum, >, /, where), applied 1,
+    # w += −lr·u 1 = 17. With found_inf: + the flag as bool, float32, int64, float64 4, gradients zeroed 1,
+    # where(ok, β, 1) 1, ratios·keep 1, the others' updates·keep 1 = 25. The code before the groups were merged
+    # dispatched 30 and 60 (one set per group; the flag's arithmetic per group).
+    two = _ops_of_a_step(lambda m: build_param_groups(m, 0.01))
+    flagged = _ops_of_a_step(lambda m: build_param_groups(m, 0.01), found_inf=True)
+    assert two["ops"] <= 17 and flagged["ops"] <= 25
+    # on a GPU only the trust ratios (a list of 0-d tensors) run one kernel per tensor
+    assert two["kernels"] == two["ops"] + n_adapted - 1 and flagged["kernels"] == flagged["ops"] + n_adapted - 1
+    # the same hyperparameters in four groups: the same ops
+    same = (5e-3,) * 4, (0.01, 0.01, 0.0, 0.0)
+    assert _ops_of_a_step(lambda m: _four_groups(m, *same)) == two
+    assert _ops_of_a_step(lambda m: _four_groups(m, *same), found_inf=True) == flagged
+    # float lrs that differ between groups: one kernel more (the lrs its arguments), whatever their number; then
+    # one more per extra weight decay λ (four lrs, three λs)
+    for flag in (False, True):
+        base = flagged if flag else two
+        own = _ops_of_a_step(lambda m: _four_groups(m, (5e-3, 5e-3, 2e-3, 2e-3), (0.01, 0.01, 0.0, 0.0)), flag)
+        assert own["ops"] == base["ops"] + 1
+        assert _ops_of_a_step(_four_groups, flag)["ops"] == own["ops"] + 2
+    # an lr tensor per group (as --cuda-graphs steps): + ratios·lr and the others' updates·lr (2); four groups:
+    # + 1 per extra λ (2), per extra tensor keep·lr (2), per extra excluded group's lr (1), the adapted lrs stacked (1)
+    graphed = _ops_of_a_step(lambda m: build_param_groups(m, 0.01), found_inf=True, lr_tensors=True)
+    assert graphed["ops"] == flagged["ops"] + 2
+    assert _ops_of_a_step(_four_groups, found_inf=True, lr_tensors=True)["ops"] == graphed["ops"] + 2 + 2 + 1 + 1
+
+
+@pytest.mark.parametrize(("lr_tensors", "bias_correction"), [(False, False), (True, False), (False, True)])
+def test_groups_updated_together_give_each_group_its_own_update(lr_tensors, bias_correction):
+    # four groups with their own lr, weight decay and adapt (one bucket of foreach kernels), a fifth with other betas
+    # (a bucket of its own): 30 steps, two skipped, against the one-tensor-at-a-time reference
+    results = []
+    for foreach in (True, False):
+        model, grads = _model_and_grads(30, seed=3)
+        groups = _four_groups(model)
+        groups.append({"params": groups[0]["params"][:2], "lr": 1e-2, "betas": (0.8, 0.99), "eps": 1e-8})
+        del groups[0]["params"][:2]
+        opt = Lamb(groups, bias_correction=bias_correction, foreach=foreach)
+        lrs = [torch.tensor(g["lr"]) for g in opt.param_groups]
+        params = dict(model.named_parameters())
+        for k, step_grads in enumerate(grads):
+            for name, p in params.items():
+                p.grad = step_grads[name].clone() if name in step_grads else None
+                if k in (4, 17) and p.grad is not None:
+                    p.grad.view(-1)[0] = float("nan")
+            opt.found_inf = torch.tensor(1.0 if k in (4, 17) else 0.0)
+            for group, t, base in zip(opt.param_groups, lrs, [5e-3, 3e-3, 2e-3, 4e-3, 1e-2]):
+                t.fill_(base * (1 - k / 30))
+                group["lr"] = t if lr_tensors else base * (1 - k / 30)
+            opt.step()
+        results.append(({n: p.detach().clone() for n, p in params.items()}, opt.state_dict()["state"]))
+    (merged, merged_state), (single, single_state) = results
+    assert max((merged[n] - single[n]).abs().max().item() for n in merged) <= 1e-6
+    for i, state in merged_state.items():
+        assert torch.equal(state["step"], single_state[i]["step"]) and state["step"].dtype == torch.float64
+        assert torch.allclose(state["exp_avg"], single_state[i]["exp_avg"], rtol=0, atol=1e-7)
+    # and it trained: the weights moved by far more than the tolerance
+    model0, _ = _model_and_grads(1, seed=3)
+    assert max((merged[n] - p).abs().max().item() for n, p in model0.named_parameters()) > 1e-3

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -46,14 +47,24 @@ class Lamb(torch.optim.Optimizer):
 
     The step never reads a number back to the host (a GPU never waits for it): each parameter's step count ``t``
     is a float64 tensor on the parameter's device (``state["step"]``; a checkpoint that holds it on the CPU is
-    moved on the first step), and ``foreach=True`` (default) computes a group's update with ``torch._foreach_*``
-    kernels: both norms of every tensor in one ``torch._foreach_norm`` each, the trust ratios of the whole group in
-    one vectorized ``torch.where`` over the stacked norms, applied with one ``torch._foreach_mul_``.
-    ``foreach=False`` is the one-tensor-at-a-time reference of the same arithmetic.
+    moved on the first step).
+
+    ``foreach=True`` (default) updates the tensors of all the groups that share device, dtype, ``betas``, ``eps``
+    and ``bias_correction`` with one set of ``torch._foreach_*`` kernels, whatever their ``lr``, ``weight_decay``
+    and ``adapt`` (a step launched one set per group before): the step counts, moments and ``u`` once for all; the
+    weight decay one kernel per distinct λ; both norms of every adapted tensor in one ``torch._foreach_norm``, their
+    trust ratios in one vectorized ``torch.where`` over the stacked norms, applied with one ``torch._foreach_mul_``;
+    ``w −= η·u`` one kernel (float lrs that differ between groups: one more). On albert-base's two groups that is 17
+    ATen operations a step, 25 with ``found_inf`` set, against 30 and 60 with one set per group
+    (``benchmarks/bench_optim.py`` counts them). On a GPU the trust ratios, a list of 0-d tensors, still take one
+    small kernel per adapted tensor: torch's multi-tensor kernel needs tensors of equal shapes. DTensors (FSDP) are
+    merged only across groups with the same ``lr``. ``foreach=False`` is the one-tensor-at-a-time reference of the
+    same arithmetic.
 
     A group's ``lr`` is a Python float, or a 0-d float32 tensor on the parameters' device, read by the kernels when
     they run: what a step captured in a CUDA graph needs (:mod:`litebert.training.cuda_graph` fills it before each
-    replay); the update is then ``w += (−η·r)·u`` instead of ``w −= η·(r·u)``, equal up to rounding.
+    replay); the update is then ``w −= (η·r)·u`` instead of ``w −= η·(r·u)``, equal up to rounding (also where
+    float lrs differ between the groups of one set of kernels).
 
     Skipping a step on the device: when the attribute ``found_inf`` is set (a float tensor of one element on the
     parameters' device, nonzero = skip; the protocol of ``torch.amp.GradScaler`` and torch's fused optimizers), a
@@ -99,48 +110,109 @@ class Lamb(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         found_inf = getattr(self, "found_inf", None)
+        skips: dict[torch.device, _Skip] = {}
+
+        def skip_on(device: torch.device) -> _Skip | None:
+            if found_inf is None:
+                return None
+            if device not in skips:  # 1 = apply this step, 0 = skip it (on the device: no host read)
+                ok = found_inf.reshape(()).to(device) == 0
+                skips[device] = _Skip(ok, ok.float(), ok.to(torch.int64), ok.to(torch.float64))
+            return skips[device]
+
+        buckets: dict[tuple, tuple[list, list]] = {}  # the tensors one set of foreach kernels updates: adapted, others
         for group in self.param_groups:
-            params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 if p.grad.is_sparse:
                     raise RuntimeError("Lamb does not support sparse gradients")
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = torch.zeros((), dtype=torch.float64, device=p.device)
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                elif state["step"].device != p.device:  # a checkpoint written before the count lived on the device
-                    state["step"] = state["step"].to(p.device, torch.float64)
-                params.append(p)
-                grads.append(p.grad)
-                exp_avgs.append(state["exp_avg"])
-                exp_avg_sqs.append(state["exp_avg_sq"])
-                steps.append(state["step"])
-            if not params:
-                continue
-            keep = None
-            if found_inf is not None:  # 1 = apply this step, 0 = skip it (on the device: no host read)
-                keep = 1.0 - (found_inf.reshape(()).to(params[0].device) != 0).float()
-                _zero_unless(grads, keep)
-            kwargs = dict(
-                lr=group["lr"],
-                beta1=group["betas"][0],
-                beta2=group["betas"][1],
-                eps=group["eps"],
-                weight_decay=group["weight_decay"],
-                adapt=group["adapt"],
-                bias_correction=group["bias_correction"],
-                keep=keep,
+                state = self._state_on_device(p)
+                if group["foreach"]:
+                    buckets.setdefault(_bucket_key(group, p), ([], []))[0 if group["adapt"] else 1].append((p, group))
+                    continue
+                skip = skip_on(p.device)
+                if skip is not None:  # a skipped step's gradient may hold inf/NaN: zeroed, so the moments stay
+                    _zero_unless([p.grad], skip.keep_int)
+                m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+                _lamb_single(p, p.grad, m, v, t, **_group_kwargs(group), keep=None if skip is None else skip.keep)
+        for (device, _, betas, eps, bias_correction, *_), (adapted, others) in buckets.items():
+            entries = adapted + others
+            states = [self.state[p] for p, _ in entries]
+            _lamb_foreach(
+                [p for p, _ in entries],
+                [p.grad for p, _ in entries],
+                [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states],
+                [s["step"] for s in states],
+                lrs=[g["lr"] for _, g in entries],
+                weight_decays=[g["weight_decay"] for _, g in entries],
+                n_adapt=len(adapted),
+                beta1=betas[0],
+                beta2=betas[1],
+                eps=eps,
+                bias_correction=bias_correction,
+                skip=skip_on(device),
+                consts=self._constants(device, betas),
             )
-            same_kind = all(p.device == params[0].device and p.dtype == params[0].dtype for p in params)
-            if group["foreach"] and same_kind:
-                _lamb_foreach(params, grads, exp_avgs, exp_avg_sqs, steps, **kwargs)
-            else:
-                for p, g, m, v, t in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
-                    _lamb_single(p, g, m, v, t, **kwargs)
         return loss
+
+    def _state_on_device(self, p: torch.Tensor) -> dict:
+        """``p``'s state, made at its first step; a step count a checkpoint holds on the CPU moved to ``p``'s device."""
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = torch.zeros((), dtype=torch.float64, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        elif state["step"].device != p.device:  # a checkpoint written before the count lived on the device
+            state["step"] = state["step"].to(p.device, torch.float64)
+        return state
+
+    def _constants(self, device: torch.device, betas: tuple[float, float]) -> torch.Tensor:
+        """``(β1, β2, 1, 1)`` as a float32 tensor on ``device``, made once (fill kernels: nothing copied from the
+        host) and kept on the optimizer, keyed by its values: the step's factors ``where(ok, β, 1)`` in one kernel,
+        and the trust ratio's 1."""
+        cache = self.__dict__.setdefault("_device_constants", {})
+        key = (device, *betas)
+        if key not in cache:
+            consts = torch.ones(4, dtype=torch.float32, device=device)
+            consts[0].fill_(betas[0])
+            consts[1].fill_(betas[1])
+            cache[key] = consts
+        return cache[key]
+
+
+class _Skip(NamedTuple):
+    """A step's skip flag on one device, in each type the step needs it in (``found_inf``; 1 = apply, 0 = skip)."""
+
+    ok: torch.Tensor  # 0-d bool
+    keep: torch.Tensor  # 0-d float32
+    keep_int: torch.Tensor  # 0-d int64, for :func:`_zero_unless`
+    keep_step: torch.Tensor  # 0-d float64, the step counts' increment
+
+
+def _group_kwargs(group: dict) -> dict:
+    return dict(
+        lr=group["lr"],
+        beta1=group["betas"][0],
+        beta2=group["betas"][1],
+        eps=group["eps"],
+        weight_decay=group["weight_decay"],
+        adapt=group["adapt"],
+        bias_correction=group["bias_correction"],
+    )
+
+
+def _bucket_key(group: dict, p: torch.Tensor) -> tuple:
+    """The tensors of all groups with the same key are updated by one set of foreach kernels: same device and dtype,
+    and the hyperparameters that enter every tensor's arithmetic; ``lr``, ``weight_decay`` and ``adapt`` may differ.
+    DTensors (FSDP) are merged only where ``lr`` is the same too: a per-tensor vector of learning rates would be a
+    plain tensor of more than one element among DTensors, which DTensor refuses."""
+    key = (p.device, p.dtype, tuple(group["betas"]), group["eps"], group["bias_correction"])
+    if hasattr(p, "to_local"):
+        lr = group["lr"]
+        key += ("dtensor", id(lr) if isinstance(lr, torch.Tensor) else lr)
+    return key
 
 
 #: an integer type of each floating-point element size (bytes), to zero a tensor through its bit pattern
@@ -148,7 +220,7 @@ _SAME_SIZE_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _zero_unless(tensors: list[torch.Tensor], keep: torch.Tensor) -> None:
-    """``t *= keep`` (a 0-d 0./1. tensor) in place for every tensor, also where ``t`` holds inf or NaN: in floating
+    """``t *= keep`` (a 0-d 0/1 tensor) in place for every tensor, also where ``t`` holds inf or NaN: in floating
     point 0·NaN is NaN, so the bit patterns are multiplied as integers (all-zero bits are +0.0). One multi-tensor
     kernel, no host read. DTensors (FSDP) are zeroed through their local shard."""
     local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
@@ -192,16 +264,36 @@ def _lamb_single(p, g, m, v, t, *, lr, beta1, beta2, eps, weight_decay, adapt, b
 
 
 def _lamb_foreach(
-    params, grads, exp_avgs, exp_avg_sqs, steps, *, lr, beta1, beta2, eps, weight_decay, adapt, bias_correction, keep
+    params,
+    grads,
+    exp_avgs,
+    exp_avg_sqs,
+    steps,
+    *,
+    lrs,
+    weight_decays,
+    n_adapt,
+    beta1,
+    beta2,
+    eps,
+    bias_correction,
+    skip,
+    consts,
 ) -> None:
-    """LAMB for a list of same-device, same-dtype tensors with ``torch._foreach_*`` kernels."""
+    """LAMB for a list of same-device, same-dtype tensors (of any number of groups) with ``torch._foreach_*``
+    kernels: the first ``n_adapt`` get the trust ratio; ``lrs`` and ``weight_decays`` are per tensor (floats, an lr
+    may be a 0-d tensor); ``consts`` is :meth:`Lamb._constants`; ``skip`` the step's :class:`_Skip` or None."""
+    n, na = len(params), n_adapt
+    if skip is not None:  # a skipped step's gradients may hold inf/NaN: zeroed, so the moments stay as they are
+        _zero_unless(grads, skip.keep_int)
     # keep as a list of 0-d tensors: given one 0-d tensor, _foreach_add_ reads it back to the host (a device sync
-    # per group, float32 or float64 alike; torch 2.11, H200, set_sync_debug_mode). _foreach_mul_ with one does not.
-    torch._foreach_add_(steps, 1 if keep is None else [keep.to(steps[0].dtype)] * len(steps))
-    if keep is not None:  # a skipped step leaves the moments as they are (its gradients are zero, see the caller)
-        torch._foreach_mul_(exp_avgs, torch.where(keep > 0, beta1, 1.0))
+    # per call, float32 or float64 alike; torch 2.11, H200, set_sync_debug_mode). _foreach_mul_ with one does not.
+    torch._foreach_add_(steps, 1 if skip is None else [skip.keep_step] * n)
+    if skip is not None:  # β, or 1 on a skipped step (both in one kernel)
+        beta_or_1 = torch.where(skip.ok, consts[:2], consts[2:])
+        torch._foreach_mul_(exp_avgs, beta_or_1[0])
         torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
-        torch._foreach_mul_(exp_avg_sqs, torch.where(keep > 0, beta2, 1.0))
+        torch._foreach_mul_(exp_avg_sqs, beta_or_1[1])
     else:
         torch._foreach_mul_(exp_avgs, beta1)
         torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
@@ -219,26 +311,54 @@ def _lamb_foreach(
         torch._foreach_add_(denom, eps)
         updates = torch._foreach_div(exp_avgs, denom)
     del denom
-    if weight_decay != 0:
-        torch._foreach_add_(updates, params, alpha=weight_decay)
-    on_device = isinstance(lr, torch.Tensor)  # read by the kernels (a CUDA graph replays it with each step's value)
-    if adapt:
-        # every trust ratio of the group at once: (N,) norms → (N,) ratios, applied per tensor in one call
-        w = torch.stack(torch._foreach_norm(params))
-        u = torch.stack(torch._foreach_norm(updates))
-        ratios = torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w))
-        if keep is not None:
-            ratios = ratios * keep
-        if on_device:
-            ratios = ratios * -lr
-        torch._foreach_mul_(updates, ratios.unbind(0))
-    elif keep is not None or on_device:
-        scale = keep if not on_device else (-lr if keep is None else keep * -lr)
-        torch._foreach_mul_(updates, scale)
-    if on_device:
-        torch._foreach_add_(params, updates)
-    else:
-        torch._foreach_add_(params, updates, alpha=-lr)
+    for wd, idx in _indices_by(weight_decays).items():  # one kernel per distinct λ
+        if wd != 0:
+            torch._foreach_add_([updates[i] for i in idx], [params[i] for i in idx], alpha=wd)
+
+    # w += α·f·u: α a host float, −lr where every lr is the same float (else −1, and differing float lrs are one
+    # kernel with the lrs as its arguments); f a device scalar per tensor: the trust ratio r (adapted tensors) times
+    # keep (a step flagged by found_inf) times lr (where lr is a tensor), or nothing where all three are absent
+    host_lrs = [1.0 if isinstance(lr, torch.Tensor) else lr for lr in lrs]
+    same_float = all(h == host_lrs[0] for h in host_lrs)
+    scales = _device_scales(lrs, None if skip is None else skip.keep)
+    if na:
+        # every trust ratio at once: both norms of all adapted tensors in one kernel, then (N,) vectors
+        norms = torch.stack(torch._foreach_norm([*params[:na], *updates[:na]]))
+        w, u = norms[:na], norms[na:]
+        ratios = torch.where(torch.minimum(w, u) > 0, w / u, consts[2])
+        if any(s is not scales[0] for s in scales[:na]):  # adapted groups with lrs of their own, one a tensor
+            ratios = ratios * torch.stack([consts[2] if s is None else s for s in scales[:na]])
+        elif scales[0] is not None:
+            ratios = ratios * scales[0]
+        # a list of 0-d tensors: on a GPU one kernel per tensor (the multi-tensor kernel needs equal shapes)
+        torch._foreach_mul_(updates[:na], ratios.unbind(0))
+    for scale, idx in _indices_by(scales[na:], offset=na).items():  # one kernel per distinct scale
+        if scale is not None:
+            torch._foreach_mul_([updates[i] for i in idx], scale)
+    if not same_float:
+        torch._foreach_mul_(updates, host_lrs)
+    torch._foreach_add_(params, updates, alpha=-host_lrs[0] if same_float else -1.0)
+
+
+def _device_scales(lrs: list, keep: torch.Tensor | None) -> list[torch.Tensor | None]:
+    """Per tensor the device factor of its update other than the trust ratio: ``keep·lr``, ``keep`` or ``lr`` (a
+    tensor lr) or None (a float lr and no skip flag); one 0-d tensor per distinct lr tensor, shared."""
+    made: dict[int, torch.Tensor | None] = {}
+    out = []
+    for lr in lrs:
+        on_device = lr if isinstance(lr, torch.Tensor) else None
+        if id(on_device) not in made:
+            made[id(on_device)] = on_device if keep is None else keep if on_device is None else keep * on_device
+        out.append(made[id(on_device)])
+    return out
+
+
+def _indices_by(values: list, offset: int = 0) -> dict:
+    """``{value: [i + offset, ...]}`` in first-seen order; tensors by identity."""
+    out: dict = {}
+    for i, value in enumerate(values):
+        out.setdefault(value, []).append(i + offset)
+    return out
 
 
 def skips_on_device(optimizer: torch.optim.Optimizer) -> bool:
