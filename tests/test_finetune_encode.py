@@ -125,3 +125,10 @@ def test_rows_from_lists_round_trip_and_refuse_mixed_types():
         EncodedDataset(enc)[3]
     with pytest.raises(ValueError, match="row 1: token_type_ids must be 0s then 1s"):
         Encoded.from_lists(ids, [[0, 0, 0], [0, 1, 0, 1, 1], [0, 0]])
+
+
+def test_a_length_too_short_for_a_pair_is_one_error(tok):
+    from litebert.errors import LitebertError
+
+    with pytest.raises(LitebertError, match="max_seq_length must be >= 4"):
+        encode_examples(_examples(3), tok, 3)

@@ -400,8 +400,11 @@ def encode_examples(
     ``space`` is given and the examples carry labels.
 
     Raises:
-        LitebertError: :meth:`LabelSpace.encode`'s errors (a label the space does not have, ``file:line``).
+        LitebertError: ``max_seq_length`` < 4 (a pair needs 3 special tokens and one of its own); :meth:`LabelSpace.encode`'s errors (a label
+            the space does not have, ``file:line``).
     """
+    if max_seq_length < 4:
+        raise LitebertError(f"max_seq_length must be >= 4 ([CLS] a [SEP] b [SEP] with a token), got {max_seq_length}")
     n, cls, sep = len(examples), tokenizer.cls_token_id, tokenizer.sep_token_id
     flat_a, len_a = _flat_ids(tokenizer, [ex.text for ex in examples])
     pairs = np.fromiter((i for i, ex in enumerate(examples) if ex.text_pair is not None), np.int64)
