@@ -18,7 +18,7 @@ from litebert.data import PrepareConfig, prepare
 from litebert.finetune import DataOptions, FinetuneConfig, finetune
 from litebert.modeling import AlbertForPreTraining
 from litebert.tokenization import train_tokenizer
-from litebert.training import PretrainConfig, pretrain
+from litebert.training.pretrain import PretrainConfig, pretrain
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,27 +6,17 @@ Quick use::
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-base"))
     model.save_pretrained("out/")                      # transformers can load "out/"
     model = AlbertForPreTraining.from_pretrained("out/")
+
+The names below are imported when first read (:mod:`litebert.lazy`): ``import litebert`` and the commands that run
+no model (``prepare``, ``train-tokenizer``, ``plot``) do not import torch.
 """
 
-import litebert.checkpoint  # noqa: F401 - installs from_pretrained/save_pretrained's file I/O
-from litebert.config import PRESETS, AlbertConfig
 from litebert.errors import LitebertError
-from litebert.modeling import (
-    AlbertForMaskedLM,
-    AlbertForMultipleChoice,
-    AlbertForPreTraining,
-    AlbertForQuestionAnswering,
-    AlbertForSequenceClassification,
-    AlbertForTokenClassification,
-    AlbertModel,
-    AlbertPreTrainedModel,
-)
+from litebert.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "PRESETS",
-    "AlbertConfig",
+_MODELS = (
     "AlbertForMaskedLM",
     "AlbertForMultipleChoice",
     "AlbertForPreTraining",
@@ -35,6 +25,8 @@ __all__ = [
     "AlbertForTokenClassification",
     "AlbertModel",
     "AlbertPreTrainedModel",
-    "LitebertError",
-    "__version__",
-]
+)
+_LAZY = {"PRESETS": "litebert.config", "AlbertConfig": "litebert.config"} | dict.fromkeys(_MODELS, "litebert.modeling")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+__all__ = ["LitebertError", "__version__", *_LAZY]

@@ -27,6 +27,7 @@ K layers per group. All float tensors are the parameters' dtype (fp32 unless the
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import math
 import os
@@ -444,9 +445,10 @@ class AlbertTransformer(nn.Module):
 
 # ====================================================================================================== base class
 # Model directories (config.json + safetensors) are read and written by litebert.checkpoint, which sits above this
-# module: it imports the model's config and installs its two functions here when it is imported (litebert/__init__
-# imports it, so they are always installed). The model file thus imports no file-format code, and the arrow stays
-# checkpoint -> modeling. The methods below keep transformers' `Cls.from_pretrained` / `model.save_pretrained` API.
+# module: it imports the model's config and installs its two functions here when it is imported. The model file thus
+# imports no file-format code, and the arrow stays checkpoint -> modeling; the first from_pretrained/save_pretrained
+# loads litebert.checkpoint by name if nothing has imported it yet (`import litebert` no longer does: it imports no
+# torch, see litebert/lazy.py). The methods below keep transformers' `Cls.from_pretrained` / `model.save_pretrained`.
 _MODEL_DIR_IO: dict[str, Callable[..., Any]] = {}
 
 
@@ -458,8 +460,8 @@ def register_model_dir_io(load: Callable[..., Any], save: Callable[..., Any]) ->
 
 
 def _model_dir_io(name: str) -> Callable[..., Any]:
-    if name not in _MODEL_DIR_IO:  # only if litebert.checkpoint was never imported, which `import litebert` does
-        raise RuntimeError("litebert.checkpoint is not loaded; `import litebert` installs model-directory I/O")
+    if name not in _MODEL_DIR_IO:
+        importlib.import_module("litebert.checkpoint")  # installs them (register_model_dir_io) as it is imported
     return _MODEL_DIR_IO[name]
 
 

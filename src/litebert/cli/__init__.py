@@ -13,6 +13,7 @@ import argparse
 import difflib
 import os
 import sys
+from collections.abc import Callable
 
 from litebert.errors import LitebertError
 
@@ -69,10 +70,29 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self._argv: list[str] = []
+        self._deferred: list[Callable[[Parser], None]] = []
+
+    def defer(self, add_options: Callable[[Parser], None]) -> None:
+        """Call ``add_options(self)`` only when this parser first parses, prints help or is completed
+        (:meth:`complete`): a command's options come from its settings class, whose module may import torch, and
+        the command line of ``litebert prepare`` should not pay for ``pretrain``'s."""
+        self._deferred.append(add_options)
+
+    def complete(self) -> Parser:
+        """Add the deferred options (once), then a ``default: X`` help line where an option has none."""
+        while self._deferred:
+            self._deferred.pop(0)(self)
+        _show_defaults(self)
+        return self
 
     def parse_known_args(self, args=None, namespace=None):
+        self.complete()
         self._argv = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self.complete()
+        return super().format_help()
 
     def parse_args(self, args=None, namespace=None):
         ns, extras = self.parse_known_args(args, namespace)
@@ -123,7 +143,10 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``litebert`` parser with every subcommand. ``lazy``: each subcommand's options are added when that
+    subcommand parses (:meth:`Parser.defer`), so a command imports only its own settings class (``prepare``,
+    ``train-tokenizer`` and ``plot`` then run without importing torch); else every subcommand is complete."""
     from litebert import __version__
     from litebert.cli import ablate_cmds, data_cmds, finetune_cmds, model_cmds, pretrain_cmds
 
@@ -133,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in (data_cmds, pretrain_cmds, finetune_cmds, model_cmds, ablate_cmds):
         module.register(sub)
-    for command in sub.choices.values():
-        _show_defaults(command)
+    if not lazy:
+        for command in sub.choices.values():
+            command.complete()
     return parser
 
 
@@ -172,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     args = parser.parse_args(argv)
     try:
         result = args.func(args)

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from litebert.cli.options import add_config_option, add_settings, config_from_args
+from litebert.cli.options import add_config_settings, config_from_args
 
 
 def register(subparsers) -> None:
-    from litebert.ablate.run import AblateConfig
-
     p = subparsers.add_parser(
         "ablate",
         help="rerun the ALBERT paper's ablations in miniature (a grid of small pretraining runs)",
@@ -21,8 +19,7 @@ def register(subparsers) -> None:
         "cells and resumes an interrupted one, and refuses a cell planned with other training settings. Give "
         "--steps N, --budget-minutes M, or both.",
     )
-    add_config_option(p)
-    add_settings(p, AblateConfig, section="ablate_config")
+    add_config_settings(p, "litebert.ablate.run:AblateConfig", section="ablate_config")
     p.set_defaults(func=run_ablate)
 
 

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from litebert.cli.options import add_config_option, add_settings, config_from_args
+from litebert.cli.options import add_config_settings, config_from_args
 
 
 def register(subparsers) -> None:
-    from litebert.data.prepare import PrepareConfig
-    from litebert.data.tokenizer_config import TrainTokenizerConfig
-
     p = subparsers.add_parser(
         "train-tokenizer",
         help="train a SentencePiece / WordPiece / Chinese tokenizer",
@@ -21,8 +18,7 @@ def register(subparsers) -> None:
         "(spiece.model or vocab.txt, tokenizer.json, tokenizer_config.json, "
         "special_tokens_map.json) into --output.",
     )
-    add_config_option(p)
-    add_settings(p, TrainTokenizerConfig)
+    add_config_settings(p, "litebert.data.tokenizer_config:TrainTokenizerConfig")
     p.set_defaults(func=_train_tokenizer)
 
     q = subparsers.add_parser(
@@ -31,8 +27,7 @@ def register(subparsers) -> None:
         description="Tokenize a corpus and write pretraining instances (docs/algorithms.md §2, §3) "
         "as numpy shards plus manifest.json into --output.",
     )
-    add_config_option(q)
-    add_settings(q, PrepareConfig)
+    add_config_settings(q, "litebert.data.prepare:PrepareConfig")
     q.set_defaults(func=_prepare)
 
     m = subparsers.add_parser(

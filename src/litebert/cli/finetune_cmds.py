@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from litebert.cli.options import add_config_option, add_settings, config_from_args
+from litebert.cli.options import add_config_settings, config_from_args
 
 
 def _eval_data_rule(values: dict) -> dict:
@@ -107,8 +107,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from litebert.finetune.run import EvaluateConfig, FinetuneConfig
-
     p = subparsers.add_parser(
         "finetune",
         help="fine-tune a model directory on labelled files (classification, regression, NER, multiple choice, QA)",
@@ -119,8 +117,7 @@ def register(subparsers) -> None:
         "--test, finetune_config.json, run_settings.json, metrics.jsonl, tb/ and checkpoints/ (one at every "
         "evaluation by default; --resume auto continues an interrupted run from the newest).",
     )
-    add_config_option(p)
-    add_settings(p, FinetuneConfig, section="finetune_config")
+    add_config_settings(p, "litebert.finetune.run:FinetuneConfig", section="finetune_config")
     p.set_defaults(func=cmd_finetune)
 
     for name, func, helptext in (
@@ -135,6 +132,5 @@ def register(subparsers) -> None:
             + (", eval_results.json" if name == "evaluate" else "")
             + " and the predictions (file names as finetune's); a DIR that already holds one of them is refused.",
         )
-        add_config_option(q)
-        add_settings(q, EvaluateConfig, section=f"{name}_config")
+        add_config_settings(q, "litebert.finetune.run:EvaluateConfig", section=f"{name}_config")
         q.set_defaults(func=func)

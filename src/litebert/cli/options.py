@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -108,6 +109,19 @@ def _example_key(cls: type) -> str | None:
     return next((f.name for f in dataclasses.fields(cls) if ftypes[f.name].scalar in (int, float)), None)
 
 
+def add_config_settings(parser, settings_class: str, *, section: str | None = None) -> None:
+    """``--config FILE`` and the options of ``settings_class`` (``"module:Class"``), added to ``parser`` (a
+    :class:`litebert.cli.Parser`) when it first parses or prints help: the class's module is imported then, not
+    when the command line is built (``litebert prepare`` need not import ``pretrain``'s torch)."""
+
+    def add(p: argparse.ArgumentParser) -> None:
+        module, name = settings_class.split(":")
+        add_config_option(p)
+        add_settings(p, getattr(importlib.import_module(module), name), section=section)
+
+    parser.defer(add)
+
+
 def add_config_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--config FILE``; :func:`add_settings` then names one of the command's own keys in its help."""
     parser.add_argument("--config", dest=_CONFIG_FILE, metavar="FILE", default=None, help=_config_help(None))
@@ -165,4 +179,4 @@ def config_from_args(args: argparse.Namespace, adjust: Callable[[dict], dict] | 
     return resolve_config(cls(**values))
 
 
-__all__ = ["add_config_option", "add_settings", "config_from_args", "settings_from_args"]
+__all__ = ["add_config_option", "add_config_settings", "add_settings", "config_from_args", "settings_from_args"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from litebert.cli.options import add_config_option, add_settings, config_from_args
+from litebert.cli.options import add_config_settings, config_from_args
 from litebert.hub import REVISION_HELP
 
 
@@ -23,10 +23,7 @@ def register(subparsers) -> None:
         "tb/, checkpoints/step-N/ and final/ (an HF model directory with the tokenizer) into a new or empty OUTPUT "
         "(with --resume: a pretrain run's own directory).",
     )
-    from litebert.training.pretrain import PretrainConfig
-
-    add_config_option(p)
-    add_settings(p, PretrainConfig, section="pretrain_config")
+    add_config_settings(p, "litebert.training.pretrain:PretrainConfig", section="pretrain_config")
     p.set_defaults(func=run_pretrain)
 
     q = subparsers.add_parser(

@@ -7,17 +7,26 @@ Public names: :func:`prepare` / :class:`PrepareConfig` / :class:`PrepareResult`,
 """
 
 from litebert.corpus import CorpusStats, detect_format, read_documents, resolve_corpus_files, split_sentences
-from litebert.data.dataset import (
-    PretrainingCollator,
-    PretrainingDataset,
-    check_data_matches_model,
-    check_same_vocabulary,
-    tokenizer_vocabulary,
-)
 from litebert.data.instances import META_FIELDS
 from litebert.data.masking import IGNORE_INDEX, mask_batch, mask_keys
 from litebert.data.prepare import PrepareConfig, PrepareResult, prepare
 from litebert.data.shards import FORMAT_NAME, FORMAT_VERSION, read_manifest, verify_checksums
+from litebert.lazy import lazy_exports
+
+# the dataset and collator import torch: read on first use, so that `litebert prepare` starts without it
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    dict.fromkeys(
+        (
+            "PretrainingCollator",
+            "PretrainingDataset",
+            "check_data_matches_model",
+            "check_same_vocabulary",
+            "tokenizer_vocabulary",
+        ),
+        "litebert.data.dataset",
+    ),
+)
 
 __all__ = [
     "FORMAT_NAME",

@@ -15,6 +15,7 @@ The heavy parts (model, training loop) are imported lazily so that readers and m
 from litebert.finetune.metrics import METRICS, compute_metrics
 from litebert.finetune.readers import ColumnSpec, Example, ReadResult, read_examples
 from litebert.finetune.tasks import TASKS, TaskSpec, get_task
+from litebert.lazy import lazy_exports
 
 __all__ = [
     "METRICS",
@@ -37,18 +38,20 @@ __all__ = [
 ]
 
 
-def __getattr__(name):  # lazy: run.py imports torch-heavy modules only when needed
-    if name in (
-        "DataOptions",
-        "EvalResult",
-        "EvaluateConfig",
-        "FinetuneConfig",
-        "FinetuneResult",
-        "evaluate",
-        "finetune",
-        "predict",
-    ):
-        from litebert.finetune import run
-
-        return getattr(run, name)
-    raise AttributeError(name)
+# run.py imports torch-heavy modules: its names are imported when first read (litebert/lazy.py)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    dict.fromkeys(
+        (
+            "DataOptions",
+            "EvalResult",
+            "EvaluateConfig",
+            "FinetuneConfig",
+            "FinetuneResult",
+            "evaluate",
+            "finetune",
+            "predict",
+        ),
+        "litebert.finetune.run",
+    ),
+)

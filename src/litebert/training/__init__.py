@@ -3,32 +3,25 @@
 See docs/DESIGN.md, "Training loop contract".
 """
 
-from litebert.training.loop import (
-    BatchFactory,
-    CountFn,
-    EvalFn,
-    LossOutput,
-    Objective,
-    TrainingArgs,
-    TrainResult,
-    make_batch_factory,
-    train,
-)
+from litebert.lazy import lazy_exports
 
-# Imported eagerly: a lazy import of the submodule `pretrain` would shadow the function of the same name.
-from litebert.training.pretrain import PretrainConfig, PretrainResult, pretrain
-
-__all__ = [
+_LOOP = (
     "BatchFactory",
     "CountFn",
     "EvalFn",
     "LossOutput",
     "Objective",
-    "PretrainConfig",
-    "PretrainResult",
-    "TrainResult",
     "TrainingArgs",
+    "TrainResult",
     "make_batch_factory",
-    "pretrain",
     "train",
-]
+)
+# Imported on first use (the loop imports torch; `litebert plot` reads metrics.jsonl only). The function `pretrain`
+# is not exported here: it has its submodule's name, and `litebert.training.pretrain` is the module.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    dict.fromkeys(_LOOP, "litebert.training.loop")
+    | dict.fromkeys(("PretrainConfig", "PretrainResult"), "litebert.training.pretrain"),
+)
+
+__all__ = [*_LOOP, "PretrainConfig", "PretrainResult"]
