@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -618,8 +619,10 @@ def section_predict(ctx: dict) -> dict:
            f"{res['chosen_vs_pipeline']:.1f}x (target >= 10x)", ok=res["chosen_vs_pipeline"] >= 10)  # fmt: skip
     report(f"litebert's batch: {best:,.0f} rows/s (target >= 20,000)", ok=best >= 20_000)
     # the whole process, twice: a machine whose packages carry no bytecode (the GPU image) compiles it in the first
-    # run; the second reuses it (PYTHONPYCACHEPREFIX), as an installed package's bytecode would be
+    # run; the second reuses it (PYTHONPYCACHEPREFIX, written even where PYTHONDONTWRITEBYTECODE is set), as an
+    # installed package's bytecode would be
     env = {**child_env(), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     for key in ("whole_process_first_s", "whole_process_s"):
         if not ctx["time_left"](60):
             break
@@ -730,7 +733,9 @@ def section_mainjob(ctx: dict) -> dict:
         timer.cancel()
     total = time.perf_counter() - t0
     res = {"steps": steps, "cuda_graphs": graphs, "wall_s": total, "marks": marks,
-           "pycache_prefix": (out / ".pycache").is_dir(), "ms_per_step": _phase_step_ms(out)}  # fmt: skip
+           "pycache_prefix": (out / ".pycache").is_dir(), "ms_per_step": _phase_step_ms(out),
+           "torch_has_bytecode": os.path.exists(importlib.util.cache_from_source(torch.__file__)),
+           "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE")}  # fmt: skip
     if rc:
         what = f"stopped after {timeout:.0f} s" if total >= timeout else f"exited {rc}"
         res["error"] = f"quickstart.sh {what}"
@@ -754,7 +759,8 @@ def section_mainjob(ctx: dict) -> dict:
         report(f"main job (QS_STEPS={steps}{', QS_CUDA_GRAPHS=1' if graphs else ''}): {total:.1f} s end to end "
                f"(target <= 60 s)", ok=total <= 60)  # fmt: skip
     report(f"    stages (s): {stages}; pretraining ms/step {res['ms_per_step']}; bytecode in OUTPUT/.pycache: "
-           f"{res['pycache_prefix']}")  # fmt: skip
+           f"{res['pycache_prefix']} (torch's own bytecode: {res['torch_has_bytecode']}, PYTHONDONTWRITEBYTECODE="
+           f"{res['PYTHONDONTWRITEBYTECODE']})")  # fmt: skip
     return res
 
 

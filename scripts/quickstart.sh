@@ -27,8 +27,11 @@
 # QS_COMPILE_MODE (unset: eager; e.g. reduce-overhead: both phases with --static-shapes --compile-mode MODE, CUDA
 # graphs on a GPU, where a model this small is otherwise bound by kernel launches; docs/gpu.md), QS_CUDA_GRAPHS (1:
 # both phases with --cuda-graphs, the whole step captured as one CUDA graph and replayed, no compilation; a GPU).
-# Where the installed packages carry no bytecode and their directories are read-only (some container images), every
-# Python process of the job would compile torch's modules anew: PYTHONPYCACHEPREFIX is then set to OUTPUT/.pycache.
+# QS_PYCACHE (auto: where torch's modules carry no bytecode, as in some container images that also set
+# PYTHONDONTWRITEBYTECODE, each of the job's Python processes would compile the modules it imports anew, about 8 s a
+# process measured on one; then PYTHONPYCACHEPREFIX=OUTPUT/.pycache and bytecode writing on, the packages compiled
+# there in the background, on all cores, while the tokenizer and the shards are made (those import no torch); 1:
+# always; 0: never).
 #
 # Why this recipe (docs/pretraining.md, "Why this recipe"): a model this small sits for thousands of steps on the
 # context-free MLM plateau (about 15 % accuracy: copy the visible token or guess by frequency). 64-token sequences,
@@ -73,10 +76,26 @@ fi
 
 mkdir -p "$OUT"
 START=$(date +%s)
-if [[ -z "${PYTHONPYCACHEPREFIX:-}" ]] && ! "$PY" -c 'import importlib.util as u, os, sys
-d = os.path.dirname(u.find_spec("torch").origin)
-sys.exit(0 if os.path.isdir(os.path.join(d, "__pycache__")) or os.access(d, os.W_OK) else 1)' 2>/dev/null; then
-  export PYTHONPYCACHEPREFIX="$OUT/.pycache"  # one compiled copy of the packages' modules for all the job's processes
+PRECOMPILE=""
+case "${QS_PYCACHE:-auto}" in
+  1) PYCACHE=1 ;;
+  0) PYCACHE=0 ;;
+  *) PYCACHE=0
+     if [[ -z "${PYTHONPYCACHEPREFIX:-}" ]] && ! "$PY" -c 'import importlib.util as u, os, sys
+sys.exit(0 if os.path.exists(u.cache_from_source(u.find_spec("torch").origin)) else 1)' 2>/dev/null; then PYCACHE=1; fi ;;
+esac
+if [[ "$PYCACHE" == 1 ]]; then
+  # one compiled copy of the packages' modules for all the job's processes, written under OUTPUT only
+  export PYTHONPYCACHEPREFIX="$(cd "$OUT" && pwd)/.pycache"
+  unset PYTHONDONTWRITEBYTECODE
+  mapfile -t PKG_DIRS < <("$PY" -c 'import importlib.util as u, os
+for n in ("torch", "transformers", "numpy", "safetensors", "tensorboard", "matplotlib", "tokenizers", "sentencepiece",
+          "tqdm", "huggingface_hub", "PIL"):
+    s = u.find_spec(n)
+    if s is not None and s.origin:
+        print(os.path.dirname(s.origin))' 2>/dev/null)
+  "$PY" -m compileall -q -j 0 "${PKG_DIRS[@]}" "$REPO/src" >/dev/null 2>&1 &
+  PRECOMPILE=$!
 fi
 WT="$DATA_DIR/wikitext-2"
 if [[ ! -f "$WT/wiki.train.tokens" || ! -f "$WT/wiki.valid.tokens" ]]; then
@@ -118,6 +137,7 @@ for split in train valid; do
   done
 done
 
+if [[ -n "$PRECOMPILE" ]]; then wait "$PRECOMPILE" || true; fi  # the bytecode of torch & co., compiled since the start
 echo "== 3/5 pretrain $MODEL, phase a: $SHORT_STEPS steps x $BATCH sequences of <= $SEQ tokens, $OPTIMIZER peak lr $LR, warmup $WARMUP"
 litebert pretrain --data "$OUT/data/train" --eval-data "$OUT/data/valid" --model-config "$MODEL" \
   --output "$OUT/pretrain-seq$SEQ" --optimizer "$OPTIMIZER" --learning-rate "$LR" --warmup-steps "$WARMUP" \
