@@ -76,6 +76,7 @@ fi
 
 mkdir -p "$OUT"
 START=$(date +%s)
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed stage leaves no prepare or compileall running
 PRECOMPILE=""
 case "${QS_PYCACHE:-auto}" in
   1) PYCACHE=1 ;;
@@ -127,14 +128,28 @@ else
 fi
 
 echo "== 2/5 prepare train and valid shards ($SEQ and $LONG_SEQ tokens)"
+# the four are independent: side by side (no progress bars) where the machine has cores for all (4 x QS_WORKERS)
+SIDE_BY_SIDE=0
+if (( $(nproc 2>/dev/null || echo 1) >= 4 * WORKERS )); then SIDE_BY_SIDE=1; fi
+PREPARING=()
 for split in train valid; do
   for spec in "$split:$SEQ:$MAX_PRED" "$split-$LONG_SEQ:$LONG_SEQ:$LONG_MAX_PRED"; do
     IFS=: read -r name seq max_pred <<<"$spec"
     if [[ -f "$OUT/data/$name/manifest.json" ]]; then echo "   $OUT/data/$name exists: kept"; continue; fi
-    litebert prepare --corpus "$WT/wiki.$split.tokens" --tokenizer "$OUT/tokenizer" --output "$OUT/data/$name" \
-      --max-seq-length "$seq" --max-predictions-per-seq "$max_pred" --masked-lm-prob "$MASK_PROB" \
-      --workers "$WORKERS" --seed 12345
+    args=(prepare --corpus "$WT/wiki.$split.tokens" --tokenizer "$OUT/tokenizer" --output "$OUT/data/$name"
+          --max-seq-length "$seq" --max-predictions-per-seq "$max_pred" --masked-lm-prob "$MASK_PROB"
+          --workers "$WORKERS" --seed 12345)
+    if [[ "$SIDE_BY_SIDE" == 1 ]]; then
+      litebert "${args[@]}" --no-progress &
+      PREPARING+=("$!:$OUT/data/$name")
+    else
+      litebert "${args[@]}"
+    fi
   done
+done
+for job in ${PREPARING[@]+"${PREPARING[@]}"}; do
+  wait "${job%%:*}"  # a failed prepare stops the job here (set -e)
+  echo "   ${job#*:}"
 done
 
 if [[ -n "$PRECOMPILE" ]]; then wait "$PRECOMPILE" || true; fi  # the bytecode of torch & co., compiled since the start
