@@ -25,7 +25,7 @@ from litebert.training.pretrain import pretraining_count, pretraining_objective
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-OUTPUTS = ("finite", "step_loss", "grad_norm", "reduced", "units", "tokens")
+OUTPUTS = ("finite", "step_loss", "grad_norm", "reduced", "units", "tokens", "packed")
 
 
 class RerunBackend:

@@ -206,6 +206,10 @@ def test_masked_positions_give_the_label_paths_logits_and_loss(cls, tmp_path):
     ga = torch.autograd.grad(loss_a, model.albert.embeddings.word_embeddings.weight)[0]
     gb = torch.autograd.grad(loss_b, model.albert.embeddings.word_embeddings.weight)[0]
     torch.testing.assert_close(gb, ga, atol=1e-6, rtol=1e-5)
+    # without labels: the same logits, bit for bit, and no loss (pretraining sums its own cross-entropy)
+    c = model(**batch, masked_positions=pos)
+    logits_c = c.prediction_logits if ours_cls is AlbertForPreTraining else c.logits
+    assert torch.equal(logits_c, logits_b) and (c.mlm_loss if ours_cls is AlbertForPreTraining else c.loss) is None
     hf, _ = to_hf(model.eval(), tmp_path, transformers.AlbertForMaskedLM)
     with torch.no_grad():
         full = hf(**batch).logits  # (B, S, V)

@@ -725,7 +725,8 @@ def _classifier_dropout(config: AlbertConfig) -> float:
 
 
 class _MaskedLMMixin:
-    """Shared by the two MLM models: vocabulary logits at the predicted positions only when labels are given."""
+    """Shared by the two MLM models: vocabulary logits at the predicted positions only when labels (or
+    ``masked_positions``) are given."""
 
     def _mlm(self, h: torch.Tensor, labels: torch.Tensor | None, masked_positions: torch.Tensor | None = None):
         """h (B, S, H), labels (B, S) or None → (logits (P_total, V) or (B, S, V), mean CE loss or None).
@@ -733,7 +734,9 @@ class _MaskedLMMixin:
         ``masked_positions`` (B, P) int64 (static shapes, e.g. CUDA graphs): the positions to predict, padded
         with slots whose label (``labels.gather(1, masked_positions)``) is −100 (position 0, [CLS], serves); the
         logits are then (B·P, V) in row-major (b, p) order, pad slots included, and the loss is the mean CE over
-        the slots whose label is not −100 — the same value as without it, with no data-dependent size.
+        the slots whose label is not −100 — the same value as without it, with no data-dependent size. Without
+        labels: the logits only (a caller that computes its own loss, as pretraining its summed CE, then pays for
+        no cross-entropy here).
 
         With no predicted position in the batch the loss is 0 (with a graph), not NaN. The number of predicted
         positions is data-dependent (``nonzero``): under ``torch.compile`` it needs
@@ -741,22 +744,22 @@ class _MaskedLMMixin:
         which keeps it in the graph as a dynamic size instead of a graph break and a recompile per count.
         """
         projection = self.albert.embeddings.word_embeddings_2.weight if self.albert.embeddings.zh else None
-        if labels is None:
-            if masked_positions is not None:
-                raise ValueError("masked_positions needs labels (B, S): the pad slots are told by label -100")
-            return self.predictions(h, projection), None
         if masked_positions is not None:
-            B, S = labels.shape
+            B, S = h.shape[:2]
             if masked_positions.dim() != 2 or masked_positions.shape[0] != B:
                 raise ValueError(f"masked_positions has shape {list(masked_positions.shape)}, expected ({B}, P)")
             flat = (masked_positions + torch.arange(B, device=h.device)[:, None] * S).reshape(-1)  # (B·P,)
             rows = h.reshape(-1, h.shape[-1]).index_select(0, flat)  # (B·S, H) -> (B·P, H)
             logits = self.predictions(rows, projection)  # (B·P, V)
+            if labels is None:
+                return logits, None
             target = labels.gather(1, masked_positions).reshape(-1)  # (B·P,), -100 at pad slots
             loss = F.cross_entropy(logits, target, ignore_index=-100, reduction="sum") / (target != -100).sum().clamp(
                 min=1
             )
             return logits, loss
+        if labels is None:
+            return self.predictions(h, projection), None
         if labels.shape != h.shape[:-1]:  # a flat gather would silently pair labels with the wrong positions
             raise ValueError(
                 f"labels have shape {list(labels.shape)}, expected {list(h.shape[:-1])} (B, S) like input_ids"
@@ -799,7 +802,8 @@ class AlbertForPreTraining(_MaskedLMMixin, AlbertPreTrainedModel):
     ):
         """Inputs as :meth:`AlbertModel.forward` (``unpad_indices`` too); labels (B, S) int64 with −100 = not predicted;
         sentence_order_label (B,) 0 = in order, 1 = swapped; masked_positions (B, P) int64 or None: static-shape
-        gather of the predicted positions (:meth:`_MaskedLMMixin._mlm`; ``prediction_logits`` then (B·P, V)).
+        gather of the predicted positions (:meth:`_MaskedLMMixin._mlm`; ``prediction_logits`` then (B·P, V), with
+        no ``mlm_loss`` when labels are not given).
 
         Returns :class:`AlbertForPreTrainingOutput`: ``prediction_logits`` (P_total, V) at ``labels != -100`` in
         row-major (batch, position) order (aligned with ``labels[labels != -100]``) when labels are given, else
@@ -854,7 +858,7 @@ class AlbertForMaskedLM(_MaskedLMMixin, AlbertPreTrainedModel):
     ):
         """→ :class:`MaskedLMOutput`: ``logits`` (P_total, V) at ``labels != -100`` (row-major order) when labels
         are given, else (B, S, V); ``loss`` mean CE over predicted tokens. ``masked_positions`` (B, P): as
-        :meth:`AlbertForPreTraining.forward` (``logits`` (B·P, V)); ``unpad_indices`` (T,): as
+        :meth:`AlbertForPreTraining.forward` (``logits`` (B·P, V); no ``loss`` without labels); ``unpad_indices`` (T,): as
         :meth:`AlbertModel.forward`."""
         out = self._run_albert(
             input_ids,

@@ -64,12 +64,13 @@ class PretrainingDataset(torch.utils.data.Dataset):
         self._ids, self._ws, self._offs, self._meta, self._labels = [], [], [], [], []
         for shard in self.manifest["shards"]:
             f = shard["files"]
-            self._ids.append(self._load(f["input_ids"], mmap=True))
-            self._ws.append(self._load(f["word_start"], mmap=True))
+            # plain ndarray views of the memory maps: np.memmap's indexing adds Python work to every gather
+            self._ids.append(self._load(f["input_ids"], mmap=True).view(np.ndarray))
+            self._ws.append(self._load(f["word_start"], mmap=True).view(np.ndarray))
             self._offs.append(self._load(f["offsets"]))
             self._meta.append(self._load(f["meta"]))
             if "labels" in f:
-                self._labels.append(self._load(f["labels"], mmap=True))
+                self._labels.append(self._load(f["labels"], mmap=True).view(np.ndarray))
         counts = np.array([len(o) - 1 for o in self._offs], np.int64)
         self._starts = np.concatenate([[0], np.cumsum(counts)])
         self._len = int(self._starts[-1])
@@ -142,7 +143,6 @@ class PretrainingDataset(torch.utils.data.Dataset):
         if len(idx) and (idx.min() < 0 or idx.max() >= self._len):
             raise IndexError(f"index out of range for {self._len} instances")
         B = len(idx)
-        shard = np.searchsorted(self._starts, idx, side="right") - 1
         lengths = self._lengths[idx] if B else np.zeros(0, np.int64)
         S = int(lengths.max()) if B else 0
         pos = np.arange(S)
@@ -150,10 +150,8 @@ class PretrainingDataset(torch.utils.data.Dataset):
         ids = np.full((B, S), self.pad_token_id, np.int64)
         ws = np.zeros((B, S), np.uint8)
         labels = np.full((B, S), IGNORE_INDEX, np.int64) if self.static else None
-        for s in np.unique(shard):  # one vectorized gather per shard touched
-            rows = np.nonzero(shard == s)[0]
-            local = idx[rows] - self._starts[s]
-            starts = self._offs[s][local]
+        for s, rows in self._by_shard(idx):  # one vectorized gather per shard touched
+            starts = self._offs[s][idx[rows] - self._starts[s]]
             gather = np.minimum(starts[:, None] + pos[None, :], len(self._ids[s]) - 1)
             v = valid[rows]
             ids[rows] = np.where(v, self._ids[s][gather], self.pad_token_id)
@@ -189,6 +187,13 @@ class PretrainingDataset(torch.utils.data.Dataset):
             lengths,
             self.pad_token_id,
         )
+
+    def _by_shard(self, idx: np.ndarray) -> list[tuple[int, np.ndarray | slice]]:
+        """(shard, rows of ``idx`` in it) for each shard that ``idx`` touches; one shard: all rows, no search."""
+        if len(self._ids) == 1:
+            return [(0, slice(None))]
+        shard = np.searchsorted(self._starts, idx, side="right") - 1
+        return [(int(s), np.nonzero(shard == s)[0]) for s in np.unique(shard)]
 
     def collator(
         self,
@@ -282,69 +287,67 @@ class PretrainingCollator:
 
     def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         if isinstance(items, MaskedBatch) and items.pad_token_id == self.pad_token_id:
-            return self._static(self._from_masked_batch(items))
-        return self._static(self._pad(items))
+            arrays = items.arrays  # already padded to the longest item: no per-item work
+        else:
+            arrays = self._pad(items)
+        return {k: torch.from_numpy(v) for k, v in self._finish(arrays).items()}
 
-    def _static(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``batch`` padded to ``pad_to_length`` and given ``masked_positions`` / ``unpad_indices`` (see the class
-        docstring).
-        The counts here are of CPU tensors, read by the host that collates (no device involved)."""
+    def _finish(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``arrays`` (``[B, S]`` padded to the longest item, ``sentence_order_label [B]``) padded to
+        ``pad_to_multiple_of`` or ``pad_to_length``, with ``masked_positions`` / ``unpad_indices`` (see the class
+        docstring). numpy throughout: a handful of calls per batch, each cheaper than a torch operator's dispatch."""
+        B, S = arrays["input_ids"].shape
+        width = S
+        if self.pad_to_multiple_of and width % self.pad_to_multiple_of:
+            width += self.pad_to_multiple_of - width % self.pad_to_multiple_of
         if self.pad_to_length is not None:
-            S = batch["input_ids"].shape[1]
-            if self.pad_to_length < S:
-                raise LitebertError(f"a batch item has {S} tokens, more than the fixed length {self.pad_to_length}")
-            self._pad_right(batch, self.pad_to_length - S)
+            if self.pad_to_length < width:
+                raise LitebertError(f"a batch item has {width} tokens, more than the fixed length {self.pad_to_length}")
+            width = self.pad_to_length
+        if width > S:
+            fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
+            arrays = dict(arrays)
+            for k, value in fill.items():
+                wide = np.full((B, width), value, dtype=arrays[k].dtype)
+                wide[:, :S] = arrays[k]
+                arrays[k] = wide
+        out = dict(arrays)
         if self.masked_positions:
-            predicted = batch["labels"] != IGNORE_INDEX  # (B, S)
-            most = int(predicted.sum(1).max()) if predicted.numel() else 0
+            # each row's predicted positions in increasing order, then 0 ([CLS], never predicted)
+            at = np.flatnonzero(arrays["labels"] != IGNORE_INDEX)  # row-major: rows in order, positions increasing
+            row, col = np.divmod(at, width)
+            count = np.bincount(row, minlength=B)  # (B,) predicted positions per row
+            most = int(count.max()) if B else 0
             P = max(most, 1) if self.max_predictions is None else self.max_predictions
             if most > P:
                 raise LitebertError(
                     f"a batch item has {most} predicted positions, more than max_predictions_per_seq "
                     f"{self.max_predictions}"
                 )
-            # stable sort: predicted positions first, each row in increasing order; the rest become 0
-            order = torch.sort((~predicted).to(torch.int8), dim=1, stable=True).indices[:, :P]
-            slots = torch.arange(order.shape[1]) < predicted.sum(1, keepdim=True)  # (B, P)
-            positions = torch.where(slots, order, 0)
-            if positions.shape[1] < P:  # S < P: pad the slots too
-                positions = torch.nn.functional.pad(positions, (0, P - positions.shape[1]))
-            batch["masked_positions"] = positions
+            positions = np.zeros((B, P), dtype=np.int64)
+            positions[row, np.arange(len(at)) - (np.cumsum(count) - count)[row]] = col  # slot = rank within the row
+            out["masked_positions"] = positions
         if self.unpad_indices:
-            batch["unpad_indices"] = batch["attention_mask"].reshape(-1).nonzero().squeeze(1)  # (T,) int64
-        return batch
+            out["unpad_indices"] = np.flatnonzero(arrays["attention_mask"]).astype(np.int64)  # (T,)
+        return out
 
-    def _pad(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    def _pad(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, np.ndarray]:
+        """Item dicts (1-D tensors) as ``[B, S]`` arrays padded to the longest item, and ``sentence_order_label``."""
         B = len(items)
-        S = max(int(it["input_ids"].shape[0]) for it in items)
-        if self.pad_to_multiple_of:
-            m = self.pad_to_multiple_of
-            S = (S + m - 1) // m * m
+        S = max((int(it["input_ids"].shape[0]) for it in items), default=0)
         batch = {
-            "input_ids": torch.full((B, S), self.pad_token_id, dtype=torch.int64),
-            "token_type_ids": torch.zeros((B, S), dtype=torch.int64),
-            "attention_mask": torch.zeros((B, S), dtype=torch.int64),
-            "labels": torch.full((B, S), IGNORE_INDEX, dtype=torch.int64),
+            "input_ids": np.full((B, S), self.pad_token_id, dtype=np.int64),
+            "token_type_ids": np.zeros((B, S), dtype=np.int64),
+            "attention_mask": np.zeros((B, S), dtype=np.int64),
+            "labels": np.full((B, S), IGNORE_INDEX, dtype=np.int64),
         }
         for r, it in enumerate(items):
             n = int(it["input_ids"].shape[0])
             for k in ("input_ids", "token_type_ids", "attention_mask", "labels"):
                 batch[k][r, :n] = it[k]
-        batch["sentence_order_label"] = torch.stack([torch.as_tensor(it["sentence_order_label"]) for it in items])
+        labels = [torch.as_tensor(it["sentence_order_label"]) for it in items]
+        batch["sentence_order_label"] = torch.stack(labels).numpy()
         return batch
-
-    def _from_masked_batch(self, mb: MaskedBatch) -> dict[str, torch.Tensor]:
-        batch = {k: torch.from_numpy(v) for k, v in mb.arrays.items()}
-        S = batch["input_ids"].shape[1]
-        if self.pad_to_multiple_of and S % self.pad_to_multiple_of:
-            self._pad_right(batch, self.pad_to_multiple_of - S % self.pad_to_multiple_of)
-        return batch
-
-    def _pad_right(self, batch: dict[str, torch.Tensor], extra: int) -> None:
-        """Append ``extra`` padding columns to the (B, S) tensors of ``batch``, in place."""
-        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "labels": IGNORE_INDEX}
-        for k, value in fill.items():
-            batch[k] = torch.nn.functional.pad(batch[k], (0, extra), value=value)
 
 
 def _get(config: Any, name: str):

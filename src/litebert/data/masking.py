@@ -19,6 +19,8 @@ the batch it is in, its padding or the number of workers, and a resumed run repr
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 IGNORE_INDEX = -100
@@ -51,8 +53,18 @@ def _uniform(keys: np.ndarray, stream: int, n: int) -> np.ndarray:
 
 def _uniform_at(keys: np.ndarray, stream, counters: np.ndarray) -> np.ndarray:
     """Uniforms in [0, 1) for broadcast triples (key, stream, counter): the values ``_uniform`` gives."""
+    return _uniform_from(_stream_base(keys, stream), counters)
+
+
+def _stream_base(keys: np.ndarray, stream) -> np.ndarray:
+    """``uint64``, the broadcast of ``keys`` and ``stream``: the state a stream's counters are added to."""
     with np.errstate(over="ignore"):
-        base = _mix(keys ^ (np.asarray(stream, dtype=np.uint64) * _M2))
+        return _mix(keys ^ (np.asarray(stream, dtype=np.uint64) * _M2))
+
+
+def _uniform_from(base: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """Uniforms in [0, 1) for broadcast pairs (stream base from :func:`_stream_base`, counter)."""
+    with np.errstate(over="ignore"):
         x = _mix(base + (np.asarray(counters, dtype=np.uint64) + np.uint64(1)) * _GOLDEN)
     return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
@@ -61,6 +73,21 @@ def ngram_probs(max_ngram: int) -> np.ndarray:
     """``p(n) ∝ 1/n`` for n = 1..max_ngram (3 → 6/11, 3/11, 2/11)."""
     p = 1.0 / np.arange(1, max_ngram + 1)
     return p / p.sum()
+
+
+@functools.lru_cache(maxsize=8)
+def _ngram_thresholds(max_ngram: int) -> np.ndarray:
+    """``float64 [N + 1, N]`` (N = max_ngram): row ``m - 1`` (m = 1..N n-grams fit before the item's end) holds, in
+    column ``j``, the least uniform that draws an n-gram longer than ``j`` words: 0 for ``j = 0``, then the cumulative
+    p(n) renormalised over the ``m`` lengths, 2 (never) from ``j = m`` on; row N is 2 throughout (a step past the
+    item's last word draws nothing). So ``u >= row`` is the mask of the lengths ``1..n`` of the drawn ``n``."""
+    p = ngram_probs(max_ngram)
+    table = np.full((max_ngram + 1, max_ngram), 2.0)
+    for m in range(1, max_ngram + 1):
+        table[m - 1, 0] = 0.0
+        table[m - 1, 1:m] = np.cumsum(p[:m] / p[:m].sum())[: m - 1]
+    table.flags.writeable = False
+    return table
 
 
 def mask_batch(
@@ -89,92 +116,90 @@ def mask_batch(
     Returns:
         ``(masked_ids int64 [B, S], labels int64 [B, S])``; labels are −100 where not predicted.
     """
-    ids = np.asarray(input_ids, dtype=np.int64)
+    ids = np.ascontiguousarray(input_ids, dtype=np.int64)
     B, S = ids.shape
     lengths = np.asarray(lengths, dtype=np.int64)
-    pos = np.arange(S)
+    if masked_lm_prob <= 0:
+        return ids.copy(), np.full_like(ids, IGNORE_INDEX)
     special_ids = np.asarray(special_ids)
     if special_ids.dtype == bool:  # a lookup table over the vocabulary
         is_special = special_ids[ids]
     else:
         is_special = np.isin(ids, special_ids)
-    cand = (pos[None, :] < lengths[:, None]) & ~is_special
-    prev_cand = np.zeros_like(cand)
-    prev_cand[:, 1:] = cand[:, :-1]
-    starts = cand & ((np.asarray(word_start) != 0) | ~prev_cand)
+    cand = np.arange(S) < lengths[:, None]
+    cand &= ~is_special
+    # a word starts at a flagged piece or after a non-candidate (a special token, or the item's start)
+    starts = np.asarray(word_start) != 0
+    starts[:, 1:] |= ~cand[:, :-1]
+    starts[:, :1] = True
+    starts &= cand
     budget = np.minimum(max_predictions_per_seq, np.maximum(1, np.rint(lengths * masked_lm_prob))).astype(np.int64)
-    if masked_lm_prob <= 0:
-        return ids.copy(), np.full_like(ids, IGNORE_INDEX)
 
     # ---- words: index per token, length per word ----
-    wid = np.cumsum(starts, axis=1) - 1  # (B, S) word index of each candidate token
-    n_words = starts.sum(axis=1)  # (B,)
+    wid = np.cumsum(starts, axis=1)
+    wid -= 1  # (B, S) word index of each candidate token
+    n_words = wid[:, -1] + 1 if S else np.zeros(B, np.int64)  # (B,)
     W = max(int(n_words.max()) if B else 0, 1)
     N = max_ngram
-    rows_b, cols_s = np.nonzero(cand)
-    wlen = np.bincount(rows_b * W + wid[rows_b, cols_s], minlength=B * W).reshape(B, W)
+    stride = W + N  # room for an n-gram at the last word
     big = np.int64(1 << 40)
-    cum = np.zeros((B, W + N + 1), dtype=np.int64)
-    cum[:, 1 : W + 1] = np.cumsum(wlen, axis=1)
-    cum[:, W + 1 :] = big
+    rows_b, cols_s = np.nonzero(cand)
+    wlen = np.bincount(rows_b * stride + wid[rows_b, cols_s], minlength=B * stride).reshape(B, stride)
     # beyond an item's own last word the n-gram does not exist: make it never fit
-    w_idx = np.arange(W + N + 1)
-    cum = np.where(w_idx[None, :] <= n_words[:, None], cum, big)
+    wlen[np.arange(stride) >= n_words[:, None]] = big
+    flat_wlen = wlen.ravel()
 
     # ---- shuffled visiting order of word starts and n draws ----
-    streams = np.array([_STREAM_ORDER, _STREAM_NGRAM], dtype=np.uint64)[None, :, None]
-    u = _uniform_at(keys[:, None, None], streams, np.arange(W, dtype=np.uint64)[None, None, :])  # (B, 2, W)
-    u_order, u_n = u[:, 0], u[:, 1]
-    u_order[np.arange(W)[None, :] >= n_words[:, None]] = 2.0
+    base = _stream_base(keys[:, None], [_STREAM_ORDER, _STREAM_NGRAM, _STREAM_ACTION, _STREAM_RANDOM])  # (B, 4)
+    u_order = _uniform_from(base[:, :1], np.arange(W, dtype=np.uint64))  # (B, W)
+    in_item = np.arange(W) < n_words[:, None]  # (B, W): step k visits a word of the item
+    u_order[~in_item] = 2.0
     order = np.argsort(u_order, axis=1)  # real words never tie (53-bit uniforms); padding order is irrelevant
-    # cumulative p(n) restricted to the first m lengths, for m = 1..N: row m-1
-    p = ngram_probs(N)
-    cum_tables = np.full((N, N), 2.0)
-    for m in range(1, N + 1):
-        c = np.cumsum(p[:m] / p[:m].sum())
-        cum_tables[m - 1, : m - 1] = c[: m - 1]
+    # step-major from here on, (W, B): a step's rows are contiguous
+    order, in_item = np.ascontiguousarray(order.T), np.ascontiguousarray(in_item.T)
+    thresholds = _ngram_thresholds(N)
 
-    rows = np.arange(B)
+    # Step k visits the k-th shuffled word of every item. What does not depend on the earlier steps' choices is
+    # computed for CH steps at once, as (CH, B, N) arrays; a step's sums over n are batched (B, 1, N) @ (B, N, 1)
+    # products (one call, no reduction along a short axis).
+    covered = np.zeros(B * stride, dtype=np.uint8)  # flat (B, W + N), like flat_wlen: the word is chosen
+    remaining = budget.reshape(B, 1, 1).copy()
+    row_start = np.arange(B) * stride
     jn = np.arange(N)
-    stride = W + N
-    cstride = W + N + 1
-    cum_flat = cum.ravel()
-    in_item = np.arange(W)[None, :] < n_words[:, None]
-    covered = np.zeros(B * stride, dtype=bool)
-    remaining = budget.copy()
     CH = 24  # steps whose choice-independent arrays are computed together (most batches finish in one chunk)
     for k0 in range(0, W, CH):
         k1 = min(W, k0 + CH)
-        if not (in_item[:, k0] & (remaining > 0)).any():
+        if not (in_item[k0] & (remaining[:, 0, 0] > 0)).any():
             break
-        o = order[:, k0:k1]
-        navail = np.clip(n_words[:, None] - o, 1, N)
-        n_draw = 1 + (u_n[:, k0:k1, None] >= cum_tables[navail - 1]).sum(axis=2)  # drawn n (words)
-        cbase = rows[:, None] * cstride + o  # flat index of cum at the n-gram's first word
-        # tokens of the 1..N-gram starting at each visited word: (B, CH, N), increasing in n
-        tok = cum_flat[cbase[:, :, None] + 1 + jn] - cum_flat[cbase][:, :, None]
-        # lengths above the drawn n, and steps past an item's last word, are never taken
-        tok = np.where((jn < n_draw[:, :, None]) & in_item[:, k0:k1, None], tok, big)
-        span = (rows[:, None] * stride + o)[:, :, None] + jn  # flat indices of the n-gram's words
+        o = order[k0:k1]  # (CH, B): the word each step visits
+        fit_rows = np.where(in_item[k0:k1], np.minimum(n_words - o, N) - 1, N)  # n-grams that fit, -1; N: none
+        u_n = _uniform_from(base[:, 1], np.arange(k0, k1, dtype=np.uint64)[:, None])  # (CH, B): step k's draw
+        drawn = u_n[:, :, None] >= thresholds[fit_rows]  # (CH, B, N): the lengths 1..n of the drawn n
+        span = (row_start + o)[:, :, None] + jn  # (CH, B, N): the n-gram's words in covered / flat_wlen
+        word_tokens = flat_wlen[span]  # tokens of the n-gram's n-th word
+        # tokens of the 1..N-gram at each visited word, increasing in n; lengths above the drawn n never fit
+        tok = np.where(drawn, np.cumsum(word_tokens, axis=2), big)[:, :, None, :]  # (CH, B, 1, N)
+        word_tokens = word_tokens[..., None]  # (CH, B, N, 1)
         for c in range(k1 - k0):
-            if c % 4 == 0 and not (in_item[:, k0 + c] & (remaining > 0)).any():
+            if c % 4 == 0 and not (in_item[k0 + c] & (remaining[:, 0, 0] > 0)).any():
                 break
-            t = tok[:, c]
-            # back-off: the n' <= n that fit the remaining budget form a prefix; take the longest
-            fits = t <= remaining[:, None]
-            sp = span[:, c]
-            fits &= ~(covered[sp] & fits).any(axis=1, keepdims=True)  # skip if it overlaps a chosen word
-            covered[sp[fits]] = True
-            remaining -= (t * fits).max(axis=1)
+            # back-off: the n' <= n that fit the remaining budget form a prefix (B, 1, N); take the longest
+            fits = tok[c] <= remaining
+            sp = span[c]
+            # skip the n-gram if it overlaps a chosen word: Σ_n fits·covered > 0
+            fits &= (fits.view(np.uint8) @ covered[sp[:, :, None]]) == 0
+            covered[sp[fits[:, 0]]] = 1
+            remaining -= fits @ word_tokens[c]  # the tokens of the longest fitting n-gram (a prefix sum)
 
-    chosen = cand & covered.ravel()[rows[:, None] * stride + np.clip(wid, 0, W - 1)]
-    r, c = np.nonzero(chosen)
-    streams = np.array([_STREAM_ACTION, _STREAM_RANDOM], dtype=np.uint64)[:, None]
-    u_act, u_rnd = _uniform_at(keys[r][None, :], streams, c[None, :])
+    chosen = covered[row_start[:, None] + np.maximum(wid, 0)].view(bool)  # (B, S): the token's word is chosen
+    chosen &= cand
+    at = np.flatnonzero(chosen)  # flat (B·S) positions of the chosen tokens, row-major
+    r, c = np.divmod(at, S)
+    u_act, u_rnd = _uniform_from(base[r, 2:].T, c)  # streams ACTION and RANDOM at counter = position
     rand_tok = random_ids[np.minimum((u_rnd * len(random_ids)).astype(np.int64), len(random_ids) - 1)]
-    orig = ids[r, c]
+    orig = ids.ravel()[at]
     out = ids.copy()
-    out[r, c] = np.where(u_act < 0.8, mask_token_id, np.where(u_act < 0.9, rand_tok, orig))
-    labels = np.full_like(ids, IGNORE_INDEX)
-    labels[r, c] = orig
+    out.ravel()[at] = np.where(u_act < 0.8, mask_token_id, np.where(u_act < 0.9, rand_tok, orig))
+    labels = np.full((B, S), IGNORE_INDEX, dtype=np.int64)
+    labels.ravel()[at] = orig
     return out, labels

@@ -15,8 +15,9 @@ BERT uses it:
    each group's learning rate held in a 0-d tensor that the kernels read (LAMB and torch's fused AdamW take one;
    AdamW's ``capturable``), the gradients set to None so that the captured backward allocates them in the
    graph's memory pool, then replayed;
-3. every later step copies its batches into the static buffers (device-to-device, stream-ordered after the previous
-   replay), writes the schedule's learning rates into their tensors, and replays.
+3. every later step copies its batches into the static buffers (from the DataLoader's pinned host memory, one
+   ``non_blocking`` copy each, stream-ordered after the previous replay), writes the schedule's learning rates into
+   their tensors, and replays.
 
 The numbers a replay leaves (loss sums, norms, counts) are rewritten by the next one: the loop copies them
 (:meth:`litebert.training.loop._Trainer.record`). Dropout draws from the CUDA generator's graph-safe Philox
@@ -111,7 +112,8 @@ class CudaBackend:
 
 class GraphedStep:
     """A drop-in for :meth:`_Trainer.device_step` (``trainer.step_fn``): eager for ``warmup_steps`` steps, then
-    captured once and replayed. Call with this rank's micro-batches (on the device); returns the step's
+    captured once and replayed. Call with this rank's micro-batches in host memory (``trainer.batches_on_host``:
+    pinned on a GPU run, so that the copies into the static buffers do not wait); returns the step's
     :class:`~litebert.training.loop.StepNumbers` (the graph's output tensors after a capture: copy them before the
     next call). ``backend``: :class:`CudaBackend` for the trainer's device (tests pass one that re-runs the
     captured function instead). Raises :class:`LitebertError` (:func:`check_graphable`, or a batch whose shape
@@ -132,7 +134,8 @@ class GraphedStep:
     def __call__(self, micro: list[Batch]) -> StepNumbers:
         if self.static is None and self.eager_steps < self.warmup_steps:
             self.eager_steps += 1
-            return self.backend.eager(lambda: self.trainer.device_step(micro))
+            on_device = [self._to_device(mb, non_blocking=True) for mb in micro]
+            return self.backend.eager(lambda: self.trainer.device_step(on_device))
         if self.static is None:
             self._capture(micro)
         else:
@@ -141,9 +144,13 @@ class GraphedStep:
             t.fill_(group["lr"])  # a fill kernel with the host's value: no transfer, no wait
         return self.backend.replay()
 
+    def _to_device(self, batch: Batch, **kw) -> Batch:
+        dev = self.trainer.dist.device
+        return {k: (v.to(dev, **kw) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+
     def _capture(self, micro: list[Batch]) -> None:
         t0 = time.perf_counter()
-        self.static = [{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in mb.items()} for mb in micro]
+        self.static = [self._to_device(mb, copy=True) for mb in micro]  # copy: the buffers are the graph's own
         self.backend.capture(self._step_on_static)
         self.trainer.logger.text(
             f"step {self.trainer.st.step + 1}: the optimizer step is captured as one CUDA graph "
@@ -176,7 +183,7 @@ class GraphedStep:
                     g["capturable"] = capturable
 
     def _load(self, micro: list[Batch]) -> None:
-        """Copy this step's batches into the static buffers (device-to-device, after the previous replay on the same
+        """Copy this step's batches (host memory) into the static buffers (after the previous replay on the same
         stream); a batch whose keys, shapes or dtypes differ cannot be replayed."""
         for i, (static, mb) in enumerate(zip(self.static, micro)):
             if static.keys() != mb.keys():

@@ -122,7 +122,9 @@ class StepNumbers:
     ``terms``/``names``: the loss terms and ratio names (host lists); ``finite``: 0-d bool, the step was applied;
     ``step_loss``: 0-d float64 Σ_terms sum/units; ``grad_norm``: 0-d, the global norm before clipping;
     ``reduced``: (T + 2R,) float64 loss sums then each ratio's numerator and denominator, over micro-batches and
-    ranks; ``units``: (T,) float64; ``tokens``: 0-d float64 real tokens of the step.
+    ranks; ``units``: (T,) float64; ``tokens``: 0-d float64 real tokens of the step; ``packed``: (3 + 2T + 2R + 1,)
+    float64, all of them in one vector for the host's one read (finite, step_loss, grad_norm, reduced, units,
+    tokens), built within the step (inside a CUDA graph: no kernels of its own when replayed).
     """
 
     terms: list[str]
@@ -133,6 +135,7 @@ class StepNumbers:
     reduced: torch.Tensor
     units: torch.Tensor
     tokens: torch.Tensor
+    packed: torch.Tensor
 
 
 Objective = Callable[[nn.Module, Batch], LossOutput]
@@ -479,8 +482,10 @@ class _Trainer:
         # this call's start, and the run's clocks before it (from the checkpoint it resumes from)
         self.clock_start = (time.perf_counter(), time.process_time())
         self.clock_before = (0.0, 0.0)
-        # the device's part of a step: run eagerly, or replayed from a CUDA graph
+        # the device's part of a step: run eagerly, or replayed from a CUDA graph, which takes the batches in host
+        # memory and copies them straight into its static buffers (one copy each, not a copy and a device copy)
         self.step_fn: Callable[[list[Batch]], StepNumbers] = self.device_step
+        self.batches_on_host = args.cuda_graphs
         if args.cuda_graphs:
             from litebert.training.cuda_graph import GraphedStep
 
@@ -532,8 +537,8 @@ class _Trainer:
 
     def _fetch(self) -> tuple[Batch, int, int]:
         """This rank's next micro-batch, its copy to the device issued (``non_blocking``: from pinned memory it
-        overlaps the device's work), with the (epoch, position) the run reaches once it is consumed; moves to the
-        next epoch as needed."""
+        overlaps the device's work; a CUDA graph's step copies it itself, :attr:`batches_on_host`), with the (epoch,
+        position) the run reaches once it is consumed; moves to the next epoch as needed."""
         try:
             batch = next(self.data_iter)
         except StopIteration:
@@ -547,7 +552,9 @@ class _Trainer:
                     "batch per process (lower --batch-size)"
                 ) from None
         self.fetch_position += 1
-        return _to_device(batch, self.dist.device), self.fetch_epoch, self.fetch_position
+        if not self.batches_on_host:
+            batch = _to_device(batch, self.dist.device)
+        return batch, self.fetch_epoch, self.fetch_position
 
     def next_batch(self) -> Batch:
         """This rank's next micro-batch on the device (the one :meth:`prefetch` staged, if any); the data position
@@ -622,7 +629,9 @@ class _Trainer:
         grad_norm = self.clip()
         finite = torch.isfinite(step_loss) & torch.isfinite(grad_norm)
         self.update(finite, zero_grad)
-        return StepNumbers(terms, names, finite, step_loss, grad_norm, reduced, units, tokens)
+        head = torch.stack([finite.double(), step_loss, grad_norm.double()])
+        packed = torch.cat([head, reduced, units, tokens.reshape(1)])
+        return StepNumbers(terms, names, finite, step_loss, grad_norm, reduced, units, tokens, packed)
 
     def update(self, finite: torch.Tensor, zero_grad: bool = True) -> None:
         """Update the weights if the step is finite (else skip it) and clear the gradients.
@@ -653,12 +662,13 @@ class _Trainer:
         self.st.step += 1
 
     def record(self, n: StepNumbers, lr: float) -> None:
-        """Keep this step's numbers on the device (one small new float64 vector: a CUDA graph's outputs are
-        rewritten by the next replay) until :meth:`settle` reads them."""
-        dev = n.finite.device
-        scale = self.scaler._get_scale_async() if self.scaler is not None else torch.zeros((), device=dev)
-        head = torch.stack([n.finite.double(), n.step_loss, n.grad_norm.double(), scale.double().reshape(())])
-        vec = torch.cat([head, n.reduced, n.units, n.tokens.reshape(1)])
+        """Keep this step's numbers on the device until :meth:`settle` reads them: a copy of ``n.packed`` (a CUDA
+        graph's outputs are rewritten by the next replay), one kernel; with fp16 the loss scale after this step's
+        update appended."""
+        if self.scaler is not None:
+            vec = torch.cat([n.packed, self.scaler._get_scale_async().double().reshape(1)])
+        else:
+            vec = n.packed.clone()
         self.pending.append((self.st.step, lr, n.terms, n.names, vec))
 
     def settle(self, step_end: float) -> None:
@@ -673,12 +683,13 @@ class _Trainer:
         values = torch.stack([v for *_, v in pending]).tolist()  # the one host read of the window
         seconds_of[-1] += time.perf_counter() - step_end
         for (step, lr, terms, names, _), vec, seconds in zip(pending, values, seconds_of):
-            finite, step_loss, grad_norm, scale = bool(vec[0]), vec[1], vec[2], vec[3]
+            finite, step_loss, grad_norm = bool(vec[0]), vec[1], vec[2]  # the layout of StepNumbers.packed
             k, r = len(terms), len(names)
-            sums = dict(zip(terms, vec[4 : 4 + k]))
-            ratios = {n: (vec[4 + k + 2 * j], vec[5 + k + 2 * j]) for j, n in enumerate(names)}
-            units = dict(zip(terms, vec[4 + k + 2 * r : 4 + 2 * k + 2 * r]))
-            tokens = vec[-1]
+            sums = dict(zip(terms, vec[3 : 3 + k]))
+            ratios = {n: (vec[3 + k + 2 * j], vec[4 + k + 2 * j]) for j, n in enumerate(names)}
+            units = dict(zip(terms, vec[3 + k + 2 * r : 3 + 2 * k + 2 * r]))
+            tokens = vec[3 + 2 * k + 2 * r]
+            scale = vec[-1] if self.scaler is not None else 0.0
             step_loss = sum(sums[t] / units[t] for t in units)  # as the host computed it before: exact same float
             self.count_bad_step(finite, step_loss, grad_norm, step, scale)
             if finite:

@@ -249,7 +249,9 @@ def _pretraining_sums(model: nn.Module, batch: dict, sop: bool = True) -> tuple[
         input_ids=batch["input_ids"],
         attention_mask=batch.get("attention_mask"),
         token_type_ids=batch.get("token_type_ids"),
-        labels=labels,
+        # with masked_positions the model gathers the predicted rows by itself: no labels, so that it computes no
+        # mean cross-entropy of its own, which this function would discard (it sums its own, below)
+        labels=None if "masked_positions" in extra else labels,
         **extra,
     )
     logits = (out.prediction_logits if sop else out.logits).float()
