@@ -162,6 +162,19 @@ def test_jsonl_null_text_is_skipped_like_a_null_row(tmp_path):
     assert (stats.skipped_lines, stats.first_skipped) == (1, f"{p}:2")
 
 
+def test_jsonl_unpaired_surrogate_escape_is_an_invalid_line(tmp_path):
+    # "\ud800" alone decodes to a code point no UTF-8 text holds: the tokenizer then failed with a TypeError
+    # traceback in train-tokenizer and prepare. A paired escape ("\ud83d\ude00", an emoji) is text.
+    p = _write(
+        tmp_path / "d.jsonl", '{"text": "A. B \\ud83d\\ude00."}\n{"text": "Bad \\ud800 here."}\n{"text": "C."}\n'
+    )
+    stats = CorpusStats()
+    assert list(read_documents([p], stats=stats)) == [["A.", "B \U0001f600."], ["C."]]
+    assert (stats.skipped_lines, stats.first_skipped) == (1, f"{p}:2")
+    with pytest.raises(LitebertError, match=r"d\.jsonl:2: field 'text' holds an unpaired UTF-16 surrogate"):
+        list(read_documents([p], on_invalid="error"))
+
+
 def _empty_forms(d):
     """Files that hold no document: zero bytes, only whitespace (gzip-compressed), a Parquet file with no rows."""
     import gzip

@@ -61,6 +61,17 @@ def test_jsonl(tmp_path):
         read_examples(bad, ColumnSpec(text="sentence1"))
 
 
+def test_jsonl_unpaired_surrogate_escape_is_one_error_naming_the_line(tmp_path):
+    # "\udc00" alone is not valid Unicode: the tokenizer failed on it with a TypeError traceback in finetune,
+    # evaluate and predict. A paired escape ("\ud83d\ude00", an emoji) is read as the character.
+    good = '{"sentence": "ok \\ud83d\\ude00", "label": 1}\n'
+    path = write(tmp_path, "d.jsonl", good + '{"sentence": "bad \\udc00", "label": 0}\n')
+    with pytest.raises(LitebertError, match=r"d\.jsonl:2: an unpaired UTF-16 surrogate escape"):
+        read_examples(path, ColumnSpec(text="sentence", label="label"))
+    res = read_examples(write(tmp_path, "ok.jsonl", good), ColumnSpec(text="sentence", label="label"))
+    assert res.examples[0].text == "ok \U0001f600"
+
+
 def test_parse_column():
     assert parse_column("3") == 3
     assert parse_column("#1 String") == "#1 String"

@@ -37,7 +37,8 @@ columns listed) or whose text column is not text (its type named), a JSON line w
 null (the line and the type named), a Hub dataset, config or split that cannot be loaded. A directory stands for
 every regular, non-hidden file below it (sorted). A line that is not valid UTF-8 is skipped and counted
 (``on_invalid="skip"``, the default; the first one is named in the summary) or raises an error naming the file and
-line (``on_invalid="error"``); so is a JSON line without its text field or a null row.
+line (``on_invalid="error"``); so is a JSON line without its text field, a null row, or a text with an unpaired
+``\\ud800``-``\\udfff`` escape (not valid Unicode: the tokenizers refuse it).
 """
 
 from __future__ import annotations
@@ -647,6 +648,19 @@ def _read_wikiextractor(lines: Iterable[tuple[int, str]], splitter=split_sentenc
         yield start, doc
 
 
+def has_lone_surrogate(line: str, value) -> bool:
+    """Whether ``value``, decoded from the JSON text ``line``, holds an unpaired UTF-16 surrogate (a ``"\\ud800"``
+    escape without its partner): a code point that no UTF-8 text holds, which the tokenizers refuse with a
+    TypeError. Only a line with a ``\\u`` escape is checked."""
+    if "\\u" not in line:
+        return False
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _check_json_text(value, text_column: str, where: str) -> None:
     """A JSON line's text field that holds a number, list, object or boolean is an error (not a skipped line): the
     whole file is likely not text under that field, as a Parquet column of another type.
@@ -695,6 +709,12 @@ def _read_jsonl(
             stats.skip(where)
             continue
         _check_json_text(text, text_column, where)
+        if has_lone_surrogate(line, text):  # invalid Unicode, as a line of invalid UTF-8: skipped or an error
+            if on_invalid == "error":
+                raise LitebertError(f"{where}: field {text_column!r} holds an unpaired UTF-16 surrogate escape "
+                                    "(\\ud800-\\udfff), not valid Unicode")  # fmt: skip
+            stats.skip(where)
+            continue
         doc = _text_document(text, splitter)
         if doc:
             yield n, doc

@@ -248,9 +248,12 @@ GROUP_STEPS = 50
 def group_by_length(order: Sequence[int], lengths: np.ndarray, step: int, seed: int) -> list[int]:
     """``order`` regrouped so that each optimizer step's ``step`` items have similar lengths: cut into groups of
     :data:`GROUP_STEPS` steps, each sorted by length (longest first, ties in ``order``'s order), then the whole
-    steps of a group put in a random order (``torch.Generator().manual_seed(seed)``), a last partial step last.
-    transformers' ``LengthGroupedSampler`` (``group_by_length``), at the granularity of a step. Every item stays
-    in its group, so the data order stays random from group to group.
+    steps of a group put in a random order (``torch.Generator().manual_seed(seed)``). A last partial step (the
+    items past the last whole step) stays last and unsorted, in ``order``'s order: the batcher drops a partial
+    batch at the end of an epoch, which sorted would be the shortest items of the data set in every epoch (all of
+    it in one group when it holds fewer than :data:`GROUP_STEPS` steps); unsorted, as without grouping, it is a
+    random few. transformers' ``LengthGroupedSampler`` (``group_by_length``), at the granularity of a step. Every
+    item stays in its group, so the data order stays random from group to group.
 
     Args:
         order: item indices (a shuffled epoch).
@@ -267,11 +270,12 @@ def group_by_length(order: Sequence[int], lengths: np.ndarray, step: int, seed: 
     size = step * GROUP_STEPS
     for start in range(0, len(idx), size):
         group = idx[start : start + size]
-        group = group[np.argsort(-np.asarray(lengths)[group], kind="stable")]
         whole = len(group) // step
+        group, rest = group[: whole * step], group[whole * step :]
+        group = group[np.argsort(-np.asarray(lengths)[group], kind="stable")]
         steps = torch.randperm(whole, generator=g).numpy() if whole else np.zeros(0, np.int64)
-        out.extend(group[: whole * step].reshape(whole, step)[steps].reshape(-1).tolist())
-        out.extend(group[whole * step :].tolist())
+        out.extend(group.reshape(whole, step)[steps].reshape(-1).tolist())
+        out.extend(rest.tolist())
     return out
 
 
