@@ -308,3 +308,43 @@ def test_unicode_line_breaks_inside_a_field_do_not_end_the_row(tmp_path, ch):
     qa = write(tmp_path, "qa.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in qa_rows) + "\n")
     read = read_qa_file(qa)
     assert [ex.qid for ex in read.examples] == ["q1", "q2"] and read.examples[0].context == f"Ann{ch}met Bob."
+
+
+@pytest.mark.parametrize("kind", ["ner-jsonl", "swag-jsonl", "c3-json", "squad-json", "qa-jsonl"])
+def test_every_json_reader_names_an_unpaired_surrogate_escape(tmp_path, kind):
+    """The NER, multiple-choice and QA readers parse JSON themselves: a lone "\\udc00" there reached the tokenizer
+    as a TypeError traceback. Each now says which file and line holds it (json.dumps writes the lone escape)."""
+    from litebert.finetune.choice import read_choice_file
+    from litebert.finetune.qa import read_qa_file
+    from litebert.finetune.token import read_token_file
+
+    bad = "bad \udc00"
+    ctx = "Paris is in France."
+    swag = {"sent1": "A man", "sent2": "He", **{f"ending{i}": f"e{i}" for i in range(4)}, "label": 0}
+    squad = {"version": "v1.1", "data": [{"title": "t", "paragraphs": [{"context": ctx, "qas": [
+        {"id": "a", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]},
+        {"id": "b", "question": bad, "answers": [{"text": "Paris", "answer_start": 0}]}]}]}]}  # fmt: skip
+    qa = {"id": "1", "question": "Where?", "context": ctx, "answers": {"text": ["France"], "answer_start": [12]}}
+    files = {
+        "ner-jsonl": ("n.jsonl", [{"tokens": ["John"], "tags": ["B-PER"]}, {"tokens": [bad], "tags": ["O"]}], 2),
+        "swag-jsonl": ("s.jsonl", [swag, {**swag, "sent2": bad}], 2),
+        "c3-json": ("c.json", [[["Doc"], [{"question": "Q?", "choice": ["a", bad], "answer": "a"}], "id1"]], None),
+        "squad-json": ("q.json", squad, 11),
+        "qa-jsonl": ("r.jsonl", [qa, {**qa, "id": "2", "context": bad + " France", "question": "Q?"}], 2),
+    }
+    name, content, line = files[kind]
+    path = tmp_path / name
+    if kind == "squad-json":
+        text = json.dumps(content, indent=1)  # a pretty-printed document: the line of the escape is named
+        line = next(n for n, s in enumerate(text.splitlines(), 1) if "\\udc00" in s)
+    elif kind == "c3-json":
+        text = json.dumps(content)
+    else:
+        text = "".join(json.dumps(row) + "\n" for row in content)
+    path.write_text(text)
+    read = {"ner": read_token_file, "swag": read_choice_file, "c3": read_choice_file}.get(
+        kind.split("-")[0], read_qa_file
+    )
+    where = name if line is None else f"{name}:{line}"  # a one-line document: the file
+    with pytest.raises(LitebertError, match=rf"{where}: an unpaired UTF-16 surrogate escape"):
+        read(path)

@@ -661,6 +661,22 @@ def has_lone_surrogate(line: str, value) -> bool:
     return False
 
 
+def check_no_lone_surrogate(text: str, value, where: str) -> None:
+    """Raise when ``value``, decoded from the JSON ``text`` (a line, or a whole document), holds an unpaired UTF-16
+    surrogate (:func:`has_lone_surrogate`): the tokenizers would stop on it with a TypeError deep in their code.
+
+    Raises:
+        LitebertError: ``"{where}: ..."``; for a document of several lines ``where`` gains the number of the first
+        line with a ``\\ud800``-``\\udfff`` escape.
+    """
+    if not has_lone_surrogate(text, value):
+        return
+    if "\n" in text.strip():
+        escape = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+        where += next((f":{n}" for n, line in enumerate(text.splitlines(), 1) if escape.search(line)), "")
+    raise LitebertError(f"{where}: an unpaired UTF-16 surrogate escape (\\ud800-\\udfff), not valid Unicode")
+
+
 def _check_json_text(value, text_column: str, where: str) -> None:
     """A JSON line's text field that holds a number, list, object or boolean is an error (not a skipped line): the
     whole file is likely not text under that field, as a Parquet column of another type.

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from litebert.corpus import check_no_lone_surrogate
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, _truncate_pair
@@ -84,7 +85,9 @@ def read_choice_file(path: str | Path, *, require_labels: bool = True) -> ReadRe
         rows = [(reader_line, row) for reader_line, row in _csv_rows(path, text)]
         fmt = "csv"
     elif stripped.startswith("[") and _is_c3(path, text):
-        return _finish(path, _read_c3(path, json.loads(text), require_labels), "c3", require_labels)
+        data = json.loads(text)
+        check_no_lone_surrogate(text, data, str(path))
+        return _finish(path, _read_c3(path, data, require_labels), "c3", require_labels)
     elif stripped.startswith("{") and "\n{" not in stripped.rstrip() and _is_json(text):
         rows, fmt = [(1, json.loads(text))], "json"  # one RACE article per file
     else:
@@ -95,6 +98,9 @@ def read_choice_file(path: str | Path, *, require_labels: bool = True) -> ReadRe
                     rows.append((lineno, json.loads(line)))
                 except json.JSONDecodeError as exc:
                     raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+                check_no_lone_surrogate(line, rows[-1][1], f"{path}:{lineno}")
+    if fmt == "json":
+        check_no_lone_surrogate(text, rows[0][1], str(path))
     return read_choice_rows(path, rows, require_labels=require_labels, fmt=fmt)
 
 

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from litebert.corpus import check_no_lone_surrogate
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_json
 from litebert.finetune.data import pad_inputs
@@ -250,6 +251,8 @@ def read_qa_file(path: str | Path) -> QAReadResult:
             whole = json.loads(text)
         except json.JSONDecodeError as exc:
             whole, whole_error = None, exc  # JSON lines: one object per line
+        else:
+            check_no_lone_surrogate(text, whole, str(path))
     rows: list[tuple[str, Any]] | None = None  # (where, row) of JSON lines or of a JSON list of rows
     if isinstance(whole, list):  # one JSON document holding a list: rows {id, question, context, answers}
         if not all(isinstance(r, dict) and {"question", "context"} <= set(r) for r in whole):
@@ -317,6 +320,7 @@ def read_qa_file(path: str | Path) -> QAReadResult:
                     raise LitebertError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
                 if not isinstance(row, dict):
                     raise LitebertError(f"{path}:{n}: expected a JSON object with id, question, context, answers")
+                check_no_lone_surrogate(line, row, f"{path}:{n}")
                 rows.append((f"{path}:{n}", row))
         _add_rows(res, rows)
     return _checked(res)

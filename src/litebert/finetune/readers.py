@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litebert.corpus import has_lone_surrogate
+from litebert.corpus import check_no_lone_surrogate
 from litebert.errors import LitebertError
 
 Column = str | int
@@ -214,10 +214,7 @@ def iter_rows(path: Path, fmt: str, delimiter: str | None = None) -> Iterator[tu
                 raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
             if not isinstance(obj, (dict, list)):
                 raise LitebertError(f"{path}:{lineno}: expected a JSON object or array, got {type(obj).__name__}")
-            if has_lone_surrogate(line, obj):
-                raise LitebertError(
-                    f"{path}:{lineno}: an unpaired UTF-16 surrogate escape (\\ud800-\\udfff), not valid Unicode"
-                )
+            check_no_lone_surrogate(line, obj, f"{path}:{lineno}")
             yield lineno, obj
     elif fmt == "tsv":
         sep = delimiter or "\t"

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from litebert.corpus import check_no_lone_surrogate
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, align_with_head, pad_inputs
@@ -190,6 +191,7 @@ def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult
             rows.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+        check_no_lone_surrogate(line, rows[-1][1], f"{path}:{lineno}")
     return read_token_rows(path, rows, require_labels)
 
 
