@@ -78,9 +78,8 @@ def _tokens(cls, path, ft, m, value) -> list[str]:
     if m.const is not S.NO_CONST:
         return [option] if value == m.const else []
     if ft.scalar is bool:
-        if m.both:
-            return [option if value else "--no-" + option[2:]]
-        return [option] if value != m.negate else []
+        opposite = "--" + option[5:] if option.startswith("--no-") else "--no-" + option[2:]
+        return [option if value != m.negate else opposite]
     if ft.container is not None:
         return [option, *map(str, value)]
     return [option, str(value)]
@@ -195,6 +194,13 @@ def test_every_field_settable_from_cli_and_config_file(command, path, tmp_path):
     ):
         cfg = _parse([command, "--config", str(file), _option(cls, path), str(S.default_of(f))])
         assert _get(cfg, path) == S.default_of(f)
+    # a bool too, either way (compile: true in the file, --no-compile here; progress_bar: false, --progress-bar)
+    if path[-1] not in required and ft.scalar is bool and ft.container is None and m.const is S.NO_CONST:
+        (back,) = _tokens(cls, path, ft, m, S.default_of(f))
+        (there,) = _tokens(cls, path, ft, m, value)
+        assert back != there
+        assert _get(_parse([command, "--config", str(file), back]), path) == S.default_of(f)
+        assert _get(_parse([command, *_argv(cls, required), back, there]), path) == value  # the last one wins
 
 
 @pytest.mark.parametrize(
@@ -286,6 +292,25 @@ def test_toml_config_and_run_settings_section(tmp_path):
     run.write_text(json.dumps({"pretrain_config": S.to_dict(cfg), "world_size": 1, "argv": ["litebert"]}))
     assert _parse(["pretrain", "--config", str(run)]) == cfg
     assert _parse(["pretrain", "--config", str(run), "--output", "new"]) == dataclasses.replace(cfg, output="new")
+
+
+def test_another_commands_run_settings_is_one_error_naming_both_commands(tmp_path, capsys):
+    """evaluate --config FINETUNE/run_settings.json: finetune's settings (its --model is the base model), refused as
+    such, not as an unknown key 'command'."""
+    cfg = FinetuneConfig(**COMMANDS["finetune"][1])
+    run = tmp_path / "run_settings.json"
+    run.write_text(json.dumps({"command": "finetune", "finetune_config": S.to_dict(cfg), "world_size": 1}))
+    assert _parse(["finetune", "--config", str(run)]) == cfg
+    assert main(["evaluate", "--config", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: --config {run}: holds the settings of `litebert finetune`, not of `litebert evaluate`: give a "
+        "run_settings.json that `litebert evaluate` wrote, or a file of its own settings (--help lists them)"
+    )
+    # evaluate's and predict's settings are the same: either reads the other's run settings
+    ecfg = EvaluateConfig(**COMMANDS["evaluate"][1])
+    run.write_text(json.dumps({"command": "evaluate", "evaluate_config": S.to_dict(ecfg)}))
+    assert _parse(["predict", "--config", str(run)]) == _parse(["evaluate", "--config", str(run)]) == ecfg
 
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])

@@ -22,6 +22,7 @@ import json
 import os
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,10 @@ class Setting:
         metavar: the value's name in ``--help``.
         choices: the allowed values (each element of a list-valued field).
         gt, ge, lt, le: numeric bounds (``>``, ``>=``, ``<``, ``<=``); ``None`` values are not checked.
-        negate: a bool field whose option sets it to False (``--no-progress-bar`` ↔ ``progress_bar``).
+        negate: a bool field whose option sets it to False (``--no-progress-bar`` ↔ ``progress_bar``). Every bool
+            field also takes the opposite option (``--compile``/``--no-compile``, ``--progress-bar``), so that the
+            command line can override a ``--config`` file's value either way.
         const: the option takes no value and stores this constant (``--no-header`` ↔ ``header=False``).
-        both: a bool field with ``--x``/``--no-x`` (argparse's BooleanOptionalAction).
         group: the ``--help`` section.
     """
 
@@ -67,7 +69,6 @@ class Setting:
     le: float | None = None
     negate: bool = False
     const: Any = NO_CONST
-    both: bool = False
     group: str | None = None
 
 
@@ -297,12 +298,15 @@ def check_keys(values: dict[str, Any], cls: type, source: str) -> dict[str, Any]
     return values
 
 
-def read_settings_file(path: str | os.PathLike, cls: type, section: str | None = None) -> dict[str, Any]:
+def read_settings_file(
+    path: str | os.PathLike, cls: type, section: str | Sequence[str] | None = None
+) -> dict[str, Any]:
     """Settings of ``cls`` from a JSON or TOML (``.toml``) file: ``{field name: value}``.
 
-    A run's ``run_settings.json`` (``{section: {...}, ...}``, e.g. ``"pretrain_config"``) gives its ``section``.
-    Raises :class:`LitebertError` naming the file for a missing file, invalid JSON/TOML, a non-object, or an
-    unknown key (with the closest valid name).
+    A run's ``run_settings.json`` (``{section: {...}, ...}``, e.g. ``"pretrain_config"``) gives its ``section``
+    (or the first of several that it holds: ``predict`` also reads ``evaluate``'s, the same settings).
+    Raises :class:`LitebertError` naming the file for a missing file, invalid JSON/TOML, a non-object, an
+    unknown key (with the closest valid name), or another command's ``run_settings.json``.
     """
     p = Path(path)
     if not p.is_file():
@@ -327,8 +331,20 @@ def read_settings_file(path: str | os.PathLike, cls: type, section: str | None =
             ) from None
     if not isinstance(data, dict):
         raise LitebertError(f"--config {p}: expected an object of settings, got {type(data).__name__}")
-    if section is not None and isinstance(data.get(section), dict):
-        data = data[section]
+    sections = (section,) if isinstance(section, str) else tuple(section or ())
+    own = next((data[k] for k in sections if isinstance(data.get(k), dict)), None)
+    if own is not None:
+        data = own
+    elif isinstance(data.get("command"), str) and any(
+        k.endswith("_config") and isinstance(v, dict) for k, v in data.items()
+    ):
+        # another command's run_settings.json (evaluate --config FINETUNE/run_settings.json): its keys are that
+        # command's, and some (--model: the base model there, the fine-tuned one here) mean something else
+        this = f"`litebert {sections[0].removesuffix('_config')}`" if sections else "this command"
+        raise LitebertError(
+            f"--config {p}: holds the settings of `litebert {data['command']}`, not of {this}: give a "
+            f"run_settings.json that {this} wrote, or a file of its own settings (--help lists them)"
+        )
     return check_keys(data, cls, f"--config {p}")
 
 

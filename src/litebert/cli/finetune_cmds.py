@@ -124,6 +124,7 @@ def register(subparsers) -> None:
         ("evaluate", cmd_evaluate, "metrics of a fine-tuned model on a labelled file"),
         ("predict", cmd_predict, "predictions of a fine-tuned model for every row of a file"),
     ):
+        others = [f"{o}_config" for o in ("evaluate", "predict") if o != name]  # the same settings
         q = subparsers.add_parser(
             name,
             help=helptext,
@@ -132,5 +133,5 @@ def register(subparsers) -> None:
             + (", eval_results.json" if name == "evaluate" else "")
             + " and the predictions (file names as finetune's); a DIR that already holds one of them is refused.",
         )
-        add_config_settings(q, "litebert.finetune.run:EvaluateConfig", section=f"{name}_config")
+        add_config_settings(q, "litebert.finetune.run:EvaluateConfig", section=(f"{name}_config", *others))
         q.set_defaults(func=func)

@@ -40,6 +40,31 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+class _Switch(argparse.Action):
+    """A bool option given with its opposites (``--compile``/``--no-compile``): the option strings in ``on`` store
+    True, the others False."""
+
+    def __init__(self, option_strings, dest, on: frozenset[str], **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+        self.on = on
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, option_string in self.on)
+
+
+def _with_opposites(names: list[str], negate: bool) -> tuple[list[str], frozenset[str]]:
+    """A bool setting's option strings followed by their opposites (``--x`` ↔ ``--no-x``), and those that set True:
+    the given ones, or for a ``negate`` setting (``--no-progress-bar``) their opposites."""
+
+    def opposite(name: str) -> str:
+        if not name.startswith("--"):
+            raise TypeError(f"bool option {name} has no --no- form")
+        return "--" + name[5:] if name.startswith("--no-") else "--no-" + name[2:]
+
+    opposites = [opposite(n) for n in names]
+    return names + opposites, frozenset(opposites if negate else names)
+
+
 def _help(m: S.Setting, f: dataclasses.Field, ft: S.FieldType) -> str:
     """The help text with the default appended (argparse does not show SUPPRESSed defaults)."""
     text = m.help
@@ -53,7 +78,9 @@ def _help(m: S.Setting, f: dataclasses.Field, ft: S.FieldType) -> str:
     return text.replace("%", "%%")
 
 
-def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | None = None, prefix: str = "") -> None:
+def add_settings(
+    parser: argparse.ArgumentParser, cls: type, *, section: str | tuple[str, ...] | None = None, prefix: str = ""
+) -> None:
     """Add one option per field of ``cls`` to ``parser``; ``section`` names the settings in a run_settings.json."""
     if not prefix:
         parser.set_defaults(**{_CLASS: cls, _SECTION: section, _PARSER: parser})
@@ -78,11 +105,9 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, section: str | N
         kwargs: dict[str, Any] = {"dest": prefix + f.name, "default": argparse.SUPPRESS, "help": _help(m, f, ft)}
         if m.const is not S.NO_CONST:
             kwargs.update(action="store_const", const=m.const)
-        elif ft.scalar is bool:
-            if m.both:
-                kwargs["action"] = argparse.BooleanOptionalAction
-            else:
-                kwargs["action"] = "store_false" if m.negate else "store_true"
+        elif ft.scalar is bool:  # both ways: a value read from --config can be overridden either way
+            names, on = _with_opposites(names, m.negate)
+            kwargs.update(action=_Switch, on=on)
         else:
             scalar = ft.scalar if isinstance(ft.scalar, type) else str  # str | int columns: parsed from text
             kwargs["type"] = {int: _int, float: _float}.get(scalar, str)
@@ -109,7 +134,7 @@ def _example_key(cls: type) -> str | None:
     return next((f.name for f in dataclasses.fields(cls) if ftypes[f.name].scalar in (int, float)), None)
 
 
-def add_config_settings(parser, settings_class: str, *, section: str | None = None) -> None:
+def add_config_settings(parser, settings_class: str, *, section: str | tuple[str, ...] | None = None) -> None:
     """``--config FILE`` and the options of ``settings_class`` (``"module:Class"``), added to ``parser`` (a
     :class:`litebert.cli.Parser`) when it first parses or prints help: the class's module is imported then, not
     when the command line is built (``litebert prepare`` need not import ``pretrain``'s torch)."""

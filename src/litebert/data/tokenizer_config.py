@@ -25,7 +25,7 @@ class TrainTokenizerConfig:
         help="sentencepiece (ALBERT unigram), wordpiece (BERT) or chinese (BERT-Chinese)",
     )
     vocab_size: int = setting(30000, ge=10, help="target vocabulary size (SentencePiece may stop below it)")
-    lowercase: bool = setting(True, both=True, help="lowercase text (default: yes)")
+    lowercase: bool = setting(True, help="lowercase text (default: yes)")
     keep_accents: bool = setting(False, help="keep accents (default: strip them)")
     format: str = setting("auto", choices=FORMATS, help="corpus format (auto: detected per file)")
     text_column: str = setting("text", metavar="NAME", help=TEXT_COLUMN_HELP)
