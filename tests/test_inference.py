@@ -433,6 +433,50 @@ def test_predictions_keep_the_label_column_however_the_columns_are_named(sst2_cl
     assert _predictions(tmp_path / "i/predictions.tsv")[0] == ["index", "prediction"]
 
 
+def test_predict_on_labels_the_model_does_not_know_predicts_every_row_unscored(
+    sst2_classifier, tmp_path, caplog, monkeypatch
+):
+    """New data whose label column holds other names ('positive') or blanks: predict refused the whole file
+    (`file:line: label ... does not occur`). It now predicts every row as on the unlabelled file, writes the file's
+    labels beside the predictions, warns naming the first such label, and scores nothing; evaluate still refuses."""
+    model_dir, dev = sst2_classifier
+    lines = dev.read_text().splitlines()
+    names = {"0": "negative", "1": ""}  # every label renamed or blanked but the second row's
+    relabelled = tmp_path / "relabelled.tsv"
+    relabelled.write_text(
+        "\n".join(
+            [lines[0]]
+            + [
+                t + "\t" + names.get(y, y) if i != 1 else t + "\t1"
+                for i, (t, y) in enumerate(line.split("\t") for line in lines[1:])
+            ]
+        )
+        + "\n"
+    )
+    unlabelled = tmp_path / "unlabelled.tsv"
+    unlabelled.write_text("".join(line.split("\t")[0] + "\n" for line in lines))
+    base = ["predict", "--model", str(model_dir), "--data"]
+    fp32 = ["--precision", "fp32", "--batch-size", "8", "--threads", "1"]  # the same rows whatever the batches
+    with caplog.at_level("WARNING", logger="litebert"):
+        assert main([*base, str(relabelled), "--output", str(tmp_path / "r"), *fp32]) == 0
+    assert "relabelled.tsv:2: label " in caplog.text and "predicted, not scored" in caplog.text
+    assert main([*base, str(unlabelled), "--output", str(tmp_path / "u"), *fp32]) == 0
+    got = _predictions(tmp_path / "r/predictions.tsv")
+    want = _predictions(tmp_path / "u/predictions.tsv")
+    assert got[0] == ["index", "prediction", "label"] and [r[:2] for r in got[1:]] == want[1:]
+    assert [r[2] for r in got[1:]] == [line.split("\t")[1] for line in relabelled.read_text().splitlines()[1:]]
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(relabelled)]) == 2
+    # the GPU's chunked path (forced here, chunks of 16 rows) keeps the file's labels too
+    import litebert.finetune.kinds as kinds_module
+    import litebert.finetune.run as run_module
+
+    monkeypatch.setattr(run_module, "_in_chunks", lambda kind, dist, read: True)
+    real = kinds_module.infer_in_chunks
+    monkeypatch.setattr(kinds_module, "infer_in_chunks", lambda *a, **k: real(*a, **k, chunk_rows=16))
+    assert main([*base, str(relabelled), "--output", str(tmp_path / "c"), *fp32]) == 0
+    assert _predictions(tmp_path / "c/predictions.tsv") == got
+
+
 def test_layout_options_alone_are_laid_over_the_saved_task(sst2_classifier, tmp_path, capsys):
     """`evaluate/predict --delimiter ';'` (or --no-header ...) without --task or a column was silently dropped: a
     semicolon file failed with "text column ... is not in the header", and `--delimiter bogus` ran and exited 0.

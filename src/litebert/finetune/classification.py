@@ -155,6 +155,15 @@ class ClassificationKind(TaskKind):
         enc = encode_examples(read.examples, tokenizer, max_seq_length, space, read.path, self.split_name)
         return features_of(enc)
 
+    def unscorable(self, read) -> str | None:
+        space = self.label_space_for_files
+        for ex in read.examples:
+            try:
+                space.encode(ex, read.path, self.split_name)
+            except LitebertError as exc:
+                return str(exc)
+        return None
+
     def collator(self, pad_token_id: int):
         return PadCollator(pad_token_id, self.space.problem_type)
 

@@ -137,6 +137,11 @@ class TaskKind:
         """Tokenize the examples of ``read`` (``split``: ``"train"``, ``"dev"``, ``"test"``, ``"data"``)."""
         raise NotImplementedError
 
+    def unscorable(self, read) -> str | None:
+        """Why ``read``'s labels cannot be scored against the model's (``predict``: the first label its label space
+        lacks, as ``file:line: ...``), or ``None``; default ``None`` (kinds that score any label, or none)."""
+        return None
+
     def collator(self, pad_token_id: int) -> Callable[[list[dict]], dict[str, torch.Tensor]]:
         """Items → a padded batch of tensors (``labels`` included when the items have them)."""
         raise NotImplementedError

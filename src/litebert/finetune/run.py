@@ -754,6 +754,9 @@ class _Split:
     read: ReadResult
     feats: Features | None
     outputs: tuple[list, float | None] | None = None
+    #: predict on labels the model cannot score: the file as read (its labels written beside the predictions),
+    #: while ``read`` is the same rows unlabelled (run, not scored)
+    written: ReadResult | None = None
 
 
 @dataclass
@@ -1304,6 +1307,11 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     read = _read(kind, source, require_labels=need_labels)
     if cfg.max_examples is not None:
         read = dataclasses.replace(read, examples=read.examples[: cfg.max_examples])
+    written = None
+    unscorable = kind.unscorable(read) if command == "predict" and read.has_labels else None
+    if unscorable:  # e.g. new data whose label column holds other names, or blanks: predicted, not scored
+        log.warning("predict: %s: its rows are predicted, not scored (no metrics)", unscorable)
+        written, read = read, dataclasses.replace(read, has_labels=False)
     # on a GPU a long file is featurized in chunks while the device runs (_evaluate_file); else all of it now
     feats = None if _in_chunks(kind, dist, read) else kind.featurize(read, tokenizer, seq, "data")
     _report_dropped("data", read)
@@ -1334,7 +1342,7 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     if kernel is not None and precision.dtype is None:  # under autocast the Linear layers run torch's bf16/fp16 path
         record["linear_kernel"] = kernel
         log.info("%s: Linear layers on %s", command, _KERNEL_NAMES[kernel])
-    return kind, _Split(read, feats), tokenizer, model, dist, precision, record
+    return kind, _Split(read, feats, written=written), tokenizer, model, dist, precision, record
 
 
 def _eval_source(cfg: EvaluateConfig, data: DataOptions, extra: dict, command: str, kind: TaskKind) -> str | HubSplit:
@@ -1423,9 +1431,10 @@ def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
         log.info("%s: batch size %d", name, cfg.batch_size)
     with precision.autocast(dist.device):
         if split.feats is None:  # featurized in chunks that overlap the device (kinds.infer_in_chunks)
-            split = _chunked_split(kind, model, split.read, tokenizer, record["max_seq_length"], cfg.batch_size, dist)
+            chunked = _chunked_split(kind, model, split.read, tokenizer, record["max_seq_length"], cfg.batch_size, dist)
+            split = dataclasses.replace(chunked, written=split.written)
         preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
-    read = split.read
+    read = split.written or split.read
     labels = [ex.label for ex in read.examples] if read.has_labels else None
     res = EvalResult(
         metrics=metrics,
@@ -1474,7 +1483,8 @@ def evaluate(cfg: EvaluateConfig) -> EvalResult:
 def predict(cfg: EvaluateConfig) -> EvalResult:
     """Predictions of a fine-tuned model for every example of a file (labels optional); writes the kind's
     predictions file (``predictions.tsv``: ``index  prediction [label]`` for classification) when
-    ``cfg.output_dir`` is set. Metrics are computed when the file has labels. Under ``torchrun``, the default
+    ``cfg.output_dir`` is set. Metrics are computed when the file has labels the model knows; labels it does not
+    know (other names, blanks) are written but not scored (a warning names the first). Under ``torchrun``, the default
     length and the errors: as :func:`evaluate` (an ``output_dir`` holding the predictions or a
     ``run_settings.json`` is refused)."""
     return _evaluate_file(cfg, "predict")
