@@ -477,6 +477,43 @@ def test_predict_on_labels_the_model_does_not_know_predicts_every_row_unscored(
     assert _predictions(tmp_path / "c/predictions.tsv") == got
 
 
+def test_evaluate_and_predict_show_a_progress_bar_of_rows_on_a_terminal_unless_no_progress(
+    sst2_classifier, tmp_path, monkeypatch
+):
+    """A bar over the rows, as finetune and pretrain have (and their --no-progress, which evaluate/predict refused
+    as an unknown option): on a terminal it counts every row once, through the chunked (GPU) path too."""
+    import litebert.finetune.kinds as kinds_module
+    import litebert.finetune.run as run_module
+
+    bars = []
+
+    class Recorder:
+        def __init__(self, total, disable, **kw):
+            self.total, self.disable, self.n = total, disable, 0
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(run_module, "tqdm", Recorder)
+    monkeypatch.setattr(run_module.sys.stderr, "isatty", lambda: True, raising=False)
+    model_dir, dev = sst2_classifier
+    base = ["--model", str(model_dir), "--data", str(dev), "--batch-size", "8"]
+    assert main(["predict", *base, "--output", str(tmp_path / "p")]) == 0
+    assert main(["evaluate", *base, "--no-progress"]) == 0
+    monkeypatch.setattr(run_module, "_in_chunks", lambda kind, dist, read: True)
+    real = kinds_module.infer_in_chunks
+    monkeypatch.setattr(kinds_module, "infer_in_chunks", lambda *a, **k: real(*a, **k, chunk_rows=16))
+    assert main(["predict", *base]) == 0
+    assert [(b.total, b.n, b.disable) for b in bars] == [(80, 80, False), (80, 80, True), (80, 80, False)]
+
+
 def test_layout_options_alone_are_laid_over_the_saved_task(sst2_classifier, tmp_path, capsys):
     """`evaluate/predict --delimiter ';'` (or --no-header ...) without --task or a column was silently dropped: a
     semicolon file failed with "text column ... is not in the header", and `--delimiter bogus` ran and exited 0.

@@ -252,12 +252,13 @@ def run_features(
     device: torch.device,
     bucket: bool = True,
     prefetch: bool | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> tuple[list[np.ndarray], float, int]:
     """Run ``model`` (a torch model or a :mod:`litebert.inference` runner) over the features ``rows`` under
     ``torch.inference_mode``, in batches of similar length (:func:`litebert.inference.length_batches`; file order
     without ``bucket``). ``prefetch`` (default: on a GPU): the batches are collated, pinned and copied in a
     thread while the device runs the previous one (:func:`litebert.inference.prefetched`); the same batches in the
-    same order, so the same outputs.
+    same order, so the same outputs. ``progress`` (e.g. a tqdm bar's ``update``) is called with each batch's row count.
 
     Returns:
         ``(outputs, loss_sum, units)``: ``outputs[j]`` is :meth:`TaskKind.forward`'s output for feature
@@ -284,6 +285,8 @@ def run_features(
             units += n
             for j, o in zip(idx.tolist(), out):
                 outputs[j] = o
+            if progress is not None:
+                progress(len(idx))
     model.train(was_training)
     return outputs, loss_sum, units
 
@@ -302,6 +305,7 @@ def infer_in_chunks(
     pad_token_id: int,
     device: torch.device,
     chunk_rows: int = CHUNK_ROWS,
+    progress: Callable[[int], object] | None = None,
 ) -> tuple[Features, list[np.ndarray], float | None]:
     """Featurize ``read``'s examples in chunks of ``chunk_rows`` in a thread while the device runs the previous
     chunk (:func:`run_features` on each, length buckets within a chunk), for kinds with ``merge_features``
@@ -321,7 +325,9 @@ def infer_in_chunks(
     outputs: list[np.ndarray] = []
     loss_sum, units = 0.0, 0
     for feats in prefetched(chunks, None, depth=1):
-        out, lsum, n = run_features(kind, model, feats, range(len(feats)), batch_size, pad_token_id, device)
+        out, lsum, n = run_features(
+            kind, model, feats, range(len(feats)), batch_size, pad_token_id, device, progress=progress
+        )
         parts.append(feats)
         outputs.extend(out)
         loss_sum += lsum
@@ -330,20 +336,30 @@ def infer_in_chunks(
 
 
 def infer(
-    kind: TaskKind, model, feats: Features, batch_size: int, pad_token_id: int, dist
+    kind: TaskKind,
+    model,
+    feats: Features,
+    batch_size: int,
+    pad_token_id: int,
+    dist,
+    progress: Callable[[int], object] | None = None,
 ) -> tuple[list[np.ndarray], float | None]:
     """Per-feature outputs of the whole split (feature order) and the mean loss per unit (``None`` without
     labels). Under ``torchrun`` rank ``r`` runs features ``r, r + W, …``; outputs and loss sums are all-gathered,
-    so every rank returns the same result."""
+    so every rank returns the same result. ``progress``: as :func:`run_features` (this rank's rows)."""
     if dist.world_size == 1:
         outputs, loss_sum, units = run_features(
-            kind, model, feats, range(len(feats)), batch_size, pad_token_id, dist.device
+            kind, model, feats, range(len(feats)), batch_size, pad_token_id, dist.device, progress=progress
         )
         return outputs, (loss_sum / units if units else None)
     from litebert.training.distributed import all_gather_object
 
     rows = list(range(dist.rank, len(feats), dist.world_size))
-    part = run_features(kind, model, feats, rows, batch_size, pad_token_id, dist.device) if rows else ([], 0.0, 0)
+    part = (
+        run_features(kind, model, feats, rows, batch_size, pad_token_id, dist.device, progress=progress)
+        if rows
+        else ([], 0.0, 0)
+    )
     outputs: list[np.ndarray | None] = [None] * len(feats)
     loss_sum, units = 0.0, 0
     for idx, (outs, lsum, n) in all_gather_object((rows, part)):

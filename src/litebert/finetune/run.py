@@ -36,12 +36,14 @@ import math
 import os
 import random
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 from litebert.checkpoint import load_config
 from litebert.data import tokenizer_vocabulary
@@ -453,6 +455,13 @@ class EvaluateConfig:
         help="torch backend: dynamic int8 Linear layers (CPU; fp32 activations, so no --precision bf16/fp16)",
     )
     threads: int | None = setting(None, gt=0, metavar="N", help="CPU threads (torch and onnxruntime)")
+    progress_bar: bool = setting(
+        True,
+        option="--no-progress",
+        aliases=("--no-progress-bar",),
+        negate=True,
+        help="no progress bar (shown only when standard error is a terminal)",
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.data, dict):
@@ -899,27 +908,27 @@ def _in_chunks(kind: TaskKind, dist, read) -> bool:
     )
 
 
-def _chunked_split(kind: TaskKind, model, read, tokenizer, seq: int, batch_size: int, dist) -> _Split:
+def _chunked_split(kind: TaskKind, model, read, tokenizer, seq: int, batch_size: int, dist, progress=None) -> _Split:
     """``read`` featurized and run in chunks (:func:`kinds.infer_in_chunks`): a split whose outputs are known."""
     from litebert.finetune.kinds import infer_in_chunks
 
     feats, outputs, loss = infer_in_chunks(
-        kind, model, read, tokenizer, seq, batch_size, tokenizer.pad_token_id, dist.device
+        kind, model, read, tokenizer, seq, batch_size, tokenizer.pad_token_id, dist.device, progress=progress
     )
     _report_truncation("data", read.path, feats, seq)
     return _Split(read, feats, (outputs, loss))
 
 
 def evaluate_split(
-    kind: TaskKind, model, split: _Split, batch_size: int, pad_token_id: int, dist
+    kind: TaskKind, model, split: _Split, batch_size: int, pad_token_id: int, dist, progress=None
 ) -> tuple[Any, dict[str, float]]:
     """Predictions of ``model`` for every example of ``split`` and, when it has labels, the kind's metrics plus
     ``eval_loss`` (mean per loss unit). A split whose ``outputs`` are known (:func:`_chunked_split`) is not run
-    again."""
+    again. ``progress``: called with each batch's row count (:func:`kinds.run_features`)."""
     if split.outputs is not None:
         outputs, loss = split.outputs
     else:
-        outputs, loss = infer(kind, model, split.feats, batch_size, pad_token_id, dist)
+        outputs, loss = infer(kind, model, split.feats, batch_size, pad_token_id, dist, progress=progress)
     preds = kind.postprocess(outputs, split.feats, split.read)
     metrics: dict[str, float] = {}
     if split.read.has_labels:
@@ -1429,11 +1438,16 @@ def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
             cfg, batch_size=device_batch_size(dist.device, load_config(Path(cfg.model)), record["max_seq_length"])
         )
         log.info("%s: batch size %d", name, cfg.batch_size)
-    with precision.autocast(dist.device):
+    # the model's input rows (QA: windows); under torchrun rank 0 shows its share
+    total = len(split.read.examples) if split.feats is None else len(split.feats)
+    shown = cfg.progress_bar and dist.is_main and sys.stderr.isatty()
+    bar = tqdm(total=-(-total // dist.world_size), unit="row", desc=name, disable=not shown, leave=False)
+    with precision.autocast(dist.device), bar:
         if split.feats is None:  # featurized in chunks that overlap the device (kinds.infer_in_chunks)
-            chunked = _chunked_split(kind, model, split.read, tokenizer, record["max_seq_length"], cfg.batch_size, dist)
+            seq = record["max_seq_length"]
+            chunked = _chunked_split(kind, model, split.read, tokenizer, seq, cfg.batch_size, dist, bar.update)
             split = dataclasses.replace(chunked, written=split.written)
-        preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist)
+        preds, metrics = evaluate_split(kind, model, split, cfg.batch_size, tokenizer.pad_token_id, dist, bar.update)
     read = split.written or split.read
     labels = [ex.label for ex in read.examples] if read.has_labels else None
     res = EvalResult(
