@@ -89,13 +89,17 @@ if [[ "$PYCACHE" == 1 ]]; then
   # one compiled copy of the packages' modules for all the job's processes, written under OUTPUT only
   export PYTHONPYCACHEPREFIX="$(cd "$OUT" && pwd)/.pycache"
   unset PYTHONDONTWRITEBYTECODE
-  mapfile -t PKG_DIRS < <("$PY" -c 'import importlib.util as u, os
+  "$PY" - "$REPO/src" >/dev/null 2>&1 <<'EOF' &
+import compileall, importlib.util as u, os, sys
+dirs = [sys.argv[1]]
 for n in ("torch", "transformers", "numpy", "safetensors", "tensorboard", "matplotlib", "tokenizers", "sentencepiece",
           "tqdm", "huggingface_hub", "PIL"):
     s = u.find_spec(n)
     if s is not None and s.origin:
-        print(os.path.dirname(s.origin))' 2>/dev/null)
-  "$PY" -m compileall -q -j 0 "${PKG_DIRS[@]}" "$REPO/src" >/dev/null 2>&1 &
+        dirs.append(os.path.dirname(s.origin))
+for d in dirs:
+    compileall.compile_dir(d, quiet=1, workers=0)
+EOF
   PRECOMPILE=$!
 fi
 WT="$DATA_DIR/wikitext-2"
