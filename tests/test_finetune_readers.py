@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -348,3 +349,144 @@ def test_every_json_reader_names_an_unpaired_surrogate_escape(tmp_path, kind):
     where = name if line is None else f"{name}:{line}"  # a one-line document: the file
     with pytest.raises(LitebertError, match=rf"{where}: an unpaired UTF-16 surrogate escape"):
         read(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        # an unquoted comma in CSV text: the label was taken by header index, so 'comma inside' became a class
+        (
+            "d.csv",
+            "text,label\ngood film,pos\nstray, comma inside,neg\n",
+            "d.csv:3: row has 3 fields, the header has 2",
+        ),
+        ("d.tsv", "sentence\tlabel\na\t1\nb\tc\t0\n", "d.tsv:3: row has 3 fields, the header has 2"),
+        ("n.tsv", "a\t1\nb\tc\t0\n", "n.tsv:2: row has 3 fields, the first row has 2"),
+    ],
+)
+def test_a_row_with_more_fields_than_the_header_is_an_error_naming_the_line(tmp_path, name, text, message):
+    path = write(tmp_path, name, text)
+    spec = ColumnSpec(text=0, label=1, header="n." not in name)
+    with pytest.raises(LitebertError, match=re.escape(message) + r": a field holds the delimiter"):
+        read_examples(path, spec)
+    # a trailing delimiter (an empty extra field) is still read
+    ok = write(tmp_path, "ok.tsv", "sentence\tlabel\na\t1\t\nb\t0\n")
+    assert [(e.text, e.label) for e in read_examples(ok, ColumnSpec(text=0, label=1, header=True)).examples] == [
+        ("a", "1"),
+        ("b", "0"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"text": null, "label": "pos"}', None),  # null text is an empty field, as in CSV
+        ('{"text": 123, "label": "pos"}', "the text field 'text' is a number (123), expected a string"),
+        ('{"text": ["p", "q"], "label": "pos"}', 'the text field \'text\' is a JSON list (["p", "q"]), expected'),
+        (
+            '{"text": "x", "label": {"k": 1}}',
+            "the label field 'label' is a JSON object ({\"k\": 1}), expected a string",
+        ),
+        ('{"text": "x", "label": [["a"]]}', "an item of the label field 'label' is a JSON list ([\"a\"])"),
+    ],
+)
+def test_json_fields_of_the_wrong_type_are_errors_not_their_json_spelling(tmp_path, row, message):
+    """Before, {"text": null} was read as the text "null", 123 as "123", a list as "p,q" and an object label as
+    the class '{"k": 1}'."""
+    path = write(tmp_path, "d.jsonl", '{"text": "ok", "label": "neg"}\n' + row + "\n")
+    spec = ColumnSpec(text="text", label="label")
+    if message is None:
+        assert read_examples(path, spec).examples[1].text == ""
+        return
+    with pytest.raises(LitebertError, match="^" + re.escape(f"{path}:2: {message}")):
+        read_examples(path, spec)
+
+
+def test_json_labels_read_as_the_file_writes_them(tmp_path):
+    """Numbers keep their spelling, booleans are JSON's (BoolQ's `answer`: before, Python's 'True'), null is no
+    label."""
+    rows = [{"t": "a", "y": 1}, {"t": "b", "y": 0.5}, {"t": "c", "y": True}, {"t": "d", "y": False}, {"t": "e"}]
+    rows[4]["y"] = None
+    path = write(tmp_path, "d.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    got = read_examples(path, ColumnSpec(text="t", label="y"))
+    assert [e.label for e in got.examples] == ["1", "0.5", "true", "false", ""]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line"),
+    [
+        ("d.csv", "text,label\ngood,pos\nbad,\nok,neg\n", 3),
+        ("d.jsonl", '{"text": "good", "label": "pos"}\n{"text": "bad", "label": null}\n', 2),
+    ],
+)
+def test_an_empty_label_in_a_training_or_dev_file_is_an_error_naming_the_line(tmp_path, name, text, line):
+    """Before, an empty CSV label became the class '' and a JSON null the class 'null'."""
+    from litebert.finetune import DataOptions
+    from litebert.finetune.data import LabelSpace
+    from litebert.finetune.kinds import make_kind
+
+    path = write(tmp_path, name, text)
+    kind = make_kind(DataOptions(text_column="text", label_column="label"))
+    train = kind.read(path, require_labels=True)
+    with pytest.raises(LitebertError) as err:
+        kind.fit(train)
+    assert str(err.value) == (
+        f"{path}:{line}: the label field 'label' is empty; every row of a training file needs a label "
+        "(litebert predict reads rows without one)"
+    )
+    bad = next(ex for ex in train.examples if ex.line == line)
+    with pytest.raises(LitebertError, match=re.escape(f"{path}:{line}: the label is empty; every row of a dev")):
+        LabelSpace("single_label", ("neg", "pos")).encode(bad, path, "dev")
+    with pytest.raises(LitebertError, match=re.escape(f"{path}:{line}: the label is empty")):
+        LabelSpace("regression").encode(bad, path, "dev")
+
+
+@pytest.mark.parametrize("layout", ["one line", "pretty", "rows as arrays"])
+def test_a_json_file_holding_one_array_of_rows_is_read_with_each_rows_line(tmp_path, layout):
+    """`datasets` reads a .json array of objects, and pandas' to_json(orient="records") writes one; before, every
+    reader said the first line was not JSON, or that a column name was used on an array."""
+    rows = [{"text": "good film", "label": "pos"}, {"text": "bad film", "label": "neg"}]
+    if layout == "one line":
+        text, lines, spec = json.dumps(rows), [1, 1], ColumnSpec(text="text", label="label")
+    elif layout == "pretty":
+        text, lines, spec = json.dumps(rows, indent=2), [2, 6], ColumnSpec(text="text", label="label")
+    else:
+        text = "[\n" + ",\n".join(json.dumps([r["text"], r["label"]]) for r in rows) + "\n]\n"
+        lines, spec = [2, 3], ColumnSpec(text=0, label=1)
+    path = write(tmp_path, "d.json", text)
+    got = read_examples(path, spec)
+    assert [(e.text, e.label, e.line) for e in got.examples] == [
+        ("good film", "pos", lines[0]),
+        ("bad film", "neg", lines[1]),
+    ]
+    # JSON lines whose rows are arrays stay JSON lines; a one-line array of strings is one row
+    jl = write(tmp_path, "a.jsonl", '["good film", "pos"]\n["bad film", "neg"]\n')
+    assert [(e.text, e.label, e.line) for e in read_examples(jl, ColumnSpec(text=0, label=1)).examples] == [
+        ("good film", "pos", 1),
+        ("bad film", "neg", 2),
+    ]
+
+
+def test_a_json_file_that_is_one_object_or_a_broken_array_says_so(tmp_path):
+    obj = write(tmp_path, "o.json", json.dumps({"data": [{"text": "a", "label": "x"}]}, indent=2))
+    with pytest.raises(LitebertError) as err:
+        read_examples(obj, ColumnSpec(text="text", label="label"))
+    assert str(err.value) == (
+        f"{obj}: the file is one JSON object over several lines, not JSON lines; write one object per line "
+        "(or one JSON array of objects)"
+    )
+    broken = write(tmp_path, "b.json", '[\n  {"text": "a", "label": "x"},\n  {"text": "b" "label": "y"}\n]\n')
+    with pytest.raises(LitebertError, match=re.escape(f"{broken}:3: not valid JSON (Expecting ',' delimiter")):
+        read_examples(broken, ColumnSpec(text="text", label="label"))
+
+
+def test_ner_and_multiple_choice_read_a_json_array_file_too(tmp_path):
+    from litebert.finetune.choice import read_choice_file
+    from litebert.finetune.token import read_token_file
+
+    ner = write(tmp_path, "n.json", json.dumps([{"tokens": ["John", "ran"], "tags": ["B-PER", "O"]}], indent=1))
+    got = read_token_file(ner)
+    assert [(e.words, e.tags) for e in got.examples] == [(["John", "ran"], ["B-PER", "O"])]
+    swag = {"sent1": "He", "sent2": "opens", "ending0": "a door", "ending1": "a sky", "label": 0}
+    choice = write(tmp_path, "s.json", json.dumps([swag, dict(swag, label=1)], indent=1))
+    assert [ex.label for ex in read_choice_file(choice).examples] == [0, 1]

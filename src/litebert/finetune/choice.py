@@ -40,7 +40,7 @@ from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, _truncate_pair
 from litebert.finetune.kinds import Features, TaskKind
-from litebert.finetune.readers import ReadResult, _read_text, data_lines
+from litebert.finetune.readers import ReadResult, _read_text, json_rows
 
 CHOICE_METRICS = ("accuracy",)
 
@@ -91,14 +91,7 @@ def read_choice_file(path: str | Path, *, require_labels: bool = True) -> ReadRe
     elif stripped.startswith("{") and "\n{" not in stripped.rstrip() and _is_json(text):
         rows, fmt = [(1, json.loads(text))], "json"  # one RACE article per file
     else:
-        rows, fmt = [], "jsonl"
-        for lineno, line in enumerate(data_lines(text), start=1):
-            if line.strip():
-                try:
-                    rows.append((lineno, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
-                check_no_lone_surrogate(line, rows[-1][1], f"{path}:{lineno}")
+        rows, fmt = list(json_rows(path, text)), "jsonl"
     if fmt == "json":
         check_no_lone_surrogate(text, rows[0][1], str(path))
     return read_choice_rows(path, rows, require_labels=require_labels, fmt=fmt)

@@ -58,9 +58,12 @@ class LabelSpace:
         """The target of one example: ``int`` class id, ``float`` value, or a 0/1 ``list[float]`` (multi-label).
 
         Raises:
-            LitebertError: a label the label space does not have (``file:line``, and the known labels), a
-                regression value that is not a number, a JSON-list (multi-label) field for a single-label model.
+            LitebertError: a label the label space does not have (``file:line``, and the known labels), an empty
+                label (single-label, regression), a regression value that is not a number, a JSON-list
+                (multi-label) field for a single-label model.
         """
+        if self.problem_type != "multi_label" and ex.labels is None and not ex.label:  # multi-label: none is fine
+            raise LitebertError(_empty_label(path, ex, None, split_name))
         if self.problem_type == "regression":
             try:
                 value = float(ex.label)
@@ -111,6 +114,15 @@ def label_names(ex: Example, problem_type: str, separator: str) -> list[str]:
     return _split_multi(ex.label, separator) if problem_type == "multi_label" else [ex.label]
 
 
+def _empty_label(path: Path, ex: Example, column, split_name: str) -> str:
+    """The error for a row whose label field is empty (a blank CSV/TSV field, a JSON ``null``)."""
+    field = f"the label field {column!r}" if column is not None else "the label"
+    return (
+        f"{path}:{ex.line}: {field} is empty; every row of a {split_name} file needs a label "
+        "(litebert predict reads rows without one)"
+    )
+
+
 def _label_sort_key(name: str):
     try:
         return (0, float(name), name)
@@ -125,13 +137,15 @@ def build_label_space(
     of ``train`` sorted numerically when they are all numbers, else alphabetically.
 
     Raises:
-        LitebertError: a training label outside a preset's label set; fewer than two classes; a multi-label field
-            empty in every row (no label at all).
+        LitebertError: an empty single-label field (``file:line``); a training label outside a preset's label set;
+            fewer than two classes; a multi-label field empty in every row (no label at all).
     """
     if problem_type == "regression":
         return LabelSpace("regression")
     seen: dict[str, Example] = {}
     for ex in train.examples:
+        if problem_type == "single_label" and not ex.label:
+            raise LitebertError(_empty_label(train.path, ex, train.label_column, "training"))
         for name in label_names(ex, problem_type, separator):
             seen.setdefault(name, ex)
     if not seen:

@@ -200,21 +200,87 @@ def data_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def json_rows(path: Path, text: str) -> Iterator[tuple[int, object]]:
+    """The rows of a JSON file, each with the 1-based line it starts on: JSON lines (one value per line, blank lines
+    skipped), or one JSON array of rows (``[{...}, {...}]``, as ``datasets``' JSON loader reads and pandas'
+    ``to_json(orient="records")`` writes; a file whose whole text is an array of objects or arrays).
+
+    Raises:
+        LitebertError: a line that is not JSON (``file:line``); a file holding one JSON object over several lines
+            (not JSON lines); a value with an unpaired surrogate escape (``file:line``).
+    """
+    array = _json_array(path, text)
+    if array is not None:
+        yield from array
+        return
+    for lineno, line in enumerate(data_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if line.lstrip().startswith("{"):
+                try:
+                    whole = json.loads(text)
+                except json.JSONDecodeError:
+                    whole = None
+                if isinstance(whole, dict):
+                    raise LitebertError(
+                        f"{path}: the file is one JSON object over several lines, not JSON lines; write one object "
+                        "per line (or one JSON array of objects)"
+                    ) from None
+            raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+        check_no_lone_surrogate(line, obj, f"{path}:{lineno}")
+        yield lineno, obj
+
+
+def _json_array(path: Path, text: str) -> list[tuple[int, object]] | None:
+    """The rows of a file that is one JSON array of objects (or of arrays), each with the line it starts on;
+    ``None`` for any other text (JSON lines, whose first line may itself be an array row such as ``["a", 1]``).
+
+    Raises:
+        LitebertError: a file that starts with ``[`` over several lines but is valid neither as JSON lines nor as one
+            array (the array's own error, ``file:line``).
+    """
+    if not text.lstrip().startswith("["):
+        return None
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError as exc:
+        first = next(line for line in data_lines(text) if line.strip())
+        try:
+            json.loads(first)
+        except json.JSONDecodeError:  # the first line is no row of its own: a broken array over several lines
+            raise LitebertError(
+                f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); expected JSON lines or one "
+                "JSON array of rows"
+            ) from None
+        return None
+    if not isinstance(whole, list) or not all(isinstance(row, (dict, list)) for row in whole):
+        return None
+    check_no_lone_surrogate(text, whole, str(path))
+    decoder, rows = json.JSONDecoder(), []
+    pos, line, counted = text.index("[") + 1, 1, 0
+    for _ in whole:
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        line += text.count("\n", counted, pos)
+        counted = pos
+        obj, end = decoder.raw_decode(text, pos)
+        rows.append((line, obj))
+        pos = end
+    return rows
+
+
 def iter_rows(path: Path, fmt: str, delimiter: str | None = None) -> Iterator[tuple[int, list[str] | dict]]:
     """Yield ``(line_number, fields)`` for every non-blank row; ``fields`` is a list (TSV/CSV/JSON arrays) or a dict
-    (JSON objects). Line numbers are 1-based physical lines (a quoted CSV field spanning lines reports its first)."""
+    (JSON objects). Line numbers are 1-based physical lines (a quoted CSV field spanning lines reports its first).
+    JSON is JSON lines or one JSON array of rows (:func:`json_rows`)."""
     text = _read_text(path)
     if fmt == "jsonl":
-        for lineno, line in enumerate(data_lines(text), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+        for lineno, obj in json_rows(path, text):
             if not isinstance(obj, (dict, list)):
                 raise LitebertError(f"{path}:{lineno}: expected a JSON object or array, got {type(obj).__name__}")
-            check_no_lone_surrogate(line, obj, f"{path}:{lineno}")
             yield lineno, obj
     elif fmt == "tsv":
         sep = delimiter or "\t"
@@ -339,11 +405,18 @@ def read_examples(
 
     examples: list[Example] = []
     skipped = 0
+    shown = delimiter or ("," if fmt == "csv" else chr(92) + "t")
     for lineno, fields in _chain(first, rows):
         if len(fields) < needed:
             raise LitebertError(
-                f"{path}:{lineno}: row has {len(fields)} field(s), expected at least {needed} "
-                f"(delimiter {delimiter or (',' if fmt == 'csv' else chr(92) + 't')!r})"
+                f"{path}:{lineno}: row has {len(fields)} field(s), expected at least {needed} (delimiter {shown!r})"
+            )
+        if len(fields) > ncols and any(f.strip() for f in fields[ncols:]):
+            # a field holding the delimiter unquoted: reading on would take the label (or text) from the wrong field
+            raise LitebertError(
+                f"{path}:{lineno}: row has {len(fields)} fields, the {'header' if header is not None else 'first row'}"
+                f" has {ncols}: a field holds the delimiter {shown!r} unquoted"
+                + (' (quote it as CSV does: "a, b")' if fmt == "csv" else "; use another --delimiter or CSV")
             )
         if index["filter"] is not None and fields[index["filter"]].strip() != spec.filter_value:
             skipped += 1
@@ -423,12 +496,44 @@ def _json_field(obj: dict | list, col: Column, path: Path, lineno: int, what: st
     return obj[col]
 
 
-def _as_text(value) -> str:
+def _as_text(value, where: str, what: str) -> str:
+    """A JSON text field as a string: a string stripped, ``null`` as ``""`` (an empty field, as in a CSV file).
+
+    Raises:
+        LitebertError: a number, boolean, list or object (``where`` is ``file:line``): its text would be the JSON
+            spelling, not words of the row.
+    """
     if isinstance(value, str):
         return value.strip()
-    if isinstance(value, list):  # multi-label JSON: ["a", "b"]
-        return ",".join(_as_text(v) for v in value)
-    return json.dumps(value) if not isinstance(value, (int, float)) else str(value)
+    if value is None:
+        return ""
+    raise LitebertError(f"{where}: {what} is {_json_kind(value)}, expected a string")
+
+
+def _as_label(value, where: str, what: str = "the label") -> str:
+    """A JSON label as its name: a string stripped, a number as Python writes it (``1``, ``0.5``), a boolean as JSON
+    does (``true``; BoolQ), ``null`` as ``""`` (no label: refused in training and evaluation files, unscored by
+    ``predict``).
+
+    Raises:
+        LitebertError: an object, or a list inside a list (``where`` is ``file:line``).
+    """
+    if isinstance(value, str):
+        return value.strip()
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise LitebertError(f"{where}: {what} is {_json_kind(value)}, expected a string or number")
+
+
+def _json_kind(value) -> str:
+    shown = json.dumps(value, ensure_ascii=False)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    kind = {bool: "a boolean", int: "a number", float: "a number", list: "a JSON list", dict: "a JSON object"}
+    return f"{kind.get(type(value), type(value).__name__)} ({shown})"
 
 
 def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bool) -> ReadResult:
@@ -445,23 +550,28 @@ def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bo
     if require_label and not has_labels:
         raise LitebertError(f"{path}: a label column is required here (got {spec.label!r})")
     for lineno, obj in _chain(first, rows):
+        where = f"{path}:{lineno}"
         if spec.filter_column is not None:
             value = _json_field(obj, spec.filter_column, path, lineno, "filter")
-            if _as_text(value) != spec.filter_value:
+            if _as_label(value, where, f"the filter field {spec.filter_column!r}") != spec.filter_value:
                 skipped += 1
                 continue
-        text = _as_text(_json_field(obj, spec.text, path, lineno, "text"))
+        text = _as_text(_json_field(obj, spec.text, path, lineno, "text"), where, f"the text field {spec.text!r}")
         pair = None
         if spec.text_pair is not None:
-            pair = _as_text(_json_field(obj, spec.text_pair, path, lineno, "text pair"))
+            raw = _json_field(obj, spec.text_pair, path, lineno, "text pair")
+            pair = _as_text(raw, where, f"the text pair field {spec.text_pair!r}")
         label, labels = None, None
         if has_labels:
             raw = _json_field(obj, spec.label, path, lineno, "label")
+            what = f"the label field {spec.label!r}"
             if isinstance(raw, list):  # a multi-label field: its items, mapped one by one
-                labels = tuple(label_map.get(v, v) for v in (_as_text(item) for item in raw))
+                labels = tuple(
+                    label_map.get(v, v) for v in (_as_label(item, where, f"an item of {what}") for item in raw)
+                )
                 label = ",".join(labels)
             else:
-                label = _as_text(raw)
+                label = _as_label(raw, where, what)
                 label = label_map.get(label, label)
             if label in spec.skip_labels:
                 skipped += 1

@@ -50,12 +50,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from litebert.corpus import check_no_lone_surrogate
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, align_with_head, pad_inputs
 from litebert.finetune.kinds import Features, TaskKind
-from litebert.finetune.readers import ReadResult, _read_text, data_lines
+from litebert.finetune.readers import ReadResult, _read_text, data_lines, json_rows
 
 log = logging.getLogger("litebert.finetune")
 
@@ -183,16 +182,7 @@ def read_token_file(
 
 
 def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult:
-    rows = []
-    for lineno, line in enumerate(data_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise LitebertError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
-        check_no_lone_surrogate(line, rows[-1][1], f"{path}:{lineno}")
-    return read_token_rows(path, rows, require_labels)
+    return read_token_rows(path, list(json_rows(path, text)), require_labels)
 
 
 def read_token_rows(path: Path, rows, require_labels: bool) -> ReadResult:
