@@ -121,6 +121,52 @@ def test_missing_config_json(tmp_path):
         AlbertModel.from_pretrained(tmp_path / "nowhere")
 
 
+def _run_dir(path, command, model_dirs=()):
+    """A `litebert <command>` run directory as the commands leave it: run_settings.json, the run's config.json, a
+    checkpoint, and each of ``model_dirs`` (``final``, ``best``) as a model directory."""
+    (path / "checkpoints" / "step-2").mkdir(parents=True)
+    (path / "run_settings.json").write_text(json.dumps({"command": command, f"{command}_config": {}}))
+    small().save(path)
+    for name in model_dirs:
+        AlbertForPreTraining(small()).save_pretrained(path / name)
+    return path
+
+
+def test_a_run_directory_is_refused_naming_the_model_directory_to_pass(tmp_path):
+    """Defect: a pretrain or finetune run directory given where a model directory goes (finetune/evaluate/predict
+    --model, export) failed on a missing tokenizer or config.json. Now every reader of a model directory says what it
+    is and which directory inside it to pass, whichever of final/ and best/ exists."""
+    from litebert.checkpoint import load_config
+
+    pre = _run_dir(tmp_path / "pre", "pretrain", ["final"])
+    ft = _run_dir(tmp_path / "ft", "finetune", ["best"])
+    both = _run_dir(tmp_path / "both", "finetune", ["best", "final"])
+    cases = {
+        pre: f"{pre} is a `litebert pretrain` run directory, not a model directory: pass {pre / 'final'}",
+        ft: f"{ft} is a `litebert finetune` run directory, not a model directory: pass {ft / 'best'}",
+        both: f"{both} is a `litebert finetune` run directory, not a model directory: pass {both / 'best'} or "
+        f"{both / 'final'}",
+    }
+    for run, message in cases.items():
+        for read in (load_config, load_state_dict_file, AlbertForPreTraining.from_pretrained):
+            with pytest.raises(LitebertError) as exc:
+                read(run)
+            assert str(exc.value) == message
+    # a run that has not written its model yet: what to pass once it has
+    unfinished = _run_dir(tmp_path / "unfinished", "pretrain")
+    with pytest.raises(LitebertError) as exc:
+        load_config(unfinished)
+    assert str(exc.value) == (
+        f"{unfinished} is a `litebert pretrain` run directory, not a model directory: pass {unfinished / 'final'} "
+        f"once the run has written it, or export a checkpoint as a model (litebert export "
+        f"{unfinished}/checkpoints/step-N --output DIR)"
+    )
+    # the model directories themselves load; so does a directory of another command's run settings
+    assert load_config(pre / "final").hidden_size == small().hidden_size
+    evaluate_out = _run_dir(tmp_path / "ev", "evaluate")
+    assert load_config(evaluate_out).hidden_size == small().hidden_size
+
+
 def test_config_not_json(tmp_path):
     AlbertModel(small()).save_pretrained(tmp_path)
     (tmp_path / "config.json").write_text("hidden_size = 64\n")

@@ -29,11 +29,13 @@ from litebert.corpus import (
     CorpusStats,
     check_corpus,
     corpus_bytes,
+    data_suffix,
     detect_compression,
     detect_format,
     iter_documents,
     parse_hub_id,
     read_documents,
+    read_text_file,
     split_sentences,
 )
 from litebert.data import PrepareConfig, prepare
@@ -616,3 +618,39 @@ def test_zstd_input_without_the_zstandard_package_is_one_clear_error(tmp_path, m
     monkeypatch.setitem(sys.modules, "zstandard", None)  # `import zstandard` now raises ImportError
     with pytest.raises(LitebertError, match="needs the zstandard package"):
         list(read_documents([path]))
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zst"])
+def test_data_files_are_read_whole_compressed_or_not(tmp_path, kind):
+    """Defect: a gzip-compressed fine-tuning file (dev.csv.gz) was refused as "not valid UTF-8". Fine-tuning's
+    readers read data files through read_text_file, which decompresses by content as prepare does (the text of the
+    uncompressed file is the oracle: BOM dropped, CRLF and CR read as LF) and names the format's suffix past the
+    compression's; invalid UTF-8 or a cut-off stream is one error naming the file."""
+    raw = "\ufeffsentence\tlabel\r\nla vie en rose\t1\rbad\t0\n下雨了\t1\n".encode()
+    plain = tmp_path / "dev.tsv"
+    plain.write_bytes(raw)
+    packed = tmp_path / f"dev.csv.{kind}"
+    packed.write_bytes(_compress(kind, raw))
+    oldname = tmp_path / "dev.data"  # the content decides, not the name
+    oldname.write_bytes(_compress(kind, raw))
+    assert read_text_file(plain) == "sentence\tlabel\nla vie en rose\t1\nbad\t0\n下雨了\t1\n"
+    assert read_text_file(packed) == read_text_file(oldname) == read_text_file(plain)
+    assert (data_suffix(packed), data_suffix(plain), data_suffix(tmp_path / "t.JSONL.GZ")) == (".csv", ".tsv", ".jsonl")
+    comp = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}[kind]
+    bad = tmp_path / f"bad.tsv.{kind}"
+    bad.write_bytes(_compress(kind, b"ok\t1\n\xff\xfe\t0\n"))
+    with pytest.raises(LitebertError) as exc:
+        read_text_file(bad)
+    assert str(exc.value) == f"{bad}: not valid UTF-8 (invalid start byte at byte 5 of its {comp}-decompressed text)"
+    cut = tmp_path / f"cut.tsv.{kind}"
+    cut.write_bytes(_compress(kind, raw * 200)[:-30])
+    with pytest.raises(LitebertError, match=rf"^{re.escape(str(cut))}: corrupt or truncated {comp} file \("):
+        read_text_file(cut)
+    (tmp_path / "plainbad.tsv").write_bytes(b"ok\t1\n\xff\t0\n")
+    with pytest.raises(LitebertError) as exc:
+        read_text_file(tmp_path / "plainbad.tsv")
+    assert str(exc.value) == f"{tmp_path / 'plainbad.tsv'}: not valid UTF-8 (invalid start byte at byte 5)"
+    with pytest.raises(LitebertError, match=r": no such file$"):
+        read_text_file(tmp_path / "missing.tsv.gz")
+    with pytest.raises(LitebertError, match=r": is a directory, expected a data file$"):
+        read_text_file(tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,6 +154,27 @@ def test_bad_input_one_line_and_nothing_written(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "onnxruntime" in err and "pip install 'litebert[onnx]'" in err and err.count("\n") == 1
     assert _no_leftovers(tmp_path, "out")
+
+
+def test_a_run_directory_is_refused_naming_its_model_directory(tmp_path, capsys):
+    """Defect: `export RUN` (a pretrain run directory: config.json, checkpoints/, final/) said it found no weights,
+    and a finetune run directory that it had no config.json. Now one line names what to pass: RUN/final, RUN/best."""
+    torch.manual_seed(0)
+    for command, model in (("pretrain", "final"), ("finetune", "best")):
+        run = tmp_path / command
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "run_settings.json").write_text(json.dumps({"command": command, f"{command}_config": {}}))
+        _save_model(run / model, AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+        if command == "pretrain":
+            _config(1, num_hidden_layers=2).save(run)
+        assert main(["export", str(run), "--output", str(tmp_path / "out")]) == 2
+        assert capsys.readouterr().err == (
+            f"error: {run} is a `litebert {command}` run directory, not a model directory: pass {run / model}\n"
+        )
+        assert _no_leftovers(tmp_path, "out")
+        assert main(["export", str(run / model), "--output", str(tmp_path / "out")]) == 0  # what it names works
+        capsys.readouterr()  # (its warning: the model has no tokenizer files)
+        shutil.rmtree(tmp_path / "out")
 
 
 def test_head_override_and_hf_format_from_model_dir(tmp_path):

@@ -91,6 +91,16 @@ def test_swag_race_copa_layouts(shared_data, tmp_path):
     assert [(e.first, e.seconds, e.label) for e in from_csv.examples] == [
         (e.first, e.seconds, e.label) for e in swag.examples
     ]
+    # gzip-compressed (before: "not valid UTF-8"): the same rows, the CSV told by the suffix before .gz
+    import gzip
+
+    packed = tmp_path / "swag.csv.gz"
+    packed.write_bytes(gzip.compress(csv_file.read_bytes()))
+    from_gz = read_choice_file(packed)
+    assert from_gz.format == from_csv.format == "csv"
+    assert [(e.first, e.seconds, e.label) for e in from_gz.examples] == [
+        (e.first, e.seconds, e.label) for e in from_csv.examples
+    ]
     race = tmp_path / "race.json"
     race.write_text(
         json.dumps(

@@ -128,7 +128,22 @@ def test_rows_from_lists_round_trip_and_refuse_mixed_types():
 
 
 def test_a_length_too_short_for_a_pair_is_one_error(tok):
+    """A pair needs 5 positions ([CLS] a [SEP] b [SEP] with a token of each), a single text 3: before, 4 was
+    accepted for pairs (one of the two texts got no token) and 3 refused for single texts."""
+    from pathlib import Path
+
     from litebert.errors import LitebertError
 
-    with pytest.raises(LitebertError, match="max_seq_length must be >= 4"):
-        encode_examples(_examples(3), tok, 3)
+    with pytest.raises(LitebertError) as exc:
+        encode_examples(_examples(3), tok, 4, path=Path("dev.tsv"))
+    assert str(exc.value) == (
+        "max_seq_length 4 is too small: [CLS] a [SEP] b [SEP] needs at least 5 positions, one token of each text "
+        "(dev.tsv:3 is a sentence pair)"
+    )
+    assert np.diff(encode_examples(_examples(3), tok, 5).offsets).max() <= 5
+    with pytest.raises(LitebertError) as exc:
+        encode_examples(_examples(3, pairs=False), tok, 2)
+    assert str(exc.value) == (
+        "max_seq_length 2 is too small: [CLS] text [SEP] needs at least 3 positions, one token of each text"
+    )
+    assert np.diff(encode_examples(_examples(3, pairs=False), tok, 3).offsets).max() <= 3

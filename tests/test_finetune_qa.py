@@ -8,6 +8,7 @@ runs are a few dozen steps on a few paragraphs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -178,6 +179,16 @@ def test_read_formats_and_v2(tmp_path):
     ]
     # "24-10" is nowhere in the context: counted, kept as a reference, not trained on; no crash
     assert r.offsets["unlocated"] == 1 and r.offsets["exact"] == 2 and "q.jsonl:3" in r.problems[0]
+    # gzip-compressed (before: "not UTF-8"): read as the text it holds
+    import gzip
+
+    (tmp_path / "q.jsonl.gz").write_bytes(gzip.compress(p.read_bytes()))
+    gz = read_qa_file(tmp_path / "q.jsonl.gz")
+    assert gz.layout == "jsonl" and gz.references == r.references
+    assert [dataclasses.replace(e, where="") for e in gz.examples] == [
+        dataclasses.replace(e, where="") for e in r.examples
+    ]
+    assert gz.examples[2].where == f"{tmp_path / 'q.jsonl.gz'}:3"
     assert r.examples[2].answers == ("24-10",)
 
 

@@ -490,3 +490,26 @@ def test_ner_and_multiple_choice_read_a_json_array_file_too(tmp_path):
     swag = {"sent1": "He", "sent2": "opens", "ending0": "a door", "ending1": "a sky", "label": 0}
     choice = write(tmp_path, "s.json", json.dumps([swag, dict(swag, label=1)], indent=1))
     assert [ex.label for ex in read_choice_file(choice).examples] == [0, 1]
+
+
+@pytest.mark.parametrize("name", ["dev.csv.gz", "dev.jsonl.gz"])
+def test_a_compressed_file_reads_as_its_text(tmp_path, name):
+    """Before, a .csv.gz was 'not valid UTF-8'; the format is told past the compression suffix."""
+    import gzip
+
+    if name.startswith("dev.csv"):
+        text, spec = 'text,label\n"a, b",pos\nc,neg\n', ColumnSpec(text="text", label="label")
+    else:
+        text, spec = (
+            '{"text": "a, b", "label": "pos"}\n{"text": "c", "label": "neg"}\n',
+            ColumnSpec(text="text", label="label"),
+        )
+    plain = write(tmp_path, name[:-3], text)
+    packed = tmp_path / name
+    packed.write_bytes(gzip.compress(text.encode()))
+    got = read_examples(packed, spec)
+    assert [(e.text, e.label, e.line) for e in got.examples] == [
+        ("a, b", "pos", 2 - name.endswith("jsonl.gz")),
+        ("c", "neg", 3 - name.endswith("jsonl.gz")),
+    ]
+    assert got.examples == read_examples(plain, spec).examples and got.format == read_examples(plain, spec).format

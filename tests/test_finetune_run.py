@@ -827,8 +827,8 @@ def test_finetune_and_pretrain_write_only_into_a_new_or_empty_directory_or_their
     before = _files(out)
     assert run(out, "--no-checkpoints") == 2
     assert error() == (
-        f"error: --output {out} is not empty (holds a finished `litebert finetune` run (eval_results.json)): "
-        "choose a new or empty --output (nothing was written)"
+        f"error: --output {out} holds a finished `litebert finetune` run (its model is in {out / 'best'}): choose a "
+        f"new --output, or remove {out} to run it again (nothing was written)"
     )
     assert run(out, "--resume", "auto") == 2 and "without checkpoints, nothing to resume" in error()
     assert main([*pretrain[:-1], str(out)]) == 2 and "holds a `litebert finetune` run (run_settings.json)" in error()
@@ -843,6 +843,70 @@ def test_finetune_and_pretrain_write_only_into_a_new_or_empty_directory_or_their
     empty = tmp_path / "empty"
     empty.mkdir()
     assert run(empty) == 0 and (empty / "best" / "model.safetensors").is_file()
+
+
+def test_a_run_directory_as_model_names_the_model_directory_inside_it(en_model, shared_data, tmp_path, capsys):
+    """Defect: `--model RUN` (a pretrain or finetune run directory rather than its final/ or best/) failed on a
+    missing tokenizer or config.json. Now finetune, evaluate and predict say what RUN is and what to pass, in one
+    line, before anything is written."""
+    import shutil
+
+    pre, ft = tmp_path / "pre", tmp_path / "ft"
+    for run, command, model in ((pre, "pretrain", "final"), (ft, "finetune", "best")):
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "run_settings.json").write_text(json.dumps({"command": command, f"{command}_config": {}}))
+        shutil.copytree(en_model, run / model)
+    shutil.copy(en_model / "config.json", pre / "config.json")  # pretrain writes the run's config.json too
+    dev = str(shared_data / "glue/SST-2/dev.tsv")
+    out = tmp_path / "out"
+    runs = [
+        (_sst2_argv(pre, out, shared_data=shared_data), pre, "pretrain", pre / "final"),
+        (["evaluate", "--model", str(ft), "--data", dev, "--output", str(out)], ft, "finetune", ft / "best"),
+        (["predict", "--model", str(ft), "--data", dev, "--output", str(out)], ft, "finetune", ft / "best"),
+        (["evaluate", "--model", str(pre), "--data", dev, "--task", "sst2"], pre, "pretrain", pre / "final"),
+    ]
+    for argv, run, command, model in runs:
+        assert main(argv) == 2, argv
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"error: {run} is a `litebert {command}` run directory, not a model directory: pass {model}"
+        )
+        assert not out.exists()
+
+
+def test_max_seq_length_too_small_for_the_tasks_texts_is_refused_before_training(
+    en_model, sst2_run, shared_data, tmp_path, capsys
+):
+    """Defect: `finetune --task mrpc --max-seq-length 4` was accepted, though a sentence pair needs 5 positions
+    ([CLS] a [SEP] b [SEP] with a token of each sentence); single sentences need 3 (which was refused). Now the task
+    decides, before any file is read or written; evaluate/predict too."""
+    mrpc = shared_data / "glue/MRPC"
+    out = tmp_path / "out"
+    argv = ["finetune", "--model", str(en_model), "--task", "mrpc", "--train", str(mrpc / "train.tsv"), "--dev",
+            str(mrpc / "dev.tsv"), "--output", str(out), "--max-steps", "1", "--no-progress"]  # fmt: skip
+    assert main([*argv, "--max-seq-length", "4"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --max-seq-length 4: --task mrpc needs at least 5 positions ([CLS] a [SEP] b [SEP], one token of each "
+        "text)\n"
+    )
+    assert not out.exists()
+    own = ["--task-type", "choice", "--train", str(tmp_path / "t.jsonl"), "--dev", str(tmp_path / "d.jsonl")]
+    assert main(["finetune", "--model", str(en_model), *own, "--output", str(out), "--max-seq-length", "4"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --max-seq-length 4: a choice task needs at least 5 positions ([CLS] context [SEP] option [SEP], one "
+        "token of each text)\n"
+    )
+    assert not out.exists()
+    _, run = sst2_run  # evaluate a classifier on pairs (its saved layout replaced by --text-pair-column)
+    ev = ["evaluate", "--model", str(run / "best"), "--data", str(mrpc / "dev.tsv"), "--text-column", "#1 String",
+          "--text-pair-column", "#2 String", "--label-column", "Quality", "--max-seq-length", "4"]  # fmt: skip
+    assert main(ev) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --max-seq-length 4: a classification task needs at least 5 positions ([CLS] a [SEP] b [SEP], one "
+        "token of each text)"
+    )
+    # single sentences: 3 is enough
+    assert main(_sst2_argv(en_model, out, "--max-steps", 1, "--max-seq-length", 3, shared_data=shared_data)) == 0
+    assert json.loads((out / "best" / "config.json").read_text())["litebert_max_seq_length"] == 3
 
 
 def test_evaluate_and_predict_never_write_over_a_runs_files(sst2_run, shared_data, tmp_path, capsys):
@@ -1115,6 +1179,13 @@ def test_resume_refuses_changed_settings(en_model, shared_data, tmp_path, capsys
     for test in (test_a, test_b):
         assert main(_sst2_argv(en_model, out, *common[:-1], test, "--resume", "auto", shared_data=shared_data)) == 2
         assert last_error() == finished
+    # rerun without --resume: told the run is finished and where its model is, not "pass --resume auto" (which the
+    # line above refuses); checked before the checkpoints it kept
+    assert main(_sst2_argv(en_model, out, *common, shared_data=shared_data)) == 2
+    assert last_error() == (
+        f"error: --output {out} holds a finished `litebert finetune` run (its model is in {out / 'best'}): choose a "
+        f"new --output, or remove {out} to run it again (nothing was written)"
+    )
     # the report's command: the run's own settings, another --test
     again = ["finetune", "--config", str(out / "run_settings.json"), "--output", str(out), "--resume", "auto"]
     assert main([*again, "--test", str(test_b), "--no-progress"]) == 2 and last_error() == finished
@@ -1179,4 +1250,13 @@ def test_resume_from_a_pretrain_checkpoint_is_refused_before_anything_is_written
         f"error: --resume {ckpt}: a `litebert pretrain` checkpoint (AlbertForPreTraining), not a `litebert finetune` "
         "one (AlbertForSequenceClassification)"
     )
-    assert not (out.exists() and any(out.iterdir()))
+    assert not out.exists()  # not even an empty --output (before, it was made before the checks)
+    # a --resume PATH that is no checkpoint: refused, and no --output (nor its parents) is left behind
+    nested = tmp_path / "new" / "ft"
+    for path, why in (
+        (tmp_path / "nothing", f"--resume {tmp_path / 'nothing'}: no such checkpoint directory"),
+        (run, f"checkpoint {run} is incomplete (no COMPLETE marker)"),
+    ):
+        assert main(_sst2_argv(en_model, nested, "--max-steps", 2, "--resume", path, shared_data=shared_data)) == 2
+        assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {why}")
+        assert not (tmp_path / "new").exists()

@@ -93,6 +93,23 @@ def test_weibo_and_msra_readers(shared_data):
     assert (types.count("LOC"), types.count("ORG"), types.count("PER")) == (2886, 1331, 1973)  # SOURCE.md
 
 
+def test_gzip_compressed_files_read_as_their_text(shared_data, tmp_path):
+    """Defect: a gzip-compressed data file was refused as "not valid UTF-8". Now it reads as the file it
+    decompresses to, its format told by the suffix before .gz (train.jsonl.gz is JSON lines)."""
+    import gzip
+
+    conll = shared_data / "conll2003/dev.txt"
+    packed = tmp_path / "dev.txt.gz"
+    packed.write_bytes(gzip.compress(conll.read_bytes()))
+    read, want = read_token_file(packed), read_token_file(conll)
+    assert read.format == want.format == "conll-space"
+    assert [(ex.words, ex.tags) for ex in read.examples] == [(ex.words, ex.tags) for ex in want.examples]
+    jl = tmp_path / "ner.jsonl.gz"
+    jl.write_bytes(gzip.compress(b'{"tokens": ["John", "lives"], "tags": ["B-PER", "O"]}\n'))
+    read = read_token_file(jl)
+    assert read.format == "jsonl" and [ex.tags for ex in read.examples] == [["B-PER", "O"]]
+
+
 def test_jsonl_and_bad_column_files(tmp_path):
     jl = tmp_path / "ner.jsonl"
     jl.write_text('{"tokens": ["John", "lives"], "tags": ["B-PER", "O"]}\n{"tokens": ["Paris"], "tags": ["S-LOC"]}\n')

@@ -232,6 +232,29 @@ def test_bounds_are_enforced_on_cli_and_config_file_naming_the_option(command, p
         cls(**_set(required, path, bad))
 
 
+@pytest.mark.parametrize(
+    "command, path",
+    [p for p in _cases() if next(leaf for leaf in _leaves(COMMANDS[p.values[0]][0]) if leaf[0] == p.values[1])[2].scalar
+     is float],
+)  # fmt: skip
+def test_non_finite_floats_are_refused_on_cli_and_config_file_naming_the_option(command, path, tmp_path, capsys):
+    """Defect: `--learning-rate inf` passed its bound (> 0) and the run died at its first step, pointing at a
+    checkpoint that did not exist; `nan` failed as "must be > 0". Every float setting now refuses inf, -inf and nan
+    as not finite, before anything runs, on the command line, in a --config file and from the library."""
+    cls, required = COMMANDS[command]
+    option = _option(cls, path)
+    file = tmp_path / "settings.json"
+    for text, bad in (("inf", float("inf")), ("-inf", float("-inf")), ("nan", float("nan"))):
+        assert main([command, *_argv(cls, required), f"{option}={text}"]) == 2
+        assert capsys.readouterr().err == f"error: {option} {bad!r}: must be a finite number\n"
+        file.write_text(json.dumps(_set(required, path, bad)))  # JSON's Infinity / NaN
+        assert main([command, "--config", str(file)]) == 2
+        assert capsys.readouterr().err == f"error: {option} {bad!r}: must be a finite number\n"
+        with pytest.raises(LitebertError) as exc:
+            cls(**_set(required, path, bad))
+        assert str(exc.value) == f"{option} {bad!r}: must be a finite number"
+
+
 def test_config_file_errors_name_the_key_and_the_closest_valid_one(tmp_path, capsys):
     file = tmp_path / "s.json"
     file.write_text(json.dumps({"data": "d", "output": "o", "model_config": "m", "max_stepz": 3}))
@@ -359,6 +382,29 @@ def test_one_error_format_and_library_defaults():
     assert (
         _parse(["prepare", "--corpus", "c", "--tokenizer", "t", "--output", "o", "--static-masking"]).dupe_factor == 10
     )
+
+
+def test_bias_correction_without_lamb_is_refused_naming_both_options(tmp_path, capsys):
+    """Defect: `--bias-correction --optimizer adamw` was accepted and changed nothing (the option is LAMB's). Now it
+    is refused as the other inapplicable combinations are (one error naming both options), from the command line,
+    a --config file and the library."""
+    required = ["pretrain", "--data", "d", "--output", str(tmp_path / "run"), "--model-config", "albert-debug"]
+    message = (
+        "--bias-correction True: applies to --optimizer lamb only, not --optimizer adamw (AdamW always corrects its "
+        "bias)"
+    )
+    assert main([*required, "--optimizer", "adamw", "--bias-correction"]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    file = tmp_path / "settings.json"
+    file.write_text(json.dumps({"optimizer": "adamw", "bias_correction": True}))
+    assert main([*required, "--config", str(file)]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    with pytest.raises(LitebertError) as exc:
+        PretrainConfig(data="d", output="o", model_config="m", optimizer="adamw", bias_correction=True)
+    assert str(exc.value) == message
+    assert not (tmp_path / "run").exists()
+    assert _parse([*required, "--bias-correction"]).bias_correction is True  # LAMB's (the default optimizer)
+    assert _parse([*required, "--optimizer", "adamw", "--no-bias-correction"]).optimizer == "adamw"
 
 
 #: every option released before the options were derived from the configs (a contract: none may disappear)

@@ -184,9 +184,12 @@ def test_bad_input_is_a_clear_error(tiny_data, tmp_path, capsys):
     assert "optimizer.pt is corrupted" in proc.stderr and "Traceback" not in proc.stderr
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".log"}
     assert after == before  # not even run_settings.json / config.json were rewritten
-    # a fresh run into a directory with checkpoints is refused
+    # a fresh run into a finished run (with checkpoints) is refused: trained further only with --resume auto
     assert main(_args(tiny_data, out, "--max-steps", 2, "--batch-size", 4)) == 2
-    assert "already holds checkpoints" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        f"holds a finished `litebert pretrain` run (its model is in {out / 'final'}): pass --resume auto with a " in err
+    )
 
 
 def _kill_resume(tiny_data, out, common, *, delay=None, env=None):

@@ -26,8 +26,9 @@ from litebert.training.run import (
 )
 
 
-def _run_dir(path, command, *, checkpoint=False, finished=None):
-    """A run directory of ``command`` as the commands leave it (the files the policy looks at)."""
+def _run_dir(path, command, *, checkpoint=False, finished=None, model=None):
+    """A run directory of ``command`` as the commands leave it (the files the policy looks at); ``model``: the
+    model directory it made (``best``, ``final``), with its ``config.json``."""
     path.mkdir(parents=True)
     (path / "run_settings.json").write_text(json.dumps({"command": command, f"{command}_config": {}}))
     (path / "metrics.jsonl").write_text("")
@@ -35,13 +36,18 @@ def _run_dir(path, command, *, checkpoint=False, finished=None):
         step = path / "checkpoints" / "step-4"
         step.mkdir(parents=True)
         (step / "COMPLETE").write_text("{}")
-    if finished:
+    if model:
+        (path / model).mkdir()
+        (path / model / "config.json").write_text("{}")
+    if finished and not (path / finished).exists():
         (path / finished).mkdir()
     return path
 
 
 def _check(out, command="finetune", resume=None, **kw):
     kw.setdefault("finished", "eval_results.json" if command == "finetune" else "final")
+    if command == "finetune":
+        kw.setdefault("model", "best")
     check_output_dir(out, command, resume, **kw)
 
 
@@ -107,7 +113,7 @@ def test_runs_of_the_same_command(tmp_path):
     _check(run, resume="auto")
     # finished: a fresh run is refused; --resume continues only from a checkpoint (a larger --max-steps)
     run = _run_dir(tmp_path / "c", "finetune", finished="eval_results.json")
-    with pytest.raises(LitebertError, match=r"not empty \(holds a finished `litebert finetune` run \(eval_results"):
+    with pytest.raises(LitebertError, match=r"holds a finished `litebert finetune` run \(eval_results.json\): choose"):
         _check(run)
     with pytest.raises(LitebertError, match=r"finished `litebert finetune` run \(eval_results.json\) without checkp"):
         _check(run, resume="auto")
@@ -130,6 +136,40 @@ def test_a_finished_run_that_cannot_be_extended_is_not_resumed(tmp_path):
     _check(_run_dir(tmp_path / "ft2", "finetune", checkpoint=True), resume="auto", may_extend=False)  # unfinished
     run = _run_dir(tmp_path / "pre", "pretrain", checkpoint=True, finished="final")
     _check(run, "pretrain", "auto", may_extend=True)
+
+
+def test_a_fresh_run_into_a_finished_run_is_told_it_is_finished_not_to_resume(tmp_path):
+    """Defect: rerunning `finetune` into a finished run that kept its checkpoints said "already holds checkpoints ...
+    pass --resume auto", and with --resume auto it then said a finished run is not resumed. Now "finished" is
+    checked first: the message names the run's model and never offers --resume auto alone; pretrain, whose finished
+    runs can be trained further, offers --resume auto with a larger --max-steps."""
+    run = _run_dir(tmp_path / "ft", "finetune", checkpoint=True, finished="eval_results.json", model="best")
+    (run / "eval_results.json").rmdir()
+    (run / "eval_results.json").write_text("{}")
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    with pytest.raises(LitebertError) as exc:
+        _check(run, may_extend=False)
+    assert str(exc.value) == (
+        f"--output {run} holds a finished `litebert finetune` run (its model is in {run / 'best'}): choose a new "
+        f"--output, or remove {run} to run it again (nothing was written)"
+    )
+    assert "--resume" not in str(exc.value)
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+    # without checkpoints (--no-checkpoints): the same message
+    nc = _run_dir(tmp_path / "nc", "finetune", finished="eval_results.json", model="best")
+    with pytest.raises(LitebertError, match=r"holds a finished `litebert finetune` run \(its model is in .*best\): ch"):
+        _check(nc, may_extend=False)
+    pre = _run_dir(tmp_path / "pre", "pretrain", checkpoint=True, finished="final", model="final")
+    with pytest.raises(LitebertError) as exc:
+        _check(pre, "pretrain")
+    assert str(exc.value) == (
+        f"--output {pre} holds a finished `litebert pretrain` run (its model is in {pre / 'final'}): pass --resume "
+        f"auto with a larger --max-steps to train it further, or choose a new --output, or remove {pre} to run it "
+        "again (nothing was written)"
+    )
+    pre_nc = _run_dir(tmp_path / "pre_nc", "pretrain", finished="final", model="final")  # nothing to continue from
+    with pytest.raises(LitebertError, match=r"run \(its model is in .*final\): choose a new --output, or remove"):
+        _check(pre_nc, "pretrain")
 
 
 def test_resume_auto_without_a_checkpoint_says_so(tmp_path):
@@ -427,7 +467,8 @@ def test_the_output_verdict_is_rank_0s_so_no_rank_sees_another_ranks_writes(tiny
     first, decided, again, decided_again = _verdicts(pretrain, cfg, out)
     assert first == ("ok", "ok") and decided == ("decided 1", "decided 0")
     assert (out / "final" / "model.safetensors").is_file()
-    assert again[0] == again[1] and again[0].startswith("LitebertError: ") and "already holds checkpoints" in again[0]
+    assert again[0] == again[1] and again[0].startswith("LitebertError: ")
+    assert f"holds a finished `litebert pretrain` run (its model is in {out / 'final'})" in again[0]
     assert decided_again == ("decided 2", "decided 0")
 
 
@@ -448,5 +489,6 @@ def test_finetune_takes_rank_0s_output_verdict_after_joining_the_group(shared_da
     first, decided, again, decided_again = _verdicts(finetune, cfg, out)
     assert first == ("ok", "ok") and decided == ("decided 1", "decided 0")
     assert (out / "eval_results.json").is_file() and (out / "best" / "model.safetensors").is_file()
-    assert again[0] == again[1] and again[0].startswith("LitebertError: ") and "already holds checkpoints" in again[0]
+    assert again[0] == again[1] and again[0].startswith("LitebertError: ")
+    assert f"holds a finished `litebert finetune` run (its model is in {out / 'best'})" in again[0]
     assert decided_again == ("decided 2", "decided 0")

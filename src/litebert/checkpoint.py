@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 
 from litebert.config import AlbertConfig
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_write, atomic_write_text, read_json
+from litebert.fileio import atomic_write, atomic_write_text, read_json, run_command
 from litebert.modeling import register_model_dir_io
 
 logger = logging.getLogger(__name__)
@@ -176,15 +176,51 @@ def read_pytorch_bin(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     return state
 
 
+#: the model directories a run leaves in its run directory, by the run's command (``run_settings.json``), the one
+#: to use first; ``litebert info`` names the first, :func:`check_not_run_dir` those that exist
+RUN_MODEL_DIRS = {"pretrain": ("final",), "finetune": ("best", "final")}
+
+
+def check_not_run_dir(directory: str | os.PathLike) -> None:
+    """Refuse a ``litebert pretrain``/``finetune`` run directory (its ``run_settings.json`` names the command) where
+    a model directory is read, naming the model directory inside it to pass instead (``RUN/final``, ``RUN/best``).
+    Every reader of a model directory calls it first (:func:`load_config`, :func:`load_state_dict_file`), so each
+    command (``finetune``, ``evaluate``, ``predict``, ``export``, ``pretrain --init-from``) gives this one line
+    rather than a missing file's.
+
+    Raises:
+        LitebertError: ``"RUN is a `litebert pretrain` run directory, not a model directory: pass RUN/final"``;
+            for a run that has not written its model yet, what to pass once it has (or how to export a checkpoint).
+    """
+    directory = Path(directory)
+    command = run_command(directory)
+    names = RUN_MODEL_DIRS.get(command or "")
+    if not names:
+        return
+    found = [str(directory / name) for name in names if (directory / name / CONFIG_NAME).is_file()]
+    if found:
+        use = f"pass {' or '.join(found)}"
+    elif command == "pretrain":
+        use = (
+            f"pass {directory / names[0]} once the run has written it, or export a checkpoint as a model "
+            f"(litebert export {directory}/checkpoints/step-N --output DIR)"
+        )
+    else:
+        use = f"pass {directory / names[0]} once the run has written it"
+    raise LitebertError(f"{directory} is a `litebert {command}` run directory, not a model directory: {use}")
+
+
 def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Path]:
     """The weights of a model directory and the file they came from: ``model.safetensors``, else the shards of
     ``model.safetensors.index.json``, else ``pytorch_model.bin`` (loaded with ``weights_only=True``).
 
-    Raises LitebertError naming the path when the directory or the weights are missing or unreadable.
+    Raises LitebertError naming the path when the directory or the weights are missing or unreadable, or when it is
+    a run directory (:func:`check_not_run_dir`).
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise LitebertError(f"{directory}: model directory not found")
+    check_not_run_dir(directory)
     files, source = find_weight_files(directory)
     if source is None:
         raise LitebertError(
@@ -200,13 +236,16 @@ def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.
 
 def load_config(directory: str | os.PathLike) -> AlbertConfig:
     """``directory/config.json`` as an AlbertConfig. Raises LitebertError naming the file if missing/invalid (a
-    missing directory whose name is not of the form ``ORG/NAME`` is also said not to be a Hub id)."""
+    missing directory whose name is not of the form ``ORG/NAME`` is also said not to be a Hub id), or naming the
+    model directory to pass for a run directory (:func:`check_not_run_dir`; a run's own ``config.json`` is read with
+    ``AlbertConfig.from_json_file``)."""
     from litebert.hub import is_hub_id
 
     directory = Path(directory)
     if not directory.is_dir():
         hint = "" if is_hub_id(str(directory)) else " (and not a Hub id ORG/NAME)"
         raise LitebertError(f"{directory}: model directory not found{hint}")
+    check_not_run_dir(directory)
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise LitebertError(f"{path}: missing config.json in the model directory")

@@ -433,6 +433,49 @@ def _stream_errors(path: Path, lines_read: Callable[[], int]):
         raise LitebertError(f"{path}: corrupt or truncated {comp} file {where} ({type(exc).__name__}: {exc})") from None
 
 
+#: the name endings of the compressions :func:`detect_compression` reads (the content decides, the name only hides
+#: the data format's suffix: ``dev.csv.gz``)
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+
+
+def data_suffix(path: str | os.PathLike) -> str:
+    """The lower-case suffix that names a data file's format, past a compression suffix: ``.csv`` for ``dev.csv``
+    and ``dev.csv.gz``, ``.jsonl`` for ``train.jsonl.zst``."""
+    path = Path(path)
+    if path.suffix.lower() in COMPRESSION_SUFFIXES:
+        path = path.with_suffix("")
+    return path.suffix.lower()
+
+
+def read_text_file(path: str | os.PathLike) -> str:
+    """The whole text of a UTF-8 data file (fine-tuning's TSV/CSV/JSON files), decompressed when it is gzip,
+    bzip2, xz or zstd-compressed (by content, :func:`detect_compression`): a leading byte-order mark dropped,
+    ``\r\n`` and a lone ``\r`` read as ``\n`` (as a file opened in text mode).
+
+    Raises:
+        LitebertError: ``"{path}: no such file"``, ``"{path}: is a directory, expected a data file"``, a corrupt or
+            truncated compressed file, or text that is not UTF-8 (``"{path}: not valid UTF-8 (reason at byte N)"``,
+            the byte counted in the decompressed text, which the message then says).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise LitebertError(f"{path}: no such file")
+    if path.is_dir():
+        raise LitebertError(f"{path}: is a directory, expected a data file")
+    comp = detect_compression(path)
+    try:
+        with open_decompressed(path) as (fh, _):
+            data = fh.read()
+    except _STREAM_ERRORS as exc:
+        raise LitebertError(f"{path}: corrupt or truncated {comp} file ({type(exc).__name__}: {exc})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        where = f" of its {comp}-decompressed text" if comp else ""
+        raise LitebertError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start}{where})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
 def _is_blank_file(path: Path) -> bool:
     """Whether the (decompressed) file holds only whitespace. A corrupt stream counts as not blank: the reader
     that reads it reports it, naming the last line read."""

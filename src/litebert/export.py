@@ -199,7 +199,8 @@ def export_model(
             onnx/onnxruntime missing. Nothing is left behind (see the module docstring).
         SystemExit: SIGTERM while exporting (status 143), after the clean-up.
     """
-    from litebert.checkpoint import CONFIG_NAME, load_config
+    from litebert.checkpoint import CONFIG_NAME, check_not_run_dir, load_config
+    from litebert.config import AlbertConfig
 
     src, out = Path(source), Path(output)
     if format not in FORMATS:
@@ -215,6 +216,8 @@ def export_model(
     if not src.is_dir():
         raise LitebertError(f"{src}: not a directory (expected a model directory or RUN/checkpoints/step-N)")
     checkpoint = _is_checkpoint(src)
+    if not checkpoint:
+        check_not_run_dir(src)  # RUN itself: names RUN/final (RUN/best) rather than a missing config.json
     if not checkpoint and not (src / CONFIG_NAME).is_file():
         raise LitebertError(
             f"{src}: not a model directory (no {CONFIG_NAME}) nor a training checkpoint (no COMPLETE marker)"
@@ -223,7 +226,7 @@ def export_model(
     if checkpoint:
         from litebert.training.pretrain import checkpoint_run
 
-        source_config = load_config(checkpoint_run(src))
+        source_config = AlbertConfig.from_json_file(checkpoint_run(src) / CONFIG_NAME)  # the run's, not a model's
     else:
         source_config = load_config(src)
     if head is not None or not checkpoint:  # a checkpoint without --head exports as the model it trains

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from litebert.checkpoint import find_weight_files, read_pytorch_bin, read_safetensors_header
+from litebert.checkpoint import RUN_MODEL_DIRS, find_weight_files, read_pytorch_bin, read_safetensors_header
 from litebert.errors import LitebertError
 from litebert.fileio import read_json, run_command
 from litebert.tf.bundle import open_checkpoint
@@ -289,8 +289,6 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     )
 
 
-#: what a finished run of a command leaves: the model directory to use
-_RUN_MODEL_DIRS = {"pretrain": "final", "finetune": "best"}
 #: what a finished run of a command leaves (as ``litebert.training.run.check_output_dir``'s ``finished``)
 _RUN_FINISHED = {"pretrain": "final", "finetune": "eval_results.json"}
 
@@ -324,7 +322,7 @@ def _inspect_run_dir(p: Path, command: str) -> PathInfo:
             if checkpoints
             else "unfinished, no checkpoint to continue from"
         )
-    name = _RUN_MODEL_DIRS.get(command)
+    name = RUN_MODEL_DIRS.get(command, (None,))[0]  # the model directory to use
     if name is not None:
         model = p / name
         details["model"] = (

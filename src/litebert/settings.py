@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import os
 import types
 import typing
@@ -176,10 +177,11 @@ def check(obj: Any) -> None:
     """Validate (and normalise) every field of a config dataclass against its annotation and :class:`Setting`.
 
     Converts ints to floats for float fields, paths to strings for string fields, lists to the declared
-    container. Raises :class:`LitebertError` ``"--option value: why"`` for a value of the wrong type, outside its
-    bounds or not among its choices, and ``"setting 'data': expected DataOptions ..."`` for a nested config field
-    that holds something else than that config (a dict is converted by the config before). Called first in each config's ``__post_init__``; the config adds its
-    cross-field checks with :func:`fail`.
+    container. Raises :class:`LitebertError` ``"--option value: why"`` for a value of the wrong type, a float that
+    is not finite (``inf``, ``nan``: no setting means anything by them), outside its bounds or not among its
+    choices, and ``"setting 'data': expected DataOptions ..."`` for a nested config field that holds something else
+    than that config (a dict is converted by the config before). Called first in each config's ``__post_init__``;
+    the config adds its cross-field checks with :func:`fail`.
     """
     ftypes = field_types(type(obj))
     for f in dataclasses.fields(obj):
@@ -220,6 +222,8 @@ def check(obj: Any) -> None:
             object.__setattr__(obj, f.name, value)
             elements = [value]
         for v in elements:
+            if isinstance(v, float) and not math.isfinite(v):  # inf passes `> 0`, nan fails every bound unnamed
+                fail(obj, f.name, "must be a finite number")
             if m.choices is not None and v not in m.choices:
                 fail(obj, f.name, f"expected one of {', '.join(map(str, m.choices))}")
             if m.gt is not None and not v > m.gt:

@@ -35,12 +35,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from litebert.corpus import check_no_lone_surrogate
+from litebert.corpus import check_no_lone_surrogate, data_suffix, read_text_file
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, _truncate_pair
 from litebert.finetune.kinds import Features, TaskKind
-from litebert.finetune.readers import ReadResult, _read_text, json_rows
+from litebert.finetune.readers import ReadResult, json_rows
 
 CHOICE_METRICS = ("accuracy",)
 
@@ -77,11 +77,11 @@ def read_choice_file(path: str | Path, *, require_labels: bool = True) -> ReadRe
             are required.
     """
     path = Path(path)
-    text = _read_text(path)
+    text = read_text_file(path)  # gzip/bzip2/xz/zstd-compressed too
     stripped = text.lstrip()
     if not stripped:
         raise LitebertError(f"{path}: the file is empty")
-    if path.suffix.lower() == ".csv":
+    if data_suffix(path) == ".csv":
         rows = [(reader_line, row) for reader_line, row in _csv_rows(path, text)]
         fmt = "csv"
     elif stripped.startswith("[") and _is_c3(path, text):
@@ -309,6 +309,7 @@ class ChoiceKind(TaskKind):
     architecture = "AlbertForMultipleChoice"
     head_prefixes = ("classifier.", "albert.pooler.")
     predictions_name = "predictions.tsv"
+    min_positions = (5, "[CLS] context [SEP] option [SEP]")
 
     def __init__(self, data, *, problem_type: str | None = None, metrics=None):
         super().__init__(data, problem_type=problem_type, metrics=metrics)

@@ -55,6 +55,14 @@ class ClassificationKind(TaskKind):
         self.split_name = "training"
 
     # ---- data
+    def min_seq_length(self) -> tuple[int, str]:
+        """5 positions for sentence pairs (a ``--text-pair-column``, or a task whose layouts have one), else 3."""
+        task = self.task
+        pairs = self.data.text_pair_column is not None or (
+            task is not None and any(layout.columns.text_pair is not None for layout in task.layouts)
+        )
+        return (5, "[CLS] a [SEP] b [SEP]") if pairs else self.min_positions
+
     def read(self, path, *, require_labels: bool):
         return self.data.read(path, require_label=require_labels)
 

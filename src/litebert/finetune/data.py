@@ -414,11 +414,19 @@ def encode_examples(
     ``space`` is given and the examples carry labels.
 
     Raises:
-        LitebertError: ``max_seq_length`` < 4 (a pair needs 3 special tokens and one of its own); :meth:`LabelSpace.encode`'s errors (a label
-            the space does not have, ``file:line``).
+        LitebertError: ``max_seq_length`` too small for a token of each text (< 5 with pairs: ``[CLS] a [SEP] b
+            [SEP]``; < 3 without); :meth:`LabelSpace.encode`'s errors (a label the space does not have,
+            ``file:line``).
     """
-    if max_seq_length < 4:
-        raise LitebertError(f"max_seq_length must be >= 4 ([CLS] a [SEP] b [SEP] with a token), got {max_seq_length}")
+    pair = next((ex for ex in examples if ex.text_pair is not None), None)
+    need = 5 if pair is not None else 3
+    if max_seq_length < need:
+        layout = "[CLS] a [SEP] b [SEP]" if pair is not None else "[CLS] text [SEP]"
+        where = f" ({path}:{pair.line} is a sentence pair)" if pair is not None and path is not None else ""
+        raise LitebertError(
+            f"max_seq_length {max_seq_length} is too small: {layout} needs at least {need} positions, one token of "
+            f"each text{where}"
+        )
     n, cls, sep = len(examples), tokenizer.cls_token_id, tokenizer.sep_token_id
     flat_a, len_a = _flat_ids(tokenizer, [ex.text for ex in examples])
     pairs = np.fromiter((i for i, ex in enumerate(examples) if ex.text_pair is not None), np.int64)

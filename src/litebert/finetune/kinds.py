@@ -92,6 +92,8 @@ class TaskKind:
     architecture: ClassVar[str]
     head_prefixes: ClassVar[tuple[str, ...]] = ("classifier.",)
     predictions_name: ClassVar[str] = "predictions.tsv"
+    #: the fewest positions of one feature, a token of each text, and its layout: see :meth:`min_seq_length`
+    min_positions: ClassVar[tuple[int, str]] = (3, "[CLS] text [SEP]")
 
     def __init__(self, data, *, problem_type: str | None = None, metrics: Sequence[str] | None = None):
         self.data = data
@@ -99,6 +101,12 @@ class TaskKind:
         self.metrics: tuple[str, ...] = tuple(metrics) if metrics else ()
 
     # ---- data
+    def min_seq_length(self) -> tuple[int, str]:
+        """The smallest ``max_seq_length`` whose features hold a token of each text, and the layout that says why:
+        ``(3, "[CLS] text [SEP]")`` by default (:attr:`min_positions`); a kind of two texts needs 5. Known from the
+        options (task, columns) before any file is read; the run layer refuses a smaller ``--max-seq-length``."""
+        return self.min_positions
+
     def read(self, path: str | Path, *, require_labels: bool):
         """Read one file into a ``ReadResult`` (``examples`` of the kind's example type, in file order).
 

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from litebert.corpus import check_no_lone_surrogate
+from litebert.corpus import check_no_lone_surrogate, read_text_file
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_json
 from litebert.finetune.data import pad_inputs
@@ -240,10 +240,7 @@ def read_qa_file(path: str | Path) -> QAReadResult:
     path = Path(path)
     if not path.is_file():
         raise LitebertError(f"{path}: file not found")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise LitebertError(f"{path}: not UTF-8 ({exc})") from None
+    text = read_text_file(path)  # gzip/bzip2/xz/zstd-compressed too
     whole = None
     whole_error: json.JSONDecodeError | None = None  # the file is not one JSON document: JSON lines, or broken
     if text.lstrip().startswith(("{", "[")):
@@ -679,6 +676,7 @@ class QAKind(TaskKind):
     architecture = "AlbertForQuestionAnswering"
     head_prefixes = ("qa_outputs.",)
     predictions_name = "predictions.json"
+    min_positions = (5, "[CLS] question [SEP] context [SEP]")
 
     def __init__(self, data, *, problem_type: str | None = None, metrics=None):
         super().__init__(data, problem_type=problem_type, metrics=None)

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litebert.corpus import check_no_lone_surrogate
+from litebert.corpus import check_no_lone_surrogate, data_suffix, read_text_file
 from litebert.errors import LitebertError
 
 Column = str | int
@@ -154,7 +154,7 @@ def parse_column(value: str | int | None) -> Column | None:
 
 def detect_format(path: Path, delimiter: str | None = None) -> str:
     """``"jsonl"`` for ``.jsonl``/``.json``/``.ndjson``; ``"csv"`` for ``.csv`` or a ``,`` delimiter; else ``"tsv"``."""
-    suffix = path.suffix.lower()
+    suffix = data_suffix(path)  # past a compression suffix: dev.csv.gz is CSV
     if suffix in (".jsonl", ".json", ".ndjson"):
         return "jsonl"
     if delimiter is not None:
@@ -175,14 +175,8 @@ def _decode_delimiter(delimiter: str | None) -> str | None:
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise LitebertError(f"{path}: no such file")
-    if path.is_dir():
-        raise LitebertError(f"{path}: is a directory, expected a data file")
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise LitebertError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    """The file's text (:func:`litebert.corpus.read_text_file`: gzip, bzip2, xz and zstd-compressed files too)."""
+    return read_text_file(path)
 
 
 def data_lines(text: str) -> list[str]:

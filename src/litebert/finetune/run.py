@@ -307,7 +307,10 @@ class FinetuneConfig:
     max_grad_norm: float = setting(1.0, ge=0, help="global-norm clip; 0 = off")
     optimizer: str = setting("adamw", choices=OPTIMIZERS, help="AdamW or LAMB")
     max_seq_length: int = setting(
-        DEFAULT_MAX_SEQ_LENGTH, ge=4, group="data layout", help="tokens per example; longer rows are truncated"
+        DEFAULT_MAX_SEQ_LENGTH,
+        ge=3,
+        group="data layout",
+        help="tokens per example (sentence pairs: at least 5); longer rows are truncated",
     )
     seed: int = setting(42, help="model init of the head (all weights with --init random), shuffling, dropout")
     data_seed: int = setting(0, help="seed of the --max-*-examples subsample")
@@ -422,7 +425,7 @@ class EvaluateConfig:
     )
     max_seq_length: int | None = setting(
         None,
-        ge=4,
+        ge=3,
         group="data layout",
         help="tokens per example; longer rows are truncated (default: the length the model was fine-tuned with, "
         f"else {DEFAULT_MAX_SEQ_LENGTH})",
@@ -730,6 +733,19 @@ def _check_seq_length(config, max_seq_length: int, model_dir) -> None:
         )
 
 
+def _check_min_seq_length(kind: TaskKind, max_seq_length: int) -> None:
+    """Refuse a ``max_seq_length`` too small for one token of each text of ``kind``'s features
+    (:meth:`TaskKind.min_seq_length`: sentence pairs need 5 positions, single texts 3); known from the options, so
+    called before any file is read."""
+    need, layout = kind.min_seq_length()
+    if max_seq_length < need:
+        what = f"--task {kind.data.task}" if kind.data.task else f"a {kind.name} task"
+        raise LitebertError(
+            f"--max-seq-length {max_seq_length}: {what} needs at least {need} positions ({layout}, one token of "
+            "each text)"
+        )
+
+
 def untrained_positions_warning(config, max_seq_length: int, encoded: dict[str, Any], model_dir) -> str | None:
     """The warning for fine-tuning a pretrained model on sequences longer than it was pretrained on, or None.
 
@@ -809,6 +825,7 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
     here: unseen labels fail or are counted, as the kind says)."""
     model_config = load_config(cfg.model)  # model and tokenizer first: a mistyped --model before any download
     _check_seq_length(model_config, cfg.max_seq_length, cfg.model)  # from config.json, before any file is read
+    _check_min_seq_length(kind, cfg.max_seq_length)
     tokenizer = _load_tokenizer(cfg.model, cfg.tokenizer, model_config.vocab_size)
     sources = _finetune_sources(cfg, kind)
     train_read = _read(kind, sources["train"], require_labels=True)
@@ -1103,6 +1120,7 @@ def _finetune(cfg: FinetuneConfig, dist, out: Path, t0: float) -> FinetuneResult
         "finetune",
         cfg.resume,
         finished="eval_results.json",
+        model="best",
         may_extend=False,  # its steps cannot grow: resuming a finished run would only rewrite its results
         sources={"--model": cfg.model, "--tokenizer": cfg.tokenizer},
     )
@@ -1128,7 +1146,6 @@ def _finetune(cfg: FinetuneConfig, dist, out: Path, t0: float) -> FinetuneResult
         world_size=dist.world_size,
     )
     objective, count = kind.objective(dist.device)
-    out.mkdir(parents=True, exist_ok=True)
     keeper = _BestKeeper(out, kind, data, cfg.eval_batch_size, dist)
 
     run_settings = {
@@ -1157,6 +1174,7 @@ def _finetune(cfg: FinetuneConfig, dist, out: Path, t0: float) -> FinetuneResult
     # every rank refuses a resume that would change the run's trajectory or its data files
     check_checkpoint_fits(resume_from, "finetune", unwrap_model(model))  # a pretrain checkpoint, another head ...
     check_resume_settings(resume_from, settings, cfg, steps=max_steps, may_change=RESUME_MAY_CHANGE)
+    out.mkdir(parents=True, exist_ok=True)  # only now: a run refused above leaves no --output behind
     if dist.is_main:
         # run_settings.json first: it marks the directory as a finetune run (check_output_dir) from the start
         write_run_settings(out, settings, resume_from)
@@ -1304,6 +1322,7 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     kind.from_config(config)
     seq = _eval_seq_length(cfg, config, kind, directory)
     _check_seq_length(config, seq, directory)
+    _check_min_seq_length(kind, seq)
     # under torchrun each rank predicts every W-th feature (kinds.infer) and rank 0 alone writes
     dist = (
         D.init_distributed(cfg.device)

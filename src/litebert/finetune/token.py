@@ -50,11 +50,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from litebert.corpus import data_suffix, read_text_file
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_write_text
 from litebert.finetune.data import _batch_ids, align_with_head, pad_inputs
 from litebert.finetune.kinds import Features, TaskKind
-from litebert.finetune.readers import ReadResult, _read_text, data_lines, json_rows
+from litebert.finetune.readers import ReadResult, data_lines, json_rows
 
 log = logging.getLogger("litebert.finetune")
 
@@ -124,8 +125,8 @@ def read_token_file(
             ``S-`` plus a type (:func:`check_tag`; ``file:line``), no sentences, tags required but absent.
     """
     path = Path(path)
-    text = _read_text(path)
-    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+    text = read_text_file(path)  # gzip/bzip2/xz/zstd-compressed too (train.txt.gz)
+    if data_suffix(path) in (".jsonl", ".json", ".ndjson"):
         return _read_token_jsonl(path, text, require_labels)
     word_col = 0 if word_column is None else word_column
     lines = data_lines(text)
@@ -299,6 +300,7 @@ class TokenKind(TaskKind):
     architecture = "AlbertForTokenClassification"
     head_prefixes = ("classifier.",)
     predictions_name = "predictions.txt"
+    min_positions = (3, "[CLS] words [SEP]")
 
     def __init__(self, data, *, problem_type: str | None = None, metrics=None):
         super().__init__(data, problem_type=problem_type, metrics=metrics)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from litebert.config import AlbertConfig
 from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, read_json
@@ -163,6 +164,9 @@ class PretrainConfig:
             self.static_shapes = True  # one batch shape: run_settings.json records what runs
         if self.warmup_steps > self.max_steps:
             fail(self, "warmup_steps", "must not exceed --max-steps")
+        if self.bias_correction and self.optimizer != "lamb":  # an option that would change nothing: refused
+            fail(self, "bias_correction", f"applies to --optimizer lamb only, not --optimizer {self.optimizer} "
+                 "(AdamW always corrects its bias)")  # fmt: skip
         if self.group_by_length and self.static_shapes:
             fail(self, "group_by_length", "groups batches to pad them less: not with --static-shapes or --cuda-graphs, "
                  "which pad every batch to the data's max_seq_length")  # fmt: skip
@@ -861,15 +865,15 @@ def export_checkpoint(
     a sha256 mismatch), when the run directory lacks ``config.json`` (:func:`checkpoint_run`; ``checked=True``:
     the caller has just run those checks), or when ``output`` exists.
     """
-    from litebert.checkpoint import load_config
-
     ckpt = Path(checkpoint)
     out = Path(output)
     run = ckpt.parent.parent if checked else checkpoint_run(ckpt)
     if out.exists():
         raise LitebertError(f"{out} exists; choose a new output directory")
     state = torch.load(ckpt / "model.pt", map_location="cpu", weights_only=True)
-    model = pretraining_model(load_config(run), sop="sop_classifier.classifier.weight" in state)
+    model = pretraining_model(
+        AlbertConfig.from_json_file(run / "config.json"), sop="sop_classifier.classifier.weight" in state
+    )
     model.load_state_dict(state)
     candidates = run_data_dirs(run)
     data_dir = next((d for d in candidates if (d / "tokenizer").is_dir()), None)

@@ -81,12 +81,24 @@ def _holds_checkpoints(out: Path, existing: list[tuple[int, Path]]) -> LitebertE
     )
 
 
+def _finished_run(out: Path, command: str, finished: str, model: str, extend: bool) -> LitebertError:
+    """The refusal of a fresh run into a finished run of its own command: where that run's model is, and what to do
+    (never ``--resume auto`` alone: it would not run the command again)."""
+    what = f"its model is in {out / model}" if (out / model / CONFIG_NAME).is_file() else finished
+    further = "pass --resume auto with a larger --max-steps to train it further, or " if extend else ""
+    return LitebertError(
+        f"--output {out} holds a finished `litebert {command}` run ({what}): {further}choose a new --output, or "
+        f"remove {out} to run it again {_NOTHING}"
+    )
+
+
 def check_output_dir(
     output_dir: str | os.PathLike,
     command: str,
     resume: str | os.PathLike | None,
     *,
     finished: str,
+    model: str | None = None,
     may_extend: bool = True,
     sources: Mapping[str, str | os.PathLike | None] | None = None,
     caller_files: Collection[str] = (),
@@ -97,21 +109,34 @@ def check_output_dir(
     looks at the directory and every rank gets its verdict (:func:`_rank0_verdict`): a rank that checked by itself
     could run after another rank's first writes (``init_process_group`` is no barrier: with nccl it returns before
     the other ranks have joined) and refuse the run that rank started. ``finished`` names what a finished run of
-    ``command`` leaves (``final`` for pretrain, ``eval_results.json`` for finetune); ``may_extend``: a finished run
-    that kept its checkpoints may be resumed, to be continued further (pretrain, with a larger ``--max-steps``);
-    without it (finetune, whose steps cannot grow) resuming a finished run could only rewrite its results, and is
-    refused like a fresh run into it; ``sources`` maps an option to
-    the directory it reads (``{"--model": ...}``); ``caller_files`` are names the calling code put into the
-    directory itself before the run (``litebert ablate``'s ``ablate_plan.json``), which do not make it non-empty.
+    ``command`` leaves (``final`` for pretrain, ``eval_results.json`` for finetune), ``model`` the model directory
+    it leaves (default ``finished``; ``best`` for finetune), named when a fresh run into it is refused;
+    ``may_extend``: a finished run that kept its checkpoints may be resumed, to be continued further (pretrain, with
+    a larger ``--max-steps``); without it (finetune, whose steps cannot grow) resuming a finished run could only
+    rewrite its results, and is refused like a fresh run into it; ``sources`` maps an option to the directory it
+    reads (``{"--model": ...}``); ``caller_files`` are names the calling code put into the directory itself before
+    the run (``litebert ablate``'s ``ablate_plan.json``), which do not make it non-empty.
     Names starting with a dot (the temporary files of an interrupted atomic write) do not count either.
 
     Raises:
         LitebertError: the directory is one of ``sources``; is a file; holds a model (``config.json`` + weights);
-            holds a run of another command; a fresh run (``resume`` None) into a directory that holds anything;
+            holds a run of another command; a fresh run (``resume`` None) into a directory that holds anything (a
+            finished run of ``command``: checked first, the message names its model and never offers ``--resume
+            auto`` alone);
             a resumed run into a directory that holds no run of ``command``, or a finished one without checkpoints
             (without ``may_extend``: any finished one).
     """
-    _rank0_verdict(_check_output_dir, output_dir, command, resume, finished, may_extend, sources or {}, caller_files)
+    _rank0_verdict(
+        _check_output_dir,
+        output_dir,
+        command,
+        resume,
+        finished,
+        model or finished,
+        may_extend,
+        sources or {},
+        caller_files,
+    )
 
 
 def _rank0_verdict(decide: Callable[..., Any], *args: Any) -> Any:
@@ -134,7 +159,7 @@ def _rank0_verdict(decide: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-def _check_output_dir(output_dir, command, resume, finished, may_extend, sources, caller_files) -> None:
+def _check_output_dir(output_dir, command, resume, finished, model, may_extend, sources, caller_files) -> None:
     out = Path(output_dir)
     for option, source in sources.items():
         if source is not None and out.resolve() == Path(source).resolve():
@@ -163,15 +188,18 @@ def _check_output_dir(output_dir, command, resume, finished, may_extend, sources
     checkpoints = S.list_checkpoints(out, warn=False)
     done = (out / finished).exists()
     if resume is None:
+        if owner == command and done:  # before the checkpoints it kept: rerunning it is not resuming it
+            raise _finished_run(out, command, finished, model, extend=may_extend and bool(checkpoints))
         if checkpoints:
             raise _holds_checkpoints(out, checkpoints)
-        if owner == command and not done:
+        if owner == command:
             raise LitebertError(
                 f"--output {out} holds an interrupted `litebert {command}` run with no checkpoint: pass --resume "
                 f"auto to start it over there, or choose a new or empty --output {_NOTHING}"
             )
-        what = f"a finished `litebert {command}` run ({finished})" if owner == command else listing(names)
-        raise LitebertError(f"--output {out} is not empty (holds {what}): choose a new or empty --output {_NOTHING}")
+        raise LitebertError(
+            f"--output {out} is not empty (holds {listing(names)}): choose a new or empty --output {_NOTHING}"
+        )
     if not checkpoints and owner is None:
         raise LitebertError(
             f"--output {out} holds no `litebert {command}` run to resume ({listing(names)}): choose a new or empty "
