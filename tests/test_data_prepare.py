@@ -501,6 +501,35 @@ def test_nsp_on_one_document_warns(tmp_path, tiny, capsys):
     assert "warning" not in prepare(PrepareConfig(output=tmp_path / "o2", **cfg)).summary
 
 
+def test_a_tokenizer_that_does_not_cover_the_corpus_is_warned_about_and_counted(tmp_path, tiny):
+    """An English WordPiece tokenizer on Chinese news: before, shards of ~95 % [UNK] were written without a word."""
+    tok_dir = tiny.tokenizer("wordpiece")
+    tok = load_tokenizer(tok_dir)
+    zh = tmp_path / "zh.txt"
+    zh.write_text("\n\n".join(tiny.news_zh().read_text(encoding="utf-8").split("\n\n")[:3]) + "\n", encoding="utf-8")
+    res = prepare(PrepareConfig(corpus=[zh], tokenizer=tok_dir, output=tmp_path / "zh", progress=False))
+    counts = read_manifest(tmp_path / "zh")["counts"]
+    # the oracle: the corpus's own token stream, counted here
+    ids = np.concatenate([d for d in _doc_tokens(zh, tok) if len(d)])
+    assert counts["corpus_tokens"] == len(ids)
+    assert counts["unknown_tokens"] == int((ids == tok.unk_token_id).sum())
+    share = counts["unknown_tokens"] / counts["corpus_tokens"]
+    assert share > 0.5
+    assert res.summary.endswith(
+        f"; warning: {share:.1%} of the corpus tokens ({counts['unknown_tokens']} of {counts['corpus_tokens']}) are "
+        "the unknown token '[UNK]': the tokenizer does not cover this corpus (another language or script?); train "
+        "one on it with litebert train-tokenizer"
+    )
+    en = prepare(
+        PrepareConfig(corpus=[tiny.wikitext_subset(60)], tokenizer=tok_dir, output=tmp_path / "en", progress=False)
+    )
+    assert "warning" not in en.summary
+    assert (
+        read_manifest(tmp_path / "en")["counts"]["unknown_tokens"]
+        < 0.05 * read_manifest(tmp_path / "en")["counts"]["corpus_tokens"]
+    )
+
+
 def test_cli(tmp_path, tiny, capsys):
     corpus = str(tiny.wikitext_subset(5))
     assert (

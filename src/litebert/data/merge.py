@@ -26,7 +26,15 @@ from litebert.errors import LitebertError
 from litebert.fileio import atomic_directory, atomic_write_json, check_output_target
 
 # counts that are sums over the parts; the other counts describe the whole corpus (every part reads all of it)
-PER_PART_COUNTS = ("documents", "sentences", "corpus_tokens", "instances", "tokens", "dropped_documents")
+PER_PART_COUNTS = (
+    "documents",
+    "sentences",
+    "corpus_tokens",
+    "unknown_tokens",
+    "instances",
+    "tokens",
+    "dropped_documents",
+)
 
 
 @dataclass
@@ -74,7 +82,7 @@ def merge_data(
     order = sorted(range(len(dirs)), key=lambda k: _partition(manifests[k])[0])
     counts = dict(m0["counts"])
     for key in PER_PART_COUNTS:
-        counts[key] = sum(int(manifests[k]["counts"][key]) for k in order)
+        counts[key] = sum(int(manifests[k]["counts"].get(key, 0)) for k in order)  # (older parts: no unknown_tokens)
     result = MergeResult(
         output=None if check else Path(output),
         partitions=n,

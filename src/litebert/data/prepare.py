@@ -250,6 +250,7 @@ def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
         settings=InstanceSettings(cfg.max_seq_length, cfg.short_seq_prob, cfg.inter_sentence_task),
         special=np.array(sorted({tok.cls_token_id, tok.sep_token_id, tok.pad_token_id, tok.mask_token_id}), np.int64),
         random_ids=tok.random_replacement_ids(),
+        unk=tok.unk_token_id,
     )
     if cfg.whole_word_mask_zh:
         import jieba  # only for Chinese whole-word masking: its import builds a dictionary (~1 s)
@@ -341,6 +342,7 @@ def _process_unit(unit: Unit) -> dict:
     arrays = out.arrays()
     arrays["n_sentences"] = sum(len(t[2]) for t in tokenized)
     arrays["n_doc_tokens"] = sum(len(t[0]) for t in tokenized)
+    arrays["n_unknown_tokens"] = sum(int(np.count_nonzero(t[0] == _STATE["unk"])) for t in tokenized)
     arrays["dropped"] = dropped
     arrays["single_sentence_docs"] = sum(len(t[2]) == 1 for t in tokenized)
     arrays.update(index=unit.index, pass_index=pass_index, documents=len(docs))
@@ -530,6 +532,7 @@ class _Counts:
     documents: int = 0
     sentences: int = 0
     corpus_tokens: int = 0
+    unknown_tokens: int = 0
     single_sentence_documents: int = 0
     instances: int = 0
     tokens: int = 0
@@ -540,10 +543,28 @@ class _Counts:
             self.documents += r["documents"]
             self.sentences += r["n_sentences"]
             self.corpus_tokens += r["n_doc_tokens"]
+            self.unknown_tokens += r["n_unknown_tokens"]
             self.single_sentence_documents += r["single_sentence_docs"]
         self.instances += len(r["lengths"])
         self.tokens += int(r["lengths"].sum())
         self.dropped_documents += r["dropped"]
+
+
+UNKNOWN_WARN_SHARE = 0.05
+"""A corpus whose tokens are more than this share the tokenizer's unknown token is warned about: a tokenizer of
+WikiText-2 leaves 0.0 % of WikiText-2 unknown and 95 % of a Chinese news corpus."""
+
+
+def unknown_share_warning(unknown: int, total: int, unk_token: str) -> str:
+    """``"; warning: ..."`` for the summary when more than :data:`UNKNOWN_WARN_SHARE` of ``total`` corpus tokens are
+    the tokenizer's unknown token (a tokenizer of another language or script), else ``""``."""
+    if not total or unknown / total <= UNKNOWN_WARN_SHARE:
+        return ""
+    return (
+        f"; warning: {unknown / total:.1%} of the corpus tokens ({unknown} of {total}) are the unknown token "
+        f"{unk_token!r}: the tokenizer does not cover this corpus (another language or script?); train one on it "
+        "with litebert train-tokenizer"
+    )
 
 
 def is_prepared_dir(directory: Path) -> bool:
@@ -764,6 +785,7 @@ def _prepare_into(
             "documents": counts.documents,
             "sentences": counts.sentences,
             "corpus_tokens": counts.corpus_tokens,
+            "unknown_tokens": counts.unknown_tokens,
             "instances": counts.instances,
             "tokens": counts.tokens,
             "dropped_documents": counts.dropped_documents,
@@ -808,6 +830,7 @@ def _prepare_into(
         res.summary += f"; {empty_files_note(stats[0].empty_files)}"
     if counts.dropped_documents:
         res.summary += f"; {counts.dropped_documents} document(s) gave no instance"
+    res.summary += unknown_share_warning(counts.unknown_tokens, counts.corpus_tokens, tok.special_tokens["unk"])
     if parted and counts.instances == 0:
         res.summary += (
             f"; warning: this partition got no instance (the corpus has {corpus_docs} documents, grouped in units of "
