@@ -144,3 +144,18 @@ def test_read_json_errors_name_the_file(tmp_path, content, message):
         path.write_bytes(content)
     with pytest.raises(LitebertError, match=message):
         read_json(path, what="manifest", expect=dict)
+
+
+def test_json_files_are_strict_json_a_non_finite_float_is_null(tmp_path):
+    """An eval_loss of no scored rows is NaN: json.dumps wrote `NaN`, which JSON.parse and other strict readers
+    reject. The oracle: Python's json with parse_constant raising on NaN/Infinity."""
+    import json
+
+    from litebert.fileio import atomic_write_json
+
+    path = atomic_write_json(tmp_path / "r.json", {"eval_loss": float("nan"), "x": [1.5, float("-inf")], "n": {"y": 2}})
+
+    def refuse(name):
+        raise ValueError(name)
+
+    assert json.loads(path.read_text(), parse_constant=refuse) == {"eval_loss": None, "n": {"y": 2}, "x": [1.5, None]}

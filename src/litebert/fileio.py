@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
@@ -172,8 +173,21 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def json_text(obj: Any, *, sort_keys: bool = True, default: Callable[[Any], Any] | None = None) -> str:
-    """litebert's JSON file format: 2-space indent, UTF-8 kept as is (not ``\\u`` escaped), a final newline."""
-    return json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False, default=default) + "\n"
+    """litebert's JSON file format: 2-space indent, UTF-8 kept as is (not ``\\u`` escaped), a final newline, and
+    strict JSON: a non-finite float (an ``eval_loss`` of no rows) is ``null`` (:func:`finite`), never ``NaN``."""
+    return json.dumps(finite(obj), indent=2, sort_keys=sort_keys, ensure_ascii=False, default=default) + "\n"
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float (``nan``, ``inf``) in its dicts, lists and tuples replaced by ``None``:
+    ``json.dumps`` would write them as ``NaN``/``Infinity``, which JSON (RFC 8259) and strict parsers reject."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def atomic_write_json(
