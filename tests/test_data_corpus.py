@@ -215,3 +215,49 @@ def test_an_empty_file_named_on_the_command_line_is_an_error(tmp_path):
         why = r" \(a Parquet file with no rows\)" if p.suffix == ".parquet" else ""
         with pytest.raises(LitebertError, match=rf"^corpus file is empty: {re.escape(str(p))}{why}$"):
             list(read_documents([p]))
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_array_corpus_is_read_as_its_objects_text(tmp_path, indent):
+    """pandas' to_json(orient="records") / json.dump of a list: before, it was detected as plain text and the shards
+    held its brackets, keys and \\u escapes. The oracle: json.loads of the file, each object's text split as a JSON
+    line's is."""
+    import gzip
+
+    rows = [{"text": "Senj\u014d no Valkyria. A second sentence.\nA new paragraph."}, {"id": 3}, {"text": None}]
+    rows.append({"text": "Last one."})
+    text = json.dumps(rows, indent=indent)
+    p = _write(tmp_path / "d.json", text)
+    jl = _write(tmp_path / "d.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    assert detect_format(p) == "json"
+    stats = CorpusStats()
+    got = list(read_documents([p], stats=stats))
+    assert (
+        got
+        == list(read_documents([jl]))
+        == [
+            ["Senj\u014d no Valkyria.", "A second sentence.", "A new paragraph."],
+            ["Last one."],
+        ]
+    )
+    lines = [1, 1, 1] if indent is None else [2, 5, 8]  # where the skipped objects start
+    assert (stats.skipped_lines, stats.first_skipped) == (2, f"{p}:{lines[1]}")
+    gz = tmp_path / "d.json.gz"
+    gz.write_bytes(gzip.compress(text.encode()))
+    assert list(read_documents([gz])) == got
+    with pytest.raises(LitebertError, match=re.escape(f"{p}:{lines[1]}: not a JSON object with a string 'text'")):
+        list(read_documents([p], on_invalid="error"))
+
+
+def test_a_json_document_over_several_lines_is_refused_not_read_as_prose(tmp_path):
+    """A SQuAD file given as a corpus was read as plain text (its keys and braces became sentences)."""
+    squad = _write(tmp_path / "dev.json", json.dumps({"data": [{"paragraphs": [{"context": "A. B."}]}]}, indent=2))
+    with pytest.raises(LitebertError) as err:
+        list(read_documents([squad]))
+    assert str(err.value) == (
+        f"{squad}: one JSON document over several lines, not a corpus: a JSON corpus is JSON lines (one "
+        '{"text": ...} object per line) or one JSON array of such objects'
+    )
+    broken = _write(tmp_path / "b.json", '[\n  {"text": "A."},\n  {"text": "B." oops}\n]\n')
+    with pytest.raises(LitebertError, match=re.escape(f"{broken}:3: not valid JSON (Expecting ',' delimiter")):
+        list(read_documents([broken]))

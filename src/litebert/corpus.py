@@ -10,6 +10,10 @@ Text formats, chosen by content (:func:`detect_format`) unless forced:
 ``jsonl``           one JSON object per line with a text field (``text_column``, default ``text``); each object is a
                     document, split at newlines into paragraphs and then into sentences.
 ``plain``           paragraphs, one per line, a blank line between documents; each line split into sentences.
+``json``            one JSON array of objects with a text field (``[{"text": ...}, ...]``, as pandas'
+                    ``to_json(orient="records")`` writes), each object a document as in ``jsonl``; the file is read
+                    whole (JSON lines stream: use them for corpora near the memory's size). A JSON document of
+                    another shape over several lines (SQuAD's ``{"data": ...}``) is an error, never read as prose.
 
 Every text file may be gzip, bzip2, xz or zstd-compressed: the compression is told by the file's first bytes
 (:func:`detect_compression`), not its name, and the file is decompressed as a stream (never to disk); the format is
@@ -58,7 +62,7 @@ from typing import BinaryIO, NamedTuple
 
 from litebert.errors import LitebertError
 
-FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "plain")
+FORMATS = ("auto", "bert", "wikitext", "wikiextractor", "jsonl", "json", "plain")
 # the help of the --corpus and --text-column options of the commands that read a corpus (prepare, train-tokenizer)
 CORPUS_HELP = (
     "corpus files (text, compressed or not; Parquet; Arrow), directories, or Hub datasets "
@@ -557,6 +561,8 @@ def detect_format(path: str | os.PathLike, text_column: str = "text") -> str:
     first = nonempty[0].strip()
     if first.startswith("<doc ") or first == "<doc>":
         return "wikiextractor"
+    if re.match(r"\s*\[\s*\{", head.lstrip("\ufeff")):
+        return "json"
     if first.startswith("{"):
         try:
             obj = json.loads(first)
@@ -571,7 +577,11 @@ def detect_format(path: str | os.PathLike, text_column: str = "text") -> str:
                     "on every line (--text-column names the field)"
                 )
         except json.JSONDecodeError:
-            pass
+            if re.match(r'\{\s*("|$)', first):  # '{' or '{"key": ...' and no object on the line: one JSON document
+                raise LitebertError(
+                    f"{path}: one JSON document over several lines, not a corpus: a JSON corpus is JSON lines (one "
+                    f'{{"{text_column}": ...}} object per line) or one JSON array of such objects'
+                ) from None
     if any(_WIKITEXT_TITLE.match(ln.rstrip("\r")) for ln in lines[:200]):
         return "wikitext"
     sample = nonempty[:200]
@@ -775,6 +785,66 @@ def _read_jsonl(
             stats.skip(where)
             continue
         doc = _text_document(text, splitter)
+        if doc:
+            yield n, doc
+
+
+def json_array_rows(text: str, items: list) -> list[tuple[int, object]]:
+    """The values of ``items``, the JSON array that ``text`` holds (already parsed), each with the 1-based line of
+    ``text`` it starts on (for messages naming ``file:line``)."""
+    decoder, rows = json.JSONDecoder(), []
+    pos, line, counted = text.index("[") + 1, 1, 0
+    for _ in items:
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        line += text.count("\n", counted, pos)
+        counted = pos
+        obj, pos = decoder.raw_decode(text, pos)
+        rows.append((line, obj))
+    return rows
+
+
+def _read_json_array(
+    lines: Iterable[tuple[int, str]],
+    path: Path,
+    stats: CorpusStats,
+    on_invalid: str,
+    splitter=split_sentences,
+    text_column: str = "text",
+) -> Iterator[tuple[int, list[str]]]:
+    """The documents of a file holding one JSON array of objects (format ``json``), read whole: each object as a
+    JSON line is read (:func:`_read_jsonl`), its row the line it starts on."""
+    kept: list[str] = []
+    for n, line in lines:
+        kept.extend([""] * (n - 1 - len(kept)))  # a skipped (invalid UTF-8) line keeps its place
+        kept.append(line)
+    text = "\n".join(kept)
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LitebertError(
+            f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno}); a JSON corpus is JSON lines or one "
+            "JSON array of objects"
+        ) from None
+    if not isinstance(items, list):
+        raise LitebertError(f"{path}: expected one JSON array of objects, got a JSON {type(items).__name__}")
+    escapes = "\\u" in text
+    for n, obj in json_array_rows(text, items):
+        where = f"{path}:{n}"
+        value = obj.get(text_column) if isinstance(obj, dict) else None
+        if value is None:  # not an object, no text field, or null: skipped and counted, as a JSON line
+            if on_invalid == "error":
+                raise LitebertError(f"{where}: not a JSON object with a string {text_column!r} field")
+            stats.skip(where)
+            continue
+        _check_json_text(value, text_column, where)
+        if escapes and has_lone_surrogate("\\u", value):
+            if on_invalid == "error":
+                raise LitebertError(f"{where}: field {text_column!r} holds an unpaired UTF-16 surrogate escape "
+                                    "(\\ud800-\\udfff), not valid Unicode")  # fmt: skip
+            stats.skip(where)
+            continue
+        doc = _text_document(value, splitter)
         if doc:
             yield n, doc
 
@@ -996,6 +1066,8 @@ def iter_documents(
                 docs = _read_wikitext(lines, splitter)
             elif fmt == "wikiextractor":
                 docs = _read_wikiextractor(lines, splitter)
+            elif fmt == "json":
+                docs = _read_json_array(lines, path, stats, on_invalid, splitter, text_column)
             else:
                 docs = _read_jsonl(lines, path, stats, on_invalid, splitter, text_column)
         stats.files += 1

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litebert.corpus import check_no_lone_surrogate, data_suffix, read_text_file
+from litebert.corpus import check_no_lone_surrogate, data_suffix, json_array_rows, read_text_file
 from litebert.errors import LitebertError
 
 Column = str | int
@@ -253,17 +253,7 @@ def _json_array(path: Path, text: str) -> list[tuple[int, object]] | None:
     if not isinstance(whole, list) or not all(isinstance(row, (dict, list)) for row in whole):
         return None
     check_no_lone_surrogate(text, whole, str(path))
-    decoder, rows = json.JSONDecoder(), []
-    pos, line, counted = text.index("[") + 1, 1, 0
-    for _ in whole:
-        while text[pos] in " \t\r\n,":
-            pos += 1
-        line += text.count("\n", counted, pos)
-        counted = pos
-        obj, end = decoder.raw_decode(text, pos)
-        rows.append((line, obj))
-        pos = end
-    return rows
+    return json_array_rows(text, whole)
 
 
 def iter_rows(path: Path, fmt: str, delimiter: str | None = None) -> Iterator[tuple[int, list[str] | dict]]:
