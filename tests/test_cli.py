@@ -157,3 +157,24 @@ def test_log_lines_go_to_the_stderr_of_the_moment(monkeypatch):
     monkeypatch.setattr(sys, "stderr", second)
     logging.getLogger("litebert.test").info("two")
     assert second.getvalue() == "two\n"
+
+
+def test_evaluate_prints_strict_json_a_nan_metric_is_null(tmp_path, monkeypatch, capsys):
+    """The printed summary is parsed by other tools (JSON.parse): NaN (an eval_loss of no scored rows) was printed
+    as `NaN`."""
+    import json
+    import types
+
+    import litebert.finetune.run as run_module
+
+    result = types.SimpleNamespace(metrics={"eval_loss": float("nan"), "f1": 0.5}, num_examples=0, truncated=0)
+    monkeypatch.setattr(run_module, "evaluate", lambda cfg: result)
+    data = tmp_path / "d.tsv"
+    data.write_text("text\tlabel\na\tb\n")
+    assert main(["evaluate", "--model", str(tmp_path), "--data", str(data)]) == 0
+
+    def refuse(name):
+        raise ValueError(name)
+
+    printed = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert printed == {"eval_loss": None, "f1": 0.5, "num_examples": 0, "truncated": 0}

@@ -11,6 +11,7 @@ import os
 import sys
 
 from litebert.cli.options import add_config_settings, config_from_args
+from litebert.fileio import finite
 
 
 def _eval_data_rule(values: dict) -> dict:
@@ -65,15 +66,17 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         return 0
     print(
         json.dumps(
-            {
-                "best_dir": str(result.best_dir),
-                "metric": result.metric,
-                "best_step": result.best_step,
-                "eval_results": result.eval_results,
-                "test_results": result.test_results,
-                "steps": result.steps,
-                "truncated": result.truncated,
-            },
+            finite(
+                {
+                    "best_dir": str(result.best_dir),
+                    "metric": result.metric,
+                    "best_step": result.best_step,
+                    "eval_results": result.eval_results,
+                    "test_results": result.test_results,
+                    "steps": result.steps,
+                    "truncated": result.truncated,
+                }
+            ),
             indent=2,
         )
     )
@@ -87,7 +90,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     result = evaluate(config_from_args(args, _eval_data_rule))
     if os.environ.get("RANK", "0") != "0":  # under torchrun: rank 0 prints
         return 0
-    print(json.dumps({**result.metrics, "num_examples": result.num_examples, "truncated": result.truncated}, indent=2))
+    summary = {**result.metrics, "num_examples": result.num_examples, "truncated": result.truncated}
+    print(json.dumps(finite(summary), indent=2))  # strict JSON, as eval_results.json
     return 0
 
 

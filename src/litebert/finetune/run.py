@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 from litebert.checkpoint import load_config
 from litebert.data import tokenizer_vocabulary
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_directory, atomic_write_json, read_json
+from litebert.fileio import atomic_directory, atomic_write_json, finite, read_json
 from litebert.finetune.classification import make_objective, run_inference, write_predictions  # noqa: F401
 from litebert.finetune.data import LabelSpace
 from litebert.finetune.hub_data import HubSplit, hub_source, load_split, read_split
@@ -1040,7 +1040,7 @@ def _finish(
         primary,
         eval_results[primary],
         best_info.get("step"),
-        json.dumps(eval_results),
+        json.dumps(finite(eval_results)),
     )
     return FinetuneResult(
         output_dir=out,
@@ -1489,7 +1489,7 @@ def _evaluate_file(cfg: EvaluateConfig, name: str) -> EvalResult:
             )
         res.predictions_file = kind.write_predictions(out / kind.predictions_name, read, preds)
     if name == "evaluate":
-        log.info("evaluate: %s on %d rows of %s", json.dumps(metrics), len(preds), read.path)
+        log.info("evaluate: %s on %d rows of %s", json.dumps(finite(metrics)), len(preds), read.path)
     if dist.distributed:
         from litebert.training.run import teardown
 
