@@ -396,3 +396,30 @@ def test_sigterm_handler_is_restored_after_export(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exc:  # the handler, called as the signal would call it
         during[0](signal.SIGTERM, None)
     assert exc.value.code == 143
+
+
+def test_a_finetune_checkpoint_and_an_onnx_export_are_refused_naming_what_to_export(tmp_path, capsys):
+    """`export RUN/checkpoints/step-N` of a finetune run said the run was not a pretrain run and that RUN/config.json
+    was missing; `export ONNX_DIR` said only that no weights were found."""
+    run = tmp_path / "ft"
+    (run / "checkpoints" / "step-3").mkdir(parents=True)
+    (run / "checkpoints" / "step-3" / "COMPLETE").write_text("")  # a finetune checkpoint is a training checkpoint
+    (run / "run_settings.json").write_text(json.dumps({"command": "finetune", "finetune_config": {}}))
+    _save_model(run / "best", AlbertForPreTraining(_config(1, num_hidden_layers=2)))
+    assert main(["export", str(run / "checkpoints" / "step-3"), "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run / 'checkpoints' / 'step-3'} is a checkpoint of a `litebert finetune` run: export its model "
+        f"directory ({run / 'best'}) instead\n"
+    )
+    assert _no_leftovers(tmp_path, "out")
+    onnx = tmp_path / "onnx"
+    onnx.mkdir()
+    _config(1, num_hidden_layers=2).save(onnx)
+    (onnx / "model.onnx").write_bytes(b"\x08\x07")
+    assert main(["export", str(onnx), "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {onnx}: no weights found (expected model.safetensors, model.safetensors.index.json or "
+        "pytorch_model.bin): it is an ONNX export (model.onnx), which evaluate/predict read with --backend "
+        "onnxruntime; give the model directory it was exported from\n"
+    )
+    assert _no_leftovers(tmp_path, "out")

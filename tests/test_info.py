@@ -173,3 +173,30 @@ def test_info_on_a_run_directory_describes_the_run_not_a_model(tmp_path, capsys)
     assert info.details["model"] == "none (best/ not written yet)"
     (ft / "eval_results.json").write_text("{}")
     assert inspect_path(ft).details["state"] == "finished (eval_results.json)"
+
+
+def test_info_on_prepared_data_describes_the_shards_and_a_run_has_no_config_row(tiny, tmp_path, capsys):
+    """`info DATA` (prepare's output) said it was neither a model directory nor a TF checkpoint; `info RUN` of a
+    finetune run printed `config: none found` under the model row. The oracle: the manifest's own values."""
+    from litebert.data import read_manifest
+
+    data = tiny.prepared("info", (str(tiny.wikitext_subset(60)),), str(tiny.tokenizer("wordpiece")))
+    man = read_manifest(data)
+    c = man["counts"]
+    info = inspect_path(data)
+    assert info.kind == "data_dir"
+    assert info.details["instances"] == f"{c['instances']:,} ({c['tokens']:,} tokens) in {len(man['shards'])} shard(s)"
+    assert info.details["corpus"].startswith(
+        f"{c['documents']:,} documents, {c['sentences']:,} sentences, {c['corpus_tokens']:,} tokens"
+    )
+    assert info.details["settings"].startswith("max_seq_length 128, inter_sentence_task sop, masking dynamic")
+    assert info.tokenizer["kind"] == "wordpiece" and info.tokenizer["vocab_size"] == 3000
+    assert cli_main(["info", str(data)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^kind: +pretraining data \(litebert prepare\)$", text, re.M)
+    assert "config:" not in text
+    ft = tmp_path / "ft"
+    ft.mkdir()
+    (ft / "run_settings.json").write_text(json.dumps({"command": "finetune", "max_steps": 1}))
+    assert cli_main(["info", str(ft)]) == 0
+    assert "config:" not in capsys.readouterr().out

@@ -223,8 +223,15 @@ def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.
     check_not_run_dir(directory)
     files, source = find_weight_files(directory)
     if source is None:
+        onnx = sorted(f.name for f in directory.glob("*.onnx"))
         raise LitebertError(
             f"{directory}: no weights found (expected {SAFETENSORS_NAME}, {SAFETENSORS_INDEX_NAME} or {PYTORCH_NAME})"
+            + (
+                f": it is an ONNX export ({', '.join(onnx)}), which evaluate/predict read with --backend onnxruntime; "
+                "give the model directory it was exported from"
+                if onnx
+                else ""
+            )
         )
     if files[0].name == PYTORCH_NAME:
         return read_pytorch_bin(files[0]), source

@@ -45,7 +45,8 @@ class PathInfo:
     path: str
     kind: str
     """"model_dir" (config.json + weights), "onnx_dir" (``*.onnx`` files, config.json), "run_dir" (a ``litebert
-    pretrain``/``finetune`` run: ``run_settings.json``) or "tf_checkpoint"."""
+    pretrain``/``finetune`` run: ``run_settings.json``), "data_dir" (``litebert prepare``'s shards: ``manifest.json``)
+    or "tf_checkpoint"."""
     layout: str | None
     """"official"/"factorized", "albert_zh", or None when undetectable."""
     config: dict[str, Any]
@@ -72,6 +73,8 @@ class PathInfo:
         ]
         if self.kind == "run_dir":  # a training run: what it is and where its model is, not a model's rows
             rows = [("path", self.path), ("kind", "run directory"), *self.details.items()]
+        if self.kind == "data_dir":  # prepared shards: what they hold and how they were made
+            rows = [("path", self.path), ("kind", "pretraining data (litebert prepare)"), *self.details.items()]
         tok = self.tokenizer
         if self.kind == "run_dir" and not tok.get("files"):
             pass
@@ -83,7 +86,8 @@ class PathInfo:
             )
         else:
             rows.append(("tokenizer", "none found"))
-        rows.append(("config", self.config_file or "none found"))
+        if self.kind not in ("run_dir", "data_dir") or self.config_file:  # (a run's model row says where it is)
+            rows.append(("config", self.config_file or "none found"))
         width = max(len(k) for k, _ in rows) + 2
         lines = [f"{k + ':':<{width}}{v}" for k, v in rows]
         lines += [f"  {k}: {json.dumps(v)}" for k, v in self.config.items()]
@@ -227,6 +231,8 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
     onnx_files = sorted(p.glob("*.onnx"), key=lambda f: (f.name != "model.onnx", f.name)) if p.is_dir() else []
     if onnx_files and not list(p.glob("*.index")):
         return _inspect_onnx_dir(p, onnx_files)
+    if p.is_dir() and (p / "manifest.json").is_file() and not (p / "config.json").is_file():
+        return _inspect_data_dir(p)
     command = run_command(p) if p.is_dir() else None
     if command is not None:  # before the model check: a pretrain run holds config.json but its weights are in final/
         return _inspect_run_dir(p, command)
@@ -335,6 +341,39 @@ def _inspect_run_dir(p: Path, command: str) -> PathInfo:
     return PathInfo(
         str(p), "run_dir", None, config, str(config_file) if config else None, 0, _describe_tokenizer(p), details
     )
+
+
+def _inspect_data_dir(p: Path) -> PathInfo:
+    """A ``litebert prepare`` output (``manifest.json``, docs/DESIGN.md): counts, the settings a model must match,
+    shards, the corpus files, and the tokenizer copied beside the shards.
+
+    Raises:
+        LitebertError: a manifest that is not one of this format (:func:`litebert.data.read_manifest`).
+    """
+    from litebert.data import read_manifest
+
+    manifest = read_manifest(p)
+    counts, settings = manifest.get("counts", {}), manifest.get("settings", {})
+    details: dict[str, Any] = {
+        "instances": f"{counts.get('instances', 0):,} ({counts.get('tokens', 0):,} tokens) in "
+        f"{len(manifest.get('shards', []))} shard(s)",
+        "corpus": f"{counts.get('documents', 0):,} documents, {counts.get('sentences', 0):,} sentences, "
+        f"{counts.get('corpus_tokens', 0):,} tokens"
+        + (f", {counts['unknown_tokens']:,} of them unknown" if counts.get("unknown_tokens") else "")
+        + f" from {', '.join(str(c.get('source')) for c in manifest.get('corpus', [])[:3]) or '?'}"
+        + (" ..." if len(manifest.get("corpus", [])) > 3 else ""),
+        "settings": ", ".join(
+            f"{k} {settings[k]}"
+            for k in ("max_seq_length", "inter_sentence_task", "masking", "max_predictions_per_seq", "dupe_factor")
+            if k in settings
+        ),
+        "use": f"litebert pretrain --data {p} ...",
+    }
+    if "partition" in manifest:
+        part = manifest["partition"]
+        details["partition"] = f"{part.get('index')} of {part.get('count')} (merge the parts: litebert merge-data)"
+    tok_dir = p / manifest.get("tokenizer", {}).get("path", "tokenizer")
+    return PathInfo(str(p), "data_dir", None, {}, None, 0, _describe_tokenizer(tok_dir), details)
 
 
 def _inspect_onnx_dir(p: Path, onnx_files: list[Path]) -> PathInfo:

@@ -27,7 +27,7 @@ from torch import nn
 from litebert.config import AlbertConfig
 from litebert.data import check_same_vocabulary, tokenizer_vocabulary
 from litebert.errors import LitebertError
-from litebert.fileio import atomic_directory, read_json
+from litebert.fileio import atomic_directory, read_json, run_command
 from litebert.hub import HUB_METAVAR, revision_setting
 from litebert.optim import OPTIMIZERS
 from litebert.precision import PRECISIONS
@@ -830,13 +830,20 @@ def checkpoint_run(checkpoint: str | os.PathLike) -> Path:
     """The run directory of a training checkpoint ``RUN/checkpoints/step-N``, after checking the checkpoint against
     its ``COMPLETE`` marker (:func:`~litebert.training.state.verify_checkpoint`) and that ``RUN/config.json`` exists.
 
-    Raises :class:`LitebertError` naming the incomplete or corrupt file, or the missing ``config.json``.
+    Raises :class:`LitebertError` naming the incomplete or corrupt file, or the missing ``config.json``; for a
+    checkpoint of a ``litebert finetune`` run, naming its model directory (``RUN/best``) to export instead.
     """
     from litebert.training.state import verify_checkpoint
 
     ckpt = Path(checkpoint)
-    verify_checkpoint(ckpt)  # raises with the reason when incomplete or corrupt
     run = ckpt.parent.parent
+    if run_command(run) == "finetune":  # its models are best/ and final/; its checkpoints hold no config of a head
+        best = run / "best"
+        raise LitebertError(
+            f"{ckpt} is a checkpoint of a `litebert finetune` run: export its model directory "
+            f"({best if (best / 'config.json').is_file() else str(best) + ' once the run has written it'}) instead"
+        )
+    verify_checkpoint(ckpt)  # raises with the reason when incomplete or corrupt
     if not (run / "config.json").is_file():
         raise LitebertError(
             f"{run}/config.json not found: {ckpt} is not inside a `litebert pretrain` run directory "
