@@ -1260,3 +1260,30 @@ def test_resume_from_a_pretrain_checkpoint_is_refused_before_anything_is_written
         assert main(_sst2_argv(en_model, nested, "--max-steps", 2, "--resume", path, shared_data=shared_data)) == 2
         assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {why}")
         assert not (tmp_path / "new").exists()
+
+
+def test_data_the_tokenizer_does_not_cover_is_warned_about(sst2_run, shared_data, tmp_path, caplog):
+    """An English model on Chinese reviews ran without a word while it saw nearly every token as [UNK]. The oracle:
+    the model's tokenizer on the same rows, cut to max_seq_length as fine-tuning cuts them."""
+    from litebert.tokenization import load_tokenizer
+
+    _, out = sst2_run
+    zh = shared_data / "chnsenticorp/dev.tsv"
+    tok = load_tokenizer(out / "best")
+    ids = [tok.encode(r.split("\t", 1)[1])[:62] for r in zh.read_text(encoding="utf-8").splitlines()[1:]]
+    share = sum(i == tok.unk_token_id for row in ids for i in row) / sum(map(len, ids))
+    assert share > 0.5
+    cfg = dict(model=str(out / "best"), max_seq_length=64, progress_bar=False)
+    with caplog.at_level("WARNING", logger="litebert"):
+        columns = DataOptions(text_column="text_a", label_column="label")  # ChnSentiCorp's header
+        evaluate(EvaluateConfig(data_file=str(zh), output_dir=str(tmp_path / "zh"), data=columns, **cfg))
+    assert (
+        f"data: {100 * share:.1f}% of the tokens of {zh} are the unknown token '[UNK]': the model's tokenizer does "
+        "not cover this data" in caplog.text
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="litebert"):
+        evaluate(
+            EvaluateConfig(data_file=str(shared_data / "glue/SST-2/dev.tsv"), output_dir=str(tmp_path / "en"), **cfg)
+        )
+    assert "unknown token" not in caplog.text

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -703,6 +704,33 @@ def _report_truncation(name: str, path: Path, feats, max_seq_length: int) -> Non
         )
 
 
+UNKNOWN_WARN_SHARE = 0.05
+"""A split whose tokens are more than this share the unknown token is warned about (as ``prepare`` warns): the
+model's tokenizer does not cover its language or script (an English SentencePiece on TNEWS: 40 %)."""
+
+
+def _report_unknown(name: str, path: Path, feats, tokenizer, sample: int = 2000) -> None:
+    """Warn when more than :data:`UNKNOWN_WARN_SHARE` of the text tokens of the first ``sample`` features of a split
+    are the tokenizer's unknown token: a model cannot learn or predict from text it sees as ``<unk>``."""
+    unk, special = tokenizer.unk_token_id, np.asarray(tokenizer.all_special_ids)
+    n = min(sample, len(feats.items))
+    if not n:
+        return
+    ids = np.concatenate([np.asarray(feats.items[i]["input_ids"]).ravel() for i in range(n)])
+    ids = ids[~np.isin(ids, special[special != unk])]
+    share = float(np.mean(ids == unk)) if len(ids) else 0.0
+    if share > UNKNOWN_WARN_SHARE:
+        log.warning(
+            "%s: %.1f%% of the tokens of %s%s are the unknown token %r: the model's tokenizer does not cover this "
+            "data (another language or script?); a model pretrained with a tokenizer of its text would see it",
+            name,
+            100 * share,
+            path,
+            f" (first {n} rows)" if n < len(feats.items) else "",
+            tokenizer.special_tokens["unk"],
+        )
+
+
 def _dropped(read) -> int:
     """Rows of a file that its layout dropped when read (``ReadResult.skipped``: OCNLI/CMNLI ``-`` labels, XNLI's
     other languages); 0 for a kind whose reader drops none and keeps no count (QA)."""
@@ -844,6 +872,7 @@ def _load_data(cfg: FinetuneConfig, kind: TaskKind) -> _Data:
         if split is not None:
             _report_dropped(name, split.read)
             _report_truncation(name, split.read.path, split.feats, cfg.max_seq_length)
+            _report_unknown(name, split.read.path, split.feats, tokenizer)
     return _Data(tokenizer, train, dev, test, new_head, {k: _source_record(v) for k, v in sources.items()})
 
 
@@ -1345,6 +1374,7 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     _report_dropped("data", read)
     if feats is not None:
         _report_truncation("data", read.path, feats, seq)
+        _report_unknown("data", read.path, feats, tokenizer)
     log.info("%s: %s backend, %s", command, backend, precision)
     from litebert.inference import load_runner
 
