@@ -8,6 +8,7 @@ task text; runs are a few steps: these tests check the machinery, not accuracy.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -267,6 +268,73 @@ def test_evaluate_reproduces_c3(c3_run, shared_data, tmp_path):
     # the same rows in finetune's dev predictions (a random subsample) got the same option
     ours = {r[0]: r[2] for r in (ln.split("\t") for ln in (out / "predictions.tsv").read_text().splitlines()[1:])}
     assert all(ours[r[0]] == r[2] for r in rows if r[0] in ours)
+
+
+def test_label_minus_one_is_no_label(c3_run, tmp_path):
+    """HF SWAG's test split (and COPA's, HellaSwag's) writes label -1 for "no label": predict refused it ("label -1
+    is not one of the 4 options"). Now -1 reads as no label: predict predicts the rows unscored; a training or dev
+    file with such a row is an error naming its line, as for a missing label."""
+    from litebert.finetune import predict
+
+    rows = [
+        {
+            "video-id": "v0",
+            "sent1": "一个人坐着。",
+            "sent2": "他",
+            "ending0": "站起来。",
+            "ending1": "睡着了。",
+            "label": -1,
+        },
+        {
+            "video-id": "v1",
+            "sent1": "她在跑步。",
+            "sent2": "她",
+            "ending0": "停下了。",
+            "ending1": "笑了。",
+            "label": -1,
+        },
+    ]
+    swag = tmp_path / "swag_test.jsonl"
+    swag.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    read = read_choice_file(swag, require_labels=False)
+    assert [(ex.id, ex.label, ex.line) for ex in read.examples] == [("v0", None, 1), ("v1", None, 2)]
+    assert not read.has_labels
+    with pytest.raises(LitebertError) as err:
+        read_choice_file(swag)
+    assert str(err.value) == (
+        f"{swag}:1: example v0 has no label (missing, empty or -1); training and dev files need one"
+    )
+    mixed = tmp_path / "mixed.jsonl"  # a dev file with one unlabelled row: its line
+    mixed.write_text(json.dumps({**rows[0], "label": 1}) + "\n" + json.dumps(rows[1]) + "\n")
+    with pytest.raises(LitebertError, match=r"^.*mixed\.jsonl:2: example v1 has no label \(missing, empty or -1\)"):
+        read_choice_file(mixed)
+    csv_file = tmp_path / "test.csv"  # the official CSV with -1 (a string there)
+    csv_file.write_text("video-id,sent1,sent2,ending0,ending1,label\nv0,a,b,c,d,-1\n")
+    assert [ex.label for ex in read_choice_file(csv_file, require_labels=False).examples] == [None]
+    copa = tmp_path / "copa_test.jsonl"
+    copa.write_text('{"premise": "p", "choice1": "a", "choice2": "b", "question": "cause", "label": -1, "idx": 3}\n')
+    assert [ex.label for ex in read_choice_file(copa, require_labels=False).examples] == [None]
+    bad = tmp_path / "bad.jsonl"  # other negative labels stay errors
+    bad.write_text(json.dumps({**rows[0], "label": -2}) + "\n")
+    with pytest.raises(LitebertError, match=r"bad\.jsonl:1: label -2 is not one of the 2 options \(0\.\.1\)"):
+        read_choice_file(bad, require_labels=False)
+
+    # predict: every row predicted, as the same rows without a label field are; no metrics, no label column
+    _, out = c3_run
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "label"}, ensure_ascii=False) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    cfg = EvaluateConfig(model=str(out / "best"), data_file=str(plain), max_seq_length=48, precision="fp32")
+    oracle = predict(cfg).predictions
+    pr = predict(dataclasses.replace(cfg, data_file=str(swag), output_dir=str(tmp_path / "pr")))
+    assert pr.predictions == oracle and len(oracle) == 2 and pr.labels is None and pr.metrics == {}
+    assert (tmp_path / "pr/predictions.tsv").read_text().splitlines() == [
+        "index\tid\tprediction",
+        f"0\tv0\t{oracle[0]}",
+        f"1\tv1\t{oracle[1]}",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ CLUE

@@ -8,6 +8,7 @@ text; runs are a few steps on a hundred sentences: these tests check the machine
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -290,7 +291,9 @@ def test_finetuning_a_token_classifier_of_another_tag_order_keeps_its_tags(conll
     assert "keeps its label ids" in caplog.text and "newly initialised: (none)" in caplog.text
 
 
-def test_weibo_ner_unseen_dev_tag_is_a_counted_warning(tiny, shared_data, tmp_path, caplog):
+def test_weibo_ner_foreign_dev_tag_is_refused_and_a_tag_set_of_ones_own_counts_it(tiny, shared_data, tmp_path, caplog):
+    """A dev tag outside the weibo_ner preset's fixed 17 is an error naming the line and the tag (before: a counted
+    warning and a dev score on it); with --task-type token (tags from train) it is still a counted warning."""
     root = tmp_path
     train = shared_data / "weibo_ner/weiboNER_2nd_conll.train"
     corpus = root / "corpus.txt"
@@ -312,12 +315,25 @@ def test_weibo_ner_unseen_dev_tag_is_a_counted_warning(tiny, shared_data, tmp_pa
         max_seq_length=64,
         progress_bar=False,
     )
+    with pytest.raises(LitebertError) as err:
+        finetune(cfg)
+    assert str(err.value).startswith(f"{dev}:4: tag 'B-XYZ.NAM' is not one of the weibo_ner tags ['O', 'B-PER.NAM'")
+    assert str(err.value).endswith(
+        "'I-ORG.NOM']: is the file unlabelled (CoNLL-2003 without NER tags ends in the chunk column), or are its NER "
+        "tags in another column than the last (--tag-column)? `litebert predict` predicts such a file without "
+        "scoring it"
+    )
+    own = root / "own_dev.txt"  # --task-type token: no segment digits to strip
+    own.write_text("张\tB-PER.NAM\n三\tI-PER.NAM\n去\tO\n火\tB-XYZ.NAM\n星\tI-XYZ.NAM\n\n", encoding="utf-8")
+    cfg = dataclasses.replace(
+        cfg, dev_file=str(own), output_dir=str(root / "run2"), data=DataOptions(task_type="token")
+    )
     with caplog.at_level(logging.WARNING, logger="litebert"):
         result = finetune(cfg)
     assert "2 word(s)" in caplog.text and "B-XYZ.NAM" in caplog.text
     assert result.eval_results["support_XYZ.NAM"] == 1.0 and result.eval_results["recall_XYZ.NAM"] == 0.0
-    assert len(result.labels) == 17  # Weibo's 17 tags
-    preds = (root / "run/predictions.txt").read_text(encoding="utf-8").splitlines()
+    assert len(result.labels) == 17  # Weibo's 17 tags, here from train
+    preds = (root / "run2/predictions.txt").read_text(encoding="utf-8").splitlines()
     assert [ln.split("\t")[:2] for ln in preds] == [
         ["张", "B-PER.NAM"],
         ["三", "I-PER.NAM"],
@@ -518,6 +534,192 @@ def test_cli_ner_refuses_a_classification_file(conll_run, shared_data, tmp_path,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{sst}:1: tag 'label'" in err, err
     assert not [w for w in seen if "NE tag" in str(w.message)]
+
+
+# ------------------------------------------------------------------- JSON lines: empty sentences, ner_tags, ids
+CONLL_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+
+
+def test_jsonl_empty_sentence_keeps_its_line(conll_run, tmp_path, capsys):
+    """`"tokens": []` was dropped silently: predict wrote 2 predictions for 3 lines and numbered the third line 1.
+    Now an unlabelled read keeps it (an empty prediction: outputs line up with the input lines) and a labelled read
+    (train, dev, evaluate) drops it and counts it in `dropped`."""
+    from litebert.cli import main
+
+    _, out, model, _ = conll_run
+    unl = tmp_path / "unl.jsonl"
+    unl.write_text('{"tokens": ["EU"]}\n{"tokens": []}\n{"tokens": ["Peter", "Blackburn"]}\n')
+    read = read_token_file(unl, require_labels=False)
+    assert [(ex.index, ex.words, ex.tags, ex.line) for ex in read.examples] == [
+        (0, ["EU"], None, 1),
+        (1, [], None, 2),
+        (2, ["Peter", "Blackburn"], None, 3),
+    ]
+    assert read.skipped == 0 and not read.has_labels
+    lab = tmp_path / "lab.jsonl"
+    lab.write_text(
+        '{"tokens": ["EU"], "tags": ["B-ORG"]}\n{"tokens": [], "tags": []}\n{"tokens": []}\n'
+        '{"tokens": ["Peter", "Blackburn"], "tags": ["B-PER", "I-PER"]}\n'
+    )
+    read = read_token_file(lab)
+    assert [(ex.index, ex.words, ex.tags, ex.line) for ex in read.examples] == [
+        (0, ["EU"], ["B-ORG"], 1),
+        (3, ["Peter", "Blackburn"], ["B-PER", "I-PER"], 4),
+    ]
+    assert (read.skipped, read.skip_reason) == (2, "empty sentences, 'tokens': []")
+    assert [ex.words for ex in read_token_file(lab, require_labels=False).examples] == [
+        ["EU"],
+        [],
+        [],
+        ["Peter", "Blackburn"],
+    ]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"tokens": []}\n{"tokens": []}\n')
+    with pytest.raises(LitebertError, match=r"^.*empty\.jsonl: no sentences \(only 2 empty 'tokens' lists\)$"):
+        read_token_file(empty, require_labels=False)
+
+    # predict: the two sentences with words get the tags they get alone, the empty one an empty prediction
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text('{"tokens": ["EU"]}\n{"tokens": ["Peter", "Blackburn"]}\n')
+    best = out / "best"
+    oracle = predict(EvaluateConfig(model=str(best), data_file=str(alone), max_seq_length=24)).predictions
+    pr = predict(EvaluateConfig(model=str(best), data_file=str(unl), max_seq_length=24))
+    assert pr.predictions == [oracle[0], [], oracle[1]] and pr.indices == [0, 1, 2] and pr.num_examples == 3
+    argv = ["predict", "--model", str(best), "--data", str(unl), "--max-seq-length", "24"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"0\t{oracle[0][0]}",
+        "1\t",
+        f"2\t{' '.join(oracle[1])}",
+    ]
+    assert main([*argv, "--output", str(tmp_path / "pr")]) == 0
+    assert f"wrote 3 predictions to {tmp_path / 'pr/predictions.jsonl'}" in capsys.readouterr().err
+    lines = [json.loads(ln) for ln in (tmp_path / "pr/predictions.jsonl").read_text().splitlines()]
+    assert lines == [
+        {"tokens": ["EU"], "predicted_tags": oracle[0]},
+        {"tokens": [], "predicted_tags": []},
+        {"tokens": ["Peter", "Blackburn"], "predicted_tags": oracle[1]},
+    ]
+    # evaluate (a labelled read): the empty lines are dropped and counted; the rows keep their line numbers
+    ev = evaluate(EvaluateConfig(model=str(best), data_file=str(lab), max_seq_length=24))
+    assert (ev.num_examples, ev.dropped, ev.indices) == (2, 2, [0, 3])
+    assert ev.predictions == oracle and ev.labels == [["B-ORG"], ["B-PER", "I-PER"]]
+    # finetune: dropped per split in finetune_config.json
+    cfg = FinetuneConfig(
+        model=str(model),
+        train_file=str(lab),
+        dev_file=str(lab),
+        output_dir=str(tmp_path / "run"),
+        data=DataOptions(task_type="token"),
+        max_steps=1,
+        max_seq_length=24,
+        progress_bar=False,
+    )
+    result = finetune(cfg)
+    assert result.dropped == {"train": 2, "dev": 2} and result.num_dev == 2
+    assert json.loads((tmp_path / "run/finetune_config.json").read_text())["dropped"] == {"train": 2, "dev": 2}
+
+
+def test_preset_refuses_tags_outside_its_set_and_predict_does_not_score_them(conll_run, tmp_path, caplog):
+    """An unlabelled CoNLL-2003 file (`word POS chunk`) under --task conll2003: its chunk tags were taken as gold
+    NER tags (test_results.json with f1_NP ..., a warning only). Now evaluate and finetune --dev/--test refuse it
+    (file:line and the tag); predict predicts it without scoring, as classification does with unknown labels."""
+    _, out, model, test = conll_run
+    best = out / "best"
+    chunks = tmp_path / "test_chunks.txt"
+    chunks.write_text("-DOCSTART- -X- -X-\n\nEU NNP B-NP\nrejects VBZ B-VP\n\nPeter NNP B-NP\nBlackburn NNP I-NP\n")
+    want = (
+        f"{chunks}:3: tag 'B-NP' is not one of the conll2003 tags {CONLL_TAGS}: is the file unlabelled (CoNLL-2003 "
+        "without NER tags ends in the chunk column), or are its NER tags in another column than the last "
+        "(--tag-column)? `litebert predict` predicts such a file without scoring it"
+    )
+    with pytest.raises(LitebertError) as err:
+        evaluate(EvaluateConfig(model=str(best), data_file=str(chunks), max_seq_length=24))
+    assert str(err.value) == want
+    base = dict(model=str(model), train_file=str(test), data=DataOptions(task="conll2003"), max_seq_length=24)
+    for split in ("dev_file", "test_file"):
+        files = {"dev_file": str(test), split: str(chunks)}
+        cfg = FinetuneConfig(**base, **files, output_dir=str(tmp_path / split), max_steps=1, progress_bar=False)
+        with pytest.raises(LitebertError) as err:
+            finetune(cfg)
+        assert str(err.value) == want, split
+    chunks_col = tmp_path / "chunks_col1.txt"  # the message names a --tag-column given
+    chunks_col.write_text("EU B-NP NNP\n")
+    opts = DataOptions(task="conll2003", tag_column=1)
+    with pytest.raises(LitebertError, match=r"chunks_col1\.txt:1: tag 'B-NP' .* in another column than column 1 "):
+        evaluate(EvaluateConfig(model=str(best), data_file=str(chunks_col), data=opts, max_seq_length=24))
+    jl = tmp_path / "chunks.jsonl"
+    jl.write_text('{"tokens": ["EU"], "tags": ["O"]}\n{"tokens": ["Peter"], "tags": ["B-NP"]}\n')
+    with pytest.raises(LitebertError, match=r"chunks\.jsonl:2: tag 'B-NP' .* or are its NER tags in another field\? "):
+        evaluate(EvaluateConfig(model=str(best), data_file=str(jl), max_seq_length=24))
+
+    words = tmp_path / "words.txt"  # the same sentences without tags: predict's oracle
+    words.write_text("EU\nrejects\n\nPeter\nBlackburn\n")
+    oracle = predict(EvaluateConfig(model=str(best), data_file=str(words), max_seq_length=24)).predictions
+    with caplog.at_level(logging.WARNING, logger="litebert"):
+        pr = predict(
+            EvaluateConfig(model=str(best), data_file=str(chunks), output_dir=str(tmp_path / "pr"), max_seq_length=24)
+        )
+    assert f"predict: {chunks}:3: tag 'B-NP' is not one of the conll2003 tags" in caplog.text
+    assert "its rows are predicted, not scored (no metrics)" in caplog.text
+    assert "tags the model does not know" not in caplog.text
+    assert pr.metrics == {} and pr.predictions == oracle
+    assert (tmp_path / "pr/predictions.txt").read_text().splitlines() == [
+        f"EU B-NP {oracle[0][0]}",
+        f"rejects B-VP {oracle[0][1]}",
+        "",
+        f"Peter B-NP {oracle[1][0]}",
+        f"Blackburn I-NP {oracle[1][1]}",
+    ]
+
+
+def test_jsonl_ner_tags_field_and_integer_tag_ids(conll_run, tmp_path):
+    """`datasets`' to_json() of conll2003 writes `ner_tags` (ClassLabel ids): it was refused ("'tags' missing").
+    Now `ner_tags` is read as `tags`; integer ids are named by the task preset's tags (conll2003: the Hub data
+    set's order), and without a preset they are an error naming the line."""
+    from litebert.finetune.kinds import make_kind
+
+    _, out, _, _ = conll_run
+    names = tmp_path / "names.jsonl"
+    names.write_text(
+        '{"tokens": ["EU", "rejects", "German"], "ner_tags": ["B-ORG", "O", "B-MISC"]}\n'
+        '{"tokens": ["Peter", "Blackburn"], "ner_tags": ["B-PER", "I-PER"]}\n'
+    )
+    assert [ex.tags for ex in read_token_file(names).examples] == [["B-ORG", "O", "B-MISC"], ["B-PER", "I-PER"]]
+    hf = tmp_path / "hf.jsonl"  # as datasets writes it
+    hf.write_text(
+        '{"id": "0", "tokens": ["EU", "rejects", "German"], "pos_tags": [22, 42, 16], "ner_tags": [3, 0, 7]}\n'
+        '{"id": "1", "tokens": ["Peter", "Blackburn"], "pos_tags": [22, 22], "ner_tags": [1, 2]}\n'
+    )
+    with pytest.raises(LitebertError) as err:
+        read_token_file(hf)
+    assert str(err.value) == (
+        f"{hf}:1: 'ner_tags' holds integer tag ids (3) and nothing names them: write the tags as strings (B-PER ...), "
+        "or give the --task whose tags they number in order (conll2003: the Hugging Face data set's ner_tags)"
+    )
+    kind = make_kind(DataOptions(task="conll2003"))
+    read = kind.read(hf, require_labels=True)
+    assert [ex.tags for ex in read.examples] == [["B-ORG", "O", "B-MISC"], ["B-PER", "I-PER"]]
+    past = tmp_path / "past.jsonl"
+    past.write_text('{"tokens": ["a"], "ner_tags": [0]}\n{"tokens": ["b"], "ner_tags": [9]}\n')
+    with pytest.raises(LitebertError) as err:
+        kind.read(past, require_labels=True)
+    assert str(err.value) == (
+        f"{past}:2: tag id 9 in 'ner_tags' is not one of the 9 ids of the task's tags (0..8: {CONLL_TAGS})"
+    )
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"tokens": ["a"], "labels": ["O"]}\n')
+    with pytest.raises(LitebertError) as err:
+        read_token_file(other)
+    assert str(err.value) == (
+        f"{other}:1: 'tags' (or 'ner_tags') missing (keys: ['tokens', 'labels']); training and dev files need tags"
+    )
+    # evaluate with the conll2003 model (its preset from config.json): ids score as their names
+    best = out / "best"
+    by_id = evaluate(EvaluateConfig(model=str(best), data_file=str(hf), max_seq_length=24))
+    by_name = evaluate(EvaluateConfig(model=str(best), data_file=str(names), max_seq_length=24))
+    assert by_id.labels == by_name.labels == [["B-ORG", "O", "B-MISC"], ["B-PER", "I-PER"]]
+    assert by_id.metrics == by_name.metrics and by_id.predictions == by_name.predictions
 
 
 def _redrawn_tagger(conll_run, directory):

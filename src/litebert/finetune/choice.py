@@ -16,6 +16,10 @@ Layouts, recognised from the file (no column options needed):
 * **COPA** JSON lines (``premise, choice1, choice2, question ("cause"|"effect"), label``): pair ``premise`` /
   ``"What was the cause? "`` or ``"What happened as a result? "`` + choice.
 
+Labels: a missing or empty label, or ``-1`` (SWAG's and HellaSwag's test files, as ``datasets`` writes them; what
+:mod:`litebert.finetune.hub_data` reads as no label), is no label: a file with such a row is read unlabelled by
+``predict`` and ``--test`` (predicted, not scored) and refused as a training, dev or ``evaluate`` file (its line).
+
 Each option is encoded as ``[CLS] first [SEP] second [SEP]`` (longest-first truncation to ``max_seq_length``). A
 batch has ``C`` = the most options of its examples; missing options are ``[CLS] [SEP]`` rows whose logits are set
 to ``-inf`` (``choice_mask``), so they get probability 0 and are never predicted. Metric: accuracy. Predictions:
@@ -118,7 +122,10 @@ def _finish(path: Path, examples: list[ChoiceExample], fmt: str, require_labels:
     has_labels = all(ex.label is not None for ex in examples)
     if require_labels and not has_labels:
         first = next(ex for ex in examples if ex.label is None)
-        raise LitebertError(f"{path}:{first.line}: example {first.id} has no label (training and dev files need one)")
+        raise LitebertError(
+            f"{path}:{first.line}: example {first.id} has no label (missing, empty or -1); training and dev files "
+            "need one"
+        )
     return ReadResult(path=path, examples=examples, header=None, has_labels=has_labels, format=fmt)
 
 
@@ -285,12 +292,15 @@ def _row_examples(path: Path, lineno: int, row: dict, start: int, require_labels
 
 
 def _int_label(value, n: int, where: str) -> int | None:
+    """An option index, or ``None`` for no label (``None``, ``""``, ``-1``: see the module docstring)."""
     if value is None or value == "":
         return None
     try:
         label = int(value)
     except (TypeError, ValueError):
         raise LitebertError(f"{where}: label {value!r} is not an option index 0..{n - 1}") from None
+    if label == -1:
+        return None
     if not 0 <= label < n:
         raise LitebertError(f"{where}: label {label} is not one of the {n} options (0..{n - 1})")
     return label

@@ -716,7 +716,7 @@ def _report_unknown(name: str, path: Path, feats, tokenizer, sample: int = 2000)
     n = min(sample, len(feats.items))
     if not n:
         return
-    ids = np.concatenate([np.asarray(feats.items[i]["input_ids"]).ravel() for i in range(n)])
+    ids = np.concatenate([_flat_ids(feats.items[i]["input_ids"]) for i in range(n)])
     ids = ids[~np.isin(ids, special[special != unk])]
     share = float(np.mean(ids == unk)) if len(ids) else 0.0
     if share > UNKNOWN_WARN_SHARE:
@@ -729,6 +729,14 @@ def _report_unknown(name: str, path: Path, feats, tokenizer, sample: int = 2000)
             f" (first {n} rows)" if n < len(feats.items) else "",
             tokenizer.special_tokens["unk"],
         )
+
+
+def _flat_ids(ids) -> np.ndarray:
+    """A feature's ``input_ids`` as one flat array: a list, an array or tensor, or (multiple choice) one list per
+    option, of different lengths."""
+    if isinstance(ids, (list, tuple)) and ids and not np.isscalar(ids[0]):
+        return np.concatenate([_flat_ids(option) for option in ids])
+    return np.asarray(ids, dtype=np.int64).ravel()
 
 
 def _dropped(read) -> int:

@@ -8,7 +8,13 @@ Files:
   space-like symbol), else on runs of spaces (CoNLL-2003: ``word POS chunk tag``). Weibo NER's first column is
   ``<char><segment position>`` (``她0``, ``p10``): the task option ``strip_segment_digits`` drops the trailing
   number (the shortest non-empty prefix before the final digits is the character).
-* JSON lines with ``tokens`` (list of words) and ``tags`` (list of tag strings, same length).
+* JSON lines with ``tokens`` (list of words) and ``tags`` or ``ner_tags`` (:data:`TAG_FIELDS`, the first present;
+  ``ner_tags`` is the field ``datasets``' ``to_json()`` writes), a list as long as ``tokens``. A tag is a string, or
+  an integer id when a task preset names the ids (its tags in id order: ``conll2003``'s are the Hugging Face data
+  set's ``ClassLabel`` names), else an error. Every line is a sentence, ``"tokens": []`` included: an unlabelled
+  read (``predict``, ``--test``) keeps it as a sentence without words (an empty prediction, so the outputs line up
+  with the input lines); a labelled read (train, dev, ``evaluate``) drops it and counts it in ``skipped`` (the run's
+  ``dropped``). In a column file a blank line only separates sentences.
 
 Tags: every tag read must fit the schemes seqeval scores (BIO, IOB1, IOB2, BIOES): ``O``, or ``B-``/``I-``/``E-``/
 ``S-`` plus an entity type (``B-PER``, ``I-PER.NAM``); anything else — a two-column TSV's header or its ``0``/``1``
@@ -28,9 +34,12 @@ one where it has the most context on both sides (the "max context" rule of googl
 
 Metrics: entity-level precision, recall and F1 (micro over entities, overall and per type) and token accuracy,
 computed by ``seqeval`` in its default mode, which reproduces conlleval (an ``I-`` tag that follows ``O`` or
-another type starts an entity; ``E-``/``S-`` close one). A dev/test tag that the training file never had is a
-counted warning, not an error: the gold entity stays in the scored sequences (so it counts as missed), its
-positions are left out of ``eval_loss``.
+another type starts an entity; ``E-``/``S-`` close one). With tags of one's own, a dev/test tag that the training
+file never had is a counted warning, not an error: the gold entity stays in the scored sequences (so it counts as
+missed), its positions are left out of ``eval_loss``. A preset's tag set is fixed: a dev/test/``evaluate`` tag
+outside it is an error naming the file, line and tag (mostly an unlabelled file whose last column is not the NER
+tags: CoNLL-2003's ``word POS chunk``), and ``predict`` predicts such a file without scoring it
+(:meth:`TokenKind.unscorable`).
 
 Predictions: ``predictions.txt`` in the input's column format, ``word  gold  predicted`` (``word  predicted``
 without gold), a blank line between sentences; ``predictions.jsonl`` (``tokens``, ``tags``, ``predicted_tags``)
@@ -64,6 +73,8 @@ TOKEN_METRICS = ("f1", "precision", "recall", "accuracy")
 
 _SEGMENT_DIGITS = re.compile(r"^(.+?)(\d+)$", re.S)
 _TAG = re.compile(r"^(?:O|[BIES]-.+)$", re.S)
+TAG_FIELDS = ("tags", "ner_tags")
+"""The JSON-lines fields read as a sentence's tags, the first present (``ner_tags``: Hugging Face's name)."""
 SCHEME_PREFIXES = ("B", "I", "E", "S")
 """Entity tag prefixes, in the order :func:`label_list` gives them (BIO / IOB1 / IOB2 use B and I; BIOES all four)."""
 
@@ -73,8 +84,10 @@ class TokenExample:
     """One sentence.
 
     Attributes:
-        index: 0-based sentence number in the file. line: the 1-based line of its first word.
-        words: the words (characters for Chinese files). tags: one tag per word, or ``None`` (unlabelled).
+        index: 0-based sentence number in the file (JSON lines: the data line, so a dropped empty sentence leaves
+            a gap, as a dropped row does in classification). line: the 1-based line of its first word.
+        words: the words (characters for Chinese files; none for a JSON line's ``"tokens": []`` read unlabelled).
+        tags: one tag per word, or ``None`` (unlabelled).
     """
 
     index: int
@@ -112,8 +125,13 @@ def read_token_file(
     tag_column: int | None = None,
     strip_segment_digits: bool = False,
     require_labels: bool = True,
+    tag_names: tuple[str, ...] | None = None,
 ) -> ReadResult:
     """Read a CoNLL-style column file or a ``tokens``/``tags`` JSON-lines file (see the module docstring).
+
+    Args:
+        tag_names: a task preset's tags in id order: the names of integer tag ids in JSON lines (``None``: ids
+            are an error).
 
     Returns:
         a ``ReadResult`` whose examples are :class:`TokenExample`; ``format`` is ``"conll-tab"``,
@@ -122,12 +140,13 @@ def read_token_file(
     Raises:
         LitebertError: a missing file, a line with too few columns (``file:line``), a JSON line without
             ``tokens``/``tags`` or with lists of different lengths, a tag that is not ``O`` or ``B-``/``I-``/``E-``/
-            ``S-`` plus a type (:func:`check_tag`; ``file:line``), no sentences, tags required but absent.
+            ``S-`` plus a type (:func:`check_tag`; ``file:line``), integer tag ids without ``tag_names`` or past
+            them, no sentences, tags required but absent.
     """
     path = Path(path)
     text = read_text_file(path)  # gzip/bzip2/xz/zstd-compressed too (train.txt.gz)
     if data_suffix(path) in (".jsonl", ".json", ".ndjson"):
-        return _read_token_jsonl(path, text, require_labels)
+        return read_token_rows(path, list(json_rows(path, text)), require_labels, tag_names)
     word_col = 0 if word_column is None else word_column
     lines = data_lines(text)
     first = next((ln for ln in lines if ln.strip() and not ln.startswith("-DOCSTART-")), None)
@@ -182,43 +201,78 @@ def read_token_file(
     return ReadResult(path=path, examples=examples, header=None, has_labels=has_labels, format=fmt)
 
 
-def _read_token_jsonl(path: Path, text: str, require_labels: bool) -> ReadResult:
-    return read_token_rows(path, list(json_rows(path, text)), require_labels)
-
-
-def read_token_rows(path: Path, rows, require_labels: bool) -> ReadResult:
+def read_token_rows(path: Path, rows, require_labels: bool, tag_names: tuple[str, ...] | None = None) -> ReadResult:
     """Sentences from ``(line, {"tokens": [...], "tags": [...]})`` rows: the lines of a JSON-lines file, or a Hub
-    split's rows (:mod:`litebert.finetune.hub_data`); ``format`` ``"jsonl"``.
+    split's rows (:mod:`litebert.finetune.hub_data`); ``format`` ``"jsonl"``. The tag field is the first of
+    :data:`TAG_FIELDS` in the first row with words (``None``: unlabelled); integer tags are ids into ``tag_names``.
+    An empty ``tokens`` list is a sentence without words when unlabelled (``require_labels`` false), else dropped
+    and counted in ``skipped`` (see the module docstring).
 
     Raises:
-        LitebertError: a row that is not an object with a list ``tokens``, ``tags`` missing where required or not as
-            long as ``tokens``, a tag that is not an entity tag (:func:`check_tag`), no sentences (``path:line``).
+        LitebertError: a row that is not an object with a list ``tokens``, tags missing where required or not as
+            long as ``tokens``, a tag that is not an entity tag (:func:`check_tag`), an integer tag without
+            ``tag_names`` or past them, no sentence with words (``path:line``).
     """
-    examples: list[TokenExample] = []
-    has_labels: bool | None = None
+    rows = list(rows)
     for lineno, obj in rows:
         if not isinstance(obj, dict) or not isinstance(obj.get("tokens"), list):
             raise LitebertError(f"{path}:{lineno}: expected an object with a list 'tokens' (and 'tags')")
-        if has_labels is None:
-            has_labels = "tags" in obj
-            if require_labels and not has_labels:
-                raise LitebertError(
-                    f"{path}:{lineno}: 'tags' missing (keys: {list(obj)}); training and dev files need tags"
-                )
+    first = next(((n, obj) for n, obj in rows if obj["tokens"]), None)
+    if first is None:
+        raise LitebertError(f"{path}: no sentences" + (f" (only {len(rows)} empty 'tokens' lists)" if rows else ""))
+    field = next((f for f in TAG_FIELDS if f in first[1]), None)
+    if require_labels and field is None:
+        raise LitebertError(
+            f"{path}:{first[0]}: 'tags' (or 'ner_tags') missing (keys: {list(first[1])}); training and dev files "
+            "need tags"
+        )
+    examples: list[TokenExample] = []
+    skipped = 0
+    for row_i, (lineno, obj) in enumerate(rows):
+        words = [str(w) for w in obj["tokens"]]
+        if not words and require_labels:
+            skipped += 1  # nothing to train or score; the later rows keep their numbers (index)
+            continue
         tags = None
-        if has_labels:
-            tags = obj.get("tags")
-            if not isinstance(tags, list) or len(tags) != len(obj["tokens"]):
+        if field is not None:
+            tags = obj.get(field, [] if not words else None)
+            if not isinstance(tags, list) or len(tags) != len(words):
                 raise LitebertError(
-                    f"{path}:{lineno}: 'tags' must be a list as long as 'tokens' "
-                    f"({len(obj['tokens'])}), got {tags!r:.80}"
+                    f"{path}:{lineno}: {field!r} must be a list as long as 'tokens' ({len(words)}), got {tags!r:.80}"
                 )
-            tags = [check_tag(str(t), path, lineno, "'tags'") for t in tags]
-        if obj["tokens"]:
-            examples.append(TokenExample(len(examples), [str(w) for w in obj["tokens"]], tags, lineno))
-    if not examples:
-        raise LitebertError(f"{path}: no sentences")
-    return ReadResult(path=path, examples=examples, header=None, has_labels=bool(has_labels), format="jsonl")
+            tags = [check_tag(_tag_name(t, tag_names, path, lineno, field), path, lineno, repr(field)) for t in tags]
+        examples.append(TokenExample(row_i, words, tags, lineno))
+    return ReadResult(
+        path=path,
+        examples=examples,
+        header=None,
+        has_labels=field is not None,
+        format="jsonl",
+        skipped=skipped,
+        skip_reason="empty sentences, 'tokens': []" if skipped else "",
+    )
+
+
+def _tag_name(tag, tag_names: tuple[str, ...] | None, path: Path, lineno: int, field: str) -> str:
+    """A JSON tag as a string: an integer is an id into ``tag_names`` (a preset's tags in id order).
+
+    Raises:
+        LitebertError: an integer without ``tag_names``, or not one of their ids (``path:line``).
+    """
+    if not isinstance(tag, int) or isinstance(tag, bool):
+        return str(tag)
+    if not tag_names:
+        raise LitebertError(
+            f"{path}:{lineno}: {field!r} holds integer tag ids ({tag}) and nothing names them: write the tags as "
+            "strings (B-PER ...), or give the --task whose tags they number in order (conll2003: the Hugging Face "
+            "data set's ner_tags)"
+        )
+    if not 0 <= tag < len(tag_names):
+        raise LitebertError(
+            f"{path}:{lineno}: tag id {tag} in {field!r} is not one of the {len(tag_names)} ids of the task's tags "
+            f"(0..{len(tag_names) - 1}: {list(tag_names)})"
+        )
+    return tag_names[tag]
 
 
 def label_list(train: ReadResult) -> tuple[str, ...]:
@@ -249,16 +303,22 @@ def preset_tags(train: ReadResult, task) -> tuple[str, ...]:
     Raises:
         LitebertError: a training tag outside the preset's set (``file:line``, the tag, the set).
     """
-    known = set(task.labels)
-    for ex in train.examples:
-        for i, tag in enumerate(ex.tags):
-            if tag not in known:
-                line = ex.line if train.format == "jsonl" else ex.line + i  # column files: one word per line
-                raise LitebertError(
-                    f"{train.path}:{line}: tag {tag!r} is not one of the {task.name} tags {list(task.labels)}; "
-                    "give --task-type token instead of --task for a tag set of one's own"
-                )
+    outside = foreign_tag(train, task.labels, task.name)
+    if outside:
+        raise LitebertError(f"{outside}; give --task-type token instead of --task for a tag set of one's own")
     return tuple(task.labels)
+
+
+def foreign_tag(read: ReadResult, tags, task: str) -> str | None:
+    """``file:line: tag 'X' is not one of the <task> tags [...]`` for the first tag of ``read`` outside ``tags`` (the
+    fixed set of the preset ``task``), else ``None``."""
+    known = set(tags)
+    for ex in read.examples:
+        for i, tag in enumerate(ex.tags or ()):
+            if tag not in known:
+                line = ex.line if read.format == "jsonl" else ex.line + i  # column files: one word per line
+                return f"{read.path}:{line}: tag {tag!r} is not one of the {task} tags {list(tags)}"
+    return None
 
 
 def word_windows(lengths: list[int], body: int) -> list[tuple[int, int]]:
@@ -317,10 +377,27 @@ class TokenKind(TaskKind):
             tag_column=self.data.tag_column,
             strip_segment_digits=bool(task and task.option("strip_segment_digits")),
             require_labels=require_labels,
+            tag_names=self._preset_tags(),
         )
 
     def read_rows(self, rows, source, *, require_labels: bool) -> ReadResult:
-        return read_token_rows(Path(source), rows, require_labels)
+        return read_token_rows(Path(source), rows, require_labels, self._preset_tags())
+
+    def _preset_tags(self) -> tuple[str, ...] | None:
+        """The fixed tags of the task preset in id order (the names of integer tag ids), ``None`` without one."""
+        return tuple(self.task.labels) if self.task and self.task.labels else None
+
+    def _foreign_tag(self, read: ReadResult) -> str | None:
+        """The first tag of a labelled ``read`` outside the model's tags when they are a preset's fixed set
+        (:func:`foreign_tag`), else ``None``: a file of one's own may hold tags train lacked (counted instead)."""
+        if not read.has_labels or self._preset_tags() is None:
+            return None
+        return foreign_tag(read, self.tag_names, self.task.name)
+
+    def unscorable(self, read: ReadResult) -> str | None:
+        """``predict``: the first tag outside a preset's fixed set (an unlabelled CoNLL file's chunk column): the
+        file is predicted, not scored."""
+        return self._foreign_tag(read)
 
     def fit(self, train: ReadResult) -> None:
         self.tag_names = preset_tags(train, self.task) if self.task and self.task.labels else label_list(train)
@@ -363,7 +440,23 @@ class TokenKind(TaskKind):
 
     def featurize(self, read: ReadResult, tokenizer, max_seq_length: int, split: str) -> Features:
         """Windows of ``[CLS] sub-tokens [SEP]`` (see the module docstring); ``extra["positions"][f]`` lists
-        ``(word index, token position)`` of the words feature ``f`` predicts."""
+        ``(word index, token position)`` of the words feature ``f`` predicts; a sentence without words has none.
+
+        Raises:
+            LitebertError: a labelled file with a tag outside a preset's fixed set (:meth:`_foreign_tag`).
+        """
+        outside = self._foreign_tag(read)
+        if outside:
+            col = self.data.tag_column
+            where = (
+                "another field"
+                if read.format == "jsonl"
+                else f"another column than {'the last' if col is None else f'column {col}'} (--tag-column)"
+            )
+            raise LitebertError(
+                f"{outside}: is the file unlabelled (CoNLL-2003 without NER tags ends in the chunk column), or are "
+                f"its NER tags in {where}? `litebert predict` predicts such a file without scoring it"
+            )
         label2id = {t: i for i, t in enumerate(self.tag_names)}
         cls, sep, unk = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.unk_token_id
         body = max_seq_length - 2
@@ -383,6 +476,8 @@ class TokenKind(TaskKind):
                 if len(ids) > body:
                     ids, cut = ids[:body], True
                 pieces.append(ids)
+            if not pieces:
+                continue  # a JSON line's "tokens": [] (unlabelled reads): an empty prediction, no feature
             truncated += cut
             longest = max(longest, sum(len(p) for p in pieces) + 2)
             targets = None
