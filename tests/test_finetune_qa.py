@@ -9,8 +9,10 @@ runs are a few dozen steps on a few paragraphs.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -29,12 +31,15 @@ from litebert.finetune import (
 from litebert.finetune.qa import (
     QAFeatures,
     build_features,
+    check_window_options,
     decode_predictions,
     locate_answer,
+    qa_default,
     read_qa_file,
     window_starts,
 )
 from litebert.finetune.qa_metrics import cmrc_metrics, squad_v1_metrics
+from litebert.tokenization import load_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -110,6 +115,24 @@ def _cfg(model, train, dev, out, task="squad", qa=None, **kw):
     }
     base.update(kw)
     return FinetuneConfig(**base)
+
+
+#: a context that fits one window
+CTX = "Super Bowl 50 was played on February 7, 2016, at Levi's Stadium in Santa Clara, California."
+
+
+def _answered(qid: str, question: str, text: str) -> dict:
+    return {
+        "id": qid,
+        "question": question,
+        "context": CTX,
+        "answers": {"text": [text], "answer_start": [CTX.index(text)]},
+    }
+
+
+def _rows_file(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 # ------------------------------------------------------------------------------------------ reading + offsets
@@ -271,7 +294,6 @@ def test_windows_and_offsets_match_transformers(kind, en_models, zh_model):
     from transformers import AutoTokenizer
 
     from litebert.finetune.qa import QAExample
-    from litebert.tokenization import load_tokenizer
 
     model_dir = zh_model if kind == "chinese" else en_models[kind]
     if kind == "chinese":
@@ -294,8 +316,8 @@ def test_windows_and_offsets_match_transformers(kind, en_models, zh_model):
     ex = QAExample("q", question, ctx, (answer,), start, start + len(answer), False, "test")
     tok = load_tokenizer(model_dir)
     seq, stride = 64, 16
-    feats = build_features([ex], tok, seq, stride, 64)
-    assert len(feats) >= 3  # the context needs several windows
+    feats = build_features([ex], tok, seq, stride, 32)  # the question is shorter: transformers does not cut it
+    assert len(feats) >= 3 and feats.truncated_questions == 0  # the context needs several windows
 
     hf = AutoTokenizer.from_pretrained(str(model_dir))
     enc = hf(
@@ -666,11 +688,200 @@ def test_squad_v2_threshold_chosen_on_dev_and_saved(en_models, squad, tmp_path):
     assert dict(zip([e.qid for e in read_qa_file(dev).examples], pr.predictions)) == preds
 
 
-def test_doc_stride_too_large_is_a_clear_error(en_models, squad, tmp_path):
+def _window_error(stride: str, seq: int, qlen: str, window: int) -> str:
+    return (
+        f"--doc-stride {stride} must be smaller than the shortest context window, --max-seq-length {seq} - "
+        f"--max-query-length {qlen} - 3 = {window} tokens ([CLS] question [SEP] window [SEP], the question cut to "
+        "max_query_length tokens); lower --doc-stride or --max-query-length, or raise --max-seq-length"
+    )
+
+
+def test_doc_stride_too_large_is_refused_before_training(en_models, squad, tmp_path):
+    """``doc_stride`` must be smaller than ``max_seq_length - 3 - max_query_length``, the shortest window any question
+    leaves. Before, it was checked per question and only for contexts longer than one window: training files of
+    short contexts accepted it and saved it in best/config.json, and predict failed on the first long context."""
+    model = en_models["sentencepiece"]
     train = tmp_path / "t.json"
     train.write_text(json.dumps(_squad_doc([{**squad["data"][0], "paragraphs": squad["data"][0]["paragraphs"][:1]}])))
-    with pytest.raises(LitebertError, match="doc_stride 120 must be smaller than the context window"):
-        finetune(_cfg(en_models["sentencepiece"], train, train, tmp_path / "run", qa={"doc_stride": 120}))
+    short = _rows_file(tmp_path / "short.jsonl", [_answered("a", "Where?", "Levi's Stadium")])  # one window
+    for data, qa, seq, message in (
+        (short, {"doc_stride": 40}, 64, _window_error("40", 64, "24", 37)),  # before: trained, 40 saved
+        (short, {"doc_stride": 37}, 64, _window_error("37", 64, "24", 37)),  # the bound itself
+        (train, {"doc_stride": 120}, SEQ, _window_error("120", SEQ, "24", 101)),  # before: only when windows split
+        (short, {"doc_stride": 100, "max_query_length": None}, 64, _window_error("100", 64, "30 (the default)", 31)),
+    ):
+        with pytest.raises(LitebertError) as e:
+            finetune(_cfg(model, data, data, tmp_path / "run", qa=qa, max_seq_length=seq))
+        assert str(e.value) == message
+        assert not (tmp_path / "run/best").exists() and not (tmp_path / "run/metrics.jsonl").exists()
+    # without the options, their defaults follow the length (as transformers' pipeline's doc_stride): always valid,
+    # google-research/albert's 64 and 128 at its 384; at SEQ they are what fine-tuning saves
+    assert [(qa_default("max_query_length", n), qa_default("doc_stride", n)) for n in (384, 128, 64, 5)] == [
+        (64, 128),
+        (62, 31),
+        (30, 15),
+        (1, 0),
+    ]
+    finetune(_cfg(model, short, short, tmp_path / "ok", qa={"doc_stride": None, "max_query_length": None}))
+    saved = json.loads((tmp_path / "ok/best/config.json").read_text())
+    want = qa_default("max_query_length", SEQ)
+    assert (saved["max_query_length"], saved["doc_stride"]) == (want, qa_default("doc_stride", SEQ, want))
+    # the largest doc_stride: windows of a max_query_length question overlap by all but one token
+    check_window_options(64, 36, 24)
+    long_q = "Where was the game that decided the champion of the league played, and in which city, and when? " * 2
+    ex = read_qa_file(short).examples[0]
+    ex = dataclasses.replace(ex, question=long_q, context=" ".join([ex.context] * 4))
+    tok = load_tokenizer(model)
+    feats = build_features([ex], tok, 64, 36, 24)
+    n_ctx = len(tok.encode_with_offsets([ex.context])[0][0])
+    assert feats.truncated_questions == 1 and len(feats) == n_ctx - 37 + 1  # a window at each context token
+    windows = [ids[24 + 2 : -1] for ids in feats.input_ids]  # [CLS] q(24) [SEP] window [SEP]
+    assert all(len(w) == 37 for w in windows) and all(a[1:] == b[:-1] for a, b in itertools.pairwise(windows))
+    with pytest.raises(LitebertError) as e:
+        build_features([read_qa_file(short).examples[0]], tok, 64, 37, 24)  # a short context: refused all the same
+    assert str(e.value) == _window_error("37", 64, "24", 37)
+
+
+def test_evaluate_and_predict_check_doc_stride_overrides(squad_run, tmp_path, caplog):
+    """evaluate/predict check the window options they use, the saved ones or ``--doc-stride`` … overrides, before
+    they run; a valid override cuts the windows it says."""
+    _, out, dev = squad_run  # saved: doc_stride 32, max_query_length 24, max_seq_length SEQ
+    best = str(out / "best")
+    kw = {"model": best, "data_file": str(dev), "precision": "fp32"}
+    with pytest.raises(LitebertError) as e:
+        predict(EvaluateConfig(**kw, data=DataOptions(doc_stride=101), max_seq_length=SEQ))
+    assert str(e.value) == _window_error("101", SEQ, "24 (saved with the model)", 101)
+    with pytest.raises(LitebertError) as e:  # a shorter --max-seq-length against the saved doc_stride
+        evaluate(EvaluateConfig(**kw, max_seq_length=56))
+    assert str(e.value) == _window_error("32 (saved with the model)", 56, "24 (saved with the model)", 29)
+    # a model whose saved options are impossible (fine-tuned before they were checked): refused, and an override runs
+    old = tmp_path / "old"
+    shutil.copytree(out / "best", old)
+    config = json.loads((old / "config.json").read_text())
+    (old / "config.json").write_text(json.dumps({**config, "doc_stride": 120}))
+    with pytest.raises(LitebertError) as e:
+        evaluate(EvaluateConfig(**{**kw, "model": str(old)}, max_seq_length=SEQ))
+    assert str(e.value) == _window_error("120 (saved with the model)", SEQ, "24 (saved with the model)", 101)
+    read = read_qa_file(dev)
+    tok = load_tokenizer(out / "best")
+    n = len(build_features(read.examples, tok, SEQ, 100, 24))
+    assert n > len(build_features(read.examples, tok, SEQ, 32, 24))
+    with caplog.at_level(logging.INFO, logger="litebert.finetune"):
+        ev = evaluate(EvaluateConfig(**{**kw, "model": str(old)}, data=DataOptions(doc_stride=100), max_seq_length=SEQ))
+    assert f"data: {len(read.examples)} questions -> {n} features" in caplog.text
+    assert ev.num_examples == len(read.examples) and set(ev.metrics) >= {"exact_match", "f1"}
+
+
+# -------------------------------------------------------------------------------- questions without answers
+def _v2_file(path):
+    qas = [
+        {"id": "a", "question": "Where was it played?", "answers": [{"text": "Levi's Stadium", "answer_start": 49}]},
+        {"id": "n", "question": "Who sang the anthem?", "answers": [], "is_impossible": True},
+    ]
+    path.write_text(json.dumps(_squad_doc([{"title": "t", "paragraphs": [{"context": CTX, "qas": qas}]}])))
+    return path
+
+
+def _no_answers_error(path, line: int, qid: str, of: str, v2: bool = False) -> str:
+    return (
+        f"{path}:{line}: question {qid!r} has no 'answers' ({of} questions of this file have none): every question "
+        "of a training or dev file needs them"
+        + (" ([] or is_impossible: true marks an unanswerable one)" if v2 else "")
+        + "; litebert predict reads questions without answers"
+    )
+
+
+def _unanswerable_error(path, source: str, name: str) -> str:
+    return (
+        f"{path}:data[0].paragraphs[0].qas[1]: question 'n' is unanswerable (is_impossible: true or an empty "
+        f"'answers'; 1 of 2 questions of this file), but {source} scores {name}, where every question has an answer; "
+        "for unanswerable questions (SQuAD v2.0 layout) use --task squad_v2"
+    )
+
+
+def test_training_and_dev_questions_need_answers_the_metric_scores(en_models, tmp_path):
+    """A question without ``answers`` was dropped from training (num_train 1 of 2, no message) and scored 0 on dev
+    (f1 16.67 for one right of two); under --task squad a SQuAD v2 file's unanswerable question was trained at [CLS]
+    and scored 0, where the official v1.1 script fails. Now both are errors that name the file, the position and
+    the id, before any training; unanswerable questions point at --task squad_v2, which keeps training on them."""
+    model = en_models["sentencepiece"]
+    good = _rows_file(
+        tmp_path / "good.jsonl",
+        [_answered("a", "Where was it played?", "Levi's Stadium"), _answered("c", "City?", "Santa Clara")],
+    )
+    noans = _rows_file(
+        tmp_path / "noans.jsonl",
+        [_answered("a", "Where?", "Levi's Stadium"), {"id": "b", "question": "When?", "context": CTX}],
+    )
+    v2 = _v2_file(tmp_path / "v2.json")
+    run = tmp_path / "run"
+    cases = [
+        ("squad", noans, good, _no_answers_error(noans, 2, "b", "1 of 2")),  # training: was dropped silently
+        ("squad", good, noans, _no_answers_error(noans, 2, "b", "1 of 2")),  # dev: was scored 0
+        ("squad_v2", good, noans, _no_answers_error(noans, 2, "b", "1 of 2", v2=True)),  # was scored unanswerable
+        ("squad", v2, good, _unanswerable_error(v2, "--task squad", "SQuAD v1.1")),
+        ("squad", good, v2, _unanswerable_error(v2, "--task squad", "SQuAD v1.1")),
+        ("cmrc2018", good, v2, _unanswerable_error(v2, "--task cmrc2018", "CMRC 2018")),
+        # --task-type qa: the metric, chosen from train after both files are read, checks dev at featurize
+        (None, good, v2, _unanswerable_error(v2, f"--task-type qa (metric 'squad', chosen from {good})", "SQuAD v1.1")),
+    ]
+    for task, train, dev, message in cases:
+        data = DataOptions(task=task, task_type=None if task else "qa", doc_stride=STRIDE, max_query_length=QLEN)
+        with pytest.raises(LitebertError) as e:
+            finetune(_cfg(model, train, dev, run, data=data))
+        assert str(e.value) == message
+        assert not (run / "best").exists() and not (run / "metrics.jsonl").exists()
+    # SQuAD v2 trains on and scores its unanswerable questions (as does --task-type qa, which infers it)
+    for i, data in enumerate((None, DataOptions(task_type="qa", doc_stride=STRIDE, max_query_length=QLEN))):
+        result = finetune(
+            _cfg(
+                model,
+                v2,
+                v2,
+                tmp_path / f"v2run{i}",
+                task="squad_v2",
+                max_steps=2,
+                eval_steps=2,
+                **({"data": data} if data else {}),
+            )
+        )
+        res = result.eval_results
+        assert (res["total"], res["HasAns_total"], res["NoAns_total"]) == (2.0, 1.0, 1.0)
+        assert json.loads((tmp_path / f"v2run{i}/best/config.json").read_text())["litebert_qa_metric"] == "squad_v2"
+        assert json.loads((tmp_path / f"v2run{i}/run_settings.json").read_text())["num_train"] == 2
+
+
+def test_predict_reads_questions_without_answers_and_evaluate_refuses_them(squad_run, tmp_path, caplog):
+    """predict reads unlabelled questions (no metrics) and predicts a file with some unanswered ones without scoring
+    it (before: an unanswered question scored 0); evaluate, which scores, refuses such a file."""
+    _, out, _ = squad_run
+    kw = {"model": str(out / "best"), "max_seq_length": SEQ, "precision": "fp32"}
+    unlabelled = _rows_file(
+        tmp_path / "u.jsonl",
+        [{"id": "u1", "question": "Where?", "context": CTX}, {"id": "u2", "question": "When?", "context": CTX}],
+    )
+    pr = predict(EvaluateConfig(**kw, data_file=str(unlabelled)))
+    assert pr.metrics == {} and pr.labels is None and pr.num_examples == 2 and all(p in CTX for p in pr.predictions)
+    noans = _rows_file(
+        tmp_path / "noans.jsonl",
+        [_answered("a", "Where?", "Levi's Stadium"), {"id": "b", "question": "When?", "context": CTX}],
+    )
+    v2 = _v2_file(tmp_path / "v2.json")
+    for path, problem in (
+        (noans, _no_answers_error(noans, 2, "b", "1 of 2")),
+        (v2, _unanswerable_error(v2, "--task squad", "SQuAD v1.1")),  # the task saved with the model
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="litebert.finetune"):
+            pr = predict(EvaluateConfig(**kw, data_file=str(path), output_dir=str(tmp_path / f"pr_{path.stem}")))
+        assert f"{problem}; its questions are predicted, not scored (no metrics)" in caplog.text
+        assert pr.metrics == {} and pr.labels is None and pr.num_examples == 2
+        assert set(json.loads((tmp_path / f"pr_{path.stem}/predictions.json").read_text())) == {
+            e.qid for e in read_qa_file(path).examples
+        }
+        with pytest.raises(LitebertError) as e:
+            evaluate(EvaluateConfig(**kw, data_file=str(path)))
+        assert str(e.value) == problem
 
 
 def test_a_json_list_is_read_as_rows_or_refused_as_not_qa(tmp_path):

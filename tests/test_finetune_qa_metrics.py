@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from litebert.errors import LitebertError
 from litebert.finetune.qa_metrics import (
     cmrc_exact,
     cmrc_f1,
@@ -56,6 +57,23 @@ def test_squad_v1_max_over_references_and_missing_predictions():
     assert got["exact_match"] == pytest.approx(0.0)
     assert got["f1"] == pytest.approx(100 * (0.8 + 0.5 + 0.0) / 3)
     assert squad_v1_metrics({"q": ["x", "Denver"]}, {"q": "denver."}) == {"exact_match": 100.0, "f1": 100.0}
+
+
+def test_v1_and_cmrc_refuse_a_question_without_reference_answers():
+    """evaluate-v1.1.py and cmrc2018_evaluate.py take max() over the references and fail on none; litebert scored
+    such a question 0 (f1 50 here). Only v2.0 has unanswerable questions: there the same references score 100."""
+    refs, preds = {"a": ["Paris"], "b": []}, {"a": "Paris", "b": ""}
+    for metric, name in ((squad_v1_metrics, "SQuAD v1.1"), (cmrc_metrics, "CMRC 2018")):
+        with pytest.raises(LitebertError) as e:
+            metric(refs, preds)
+        assert str(e.value) == (
+            f"question 'b' has no reference answer (1 of 2 questions): the {name} metric scores answered questions "
+            "only (unanswerable ones: SQuAD v2.0)"
+        )
+    with pytest.raises(LitebertError, match="question 'b' has no reference answer"):
+        squad_scores(refs, preds, "1.1")
+    got = squad_v2_metrics(refs, preds)
+    assert (got["exact"], got["f1"], got["HasAns_total"], got["NoAns_total"]) == (100.0, 100.0, 1.0, 1.0)
 
 
 def test_squad_empty_answers_v1_vs_v2():

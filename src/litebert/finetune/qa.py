@@ -7,11 +7,16 @@ Pipeline (the field's standard, as google-research/albert ``run_squad_v1/v2`` an
    SQuAD's ``{"text": [...], "answer_start": [...]}`` or a list of ``{"text", "answer_start"}``). An answer whose
    offset does not point at its text is looked up in the context (:func:`locate_answer`: the occurrence nearest
    to the offset; CMRC's offsets are UTF-16 offsets near astral characters and some are -1); one whose text is not
-   in the context is counted and warned about, kept as a reference for the metric, and not trained on.
+   in the context is counted and warned about, kept as a reference for the metric, and not trained on. Every
+   question of a training or dev file needs ``answers``; SQuAD v1.1 and CMRC 2018 (whose official scorers fail on
+   a question without a reference) also refuse unanswerable ones, which only SQuAD v2.0 scores
+   (:meth:`QAKind.unanswered`; ``predict`` predicts such a file and does not score it).
 2. **Features** (:func:`build_features`): ``[CLS] question [SEP] context-window [SEP]`` with the question cut to
    ``max_query_length`` tokens and the context in windows of ``max_seq_length - len(question) - 3`` tokens that
    overlap by ``doc_stride`` tokens — transformers' meaning of ``doc_stride`` (the tokenizer's ``stride``, the
    ``question-answering`` pipeline's ``doc_stride``), so that litebert and the pipeline see the same windows.
+   Windows overlap by ``doc_stride`` only if they are longer, whatever the question: :func:`check_window_options`
+   requires ``doc_stride < max_seq_length - 3 - max_query_length`` before any text is tokenized.
    The answer's character span becomes a token span through the tokenizer's character offsets
    (:meth:`litebert.tokenization.Tokenizer.encode_with_offsets`); a window that does not hold the whole answer,
    and an unanswerable question, are labelled at ``[CLS]`` (index 0).
@@ -102,6 +107,8 @@ class QAReadResult:
             within :data:`MAX_OFFSET_DRIFT` characters), ``far`` (only farther away), ``no_offset`` (-1 or none
             given; the first occurrence used), ``unlocated`` (the text is not in the context: not trained on).
         problems: up to 10 ``where: what`` lines about offsets that were not exact.
+        unscored: why the file's answers are not scored although it has some (a predict or test file with
+            questions the metric cannot score, :meth:`QAKind.unanswered`), or None.
     """
 
     path: Path
@@ -111,11 +118,13 @@ class QAReadResult:
         default_factory=lambda: dict.fromkeys(("exact", "drifted", "far", "no_offset", "unlocated"), 0)
     )
     problems: list[str] = field(default_factory=list)
+    unscored: str | None = None
 
     @property
     def has_labels(self) -> bool:
-        """True when any question carries a reference answer or an unanswerable flag (a labelled file)."""
-        return any(ex.answers or ex.is_impossible for ex in self.examples)
+        """True when any question carries a reference answer or an unanswerable flag (a labelled file), unless
+        its answers are :attr:`unscored`."""
+        return self.unscored is None and any(ex.answers or ex.is_impossible for ex in self.examples)
 
     @property
     def references(self) -> dict[str, list[str]]:
@@ -430,6 +439,38 @@ def window_starts(n_tokens: int, window: int, doc_stride: int) -> list[int]:
     return starts
 
 
+def check_window_options(
+    max_seq_length: int, doc_stride: int, max_query_length: int, origin: dict[str, str] | None = None
+) -> None:
+    """Refuse window options under which some question's windows could not overlap by ``doc_stride`` tokens.
+
+    A question keeps at most ``max_query_length`` tokens, so its context windows hold
+    ``max_seq_length - 3 - len(question) >= max_seq_length - 3 - max_query_length`` tokens; consecutive windows
+    overlap by ``doc_stride`` tokens only if that is more (each window then starts ``window - doc_stride >= 1``
+    tokens after the previous one). The bound is the shortest window, not the file's questions: options accepted
+    for the training file hold for any file predicted later with them. ``origin`` says where a value came from in
+    the message (``{"doc_stride": "the default"}``).
+
+    Raises:
+        LitebertError: ``doc_stride >= max_seq_length - 3 - max_query_length`` (or negative), naming the three
+            options.
+    """
+    window = max_seq_length - 3 - max_query_length
+    if 0 <= doc_stride < window:
+        return
+    origin = origin or {}
+
+    def opt(name: str, value: int) -> str:
+        return f"--{name.replace('_', '-')} {value}" + (f" ({origin[name]})" if name in origin else "")
+
+    raise LitebertError(
+        f"{opt('doc_stride', doc_stride)} must be smaller than the shortest context window, "
+        f"{opt('max_seq_length', max_seq_length)} - {opt('max_query_length', max_query_length)} - 3 = {window} "
+        "tokens ([CLS] question [SEP] window [SEP], the question cut to max_query_length tokens); lower "
+        "--doc-stride or --max-query-length, or raise --max-seq-length"
+    )
+
+
 def build_features(
     examples: list[QAExample],
     tokenizer,
@@ -444,18 +485,14 @@ def build_features(
     ``sep_token_id``). Each distinct context is tokenized once.
 
     Raises:
-        LitebertError: ``max_seq_length`` leaves no room for the context after ``max_query_length`` tokens, or
-            ``doc_stride`` is not smaller than the window (the message names the options).
+        LitebertError: the options leave some question's windows no room to overlap by ``doc_stride`` tokens
+            (:func:`check_window_options`), before anything is tokenized.
     """
+    check_window_options(max_seq_length, doc_stride, max_query_length)
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     contexts = list(dict.fromkeys(ex.context for ex in examples))
     ctx_enc = dict(zip(contexts, tokenizer.encode_with_offsets(contexts)))
     q_ids = [ids for ids, _ in tokenizer.encode_with_offsets([ex.question for ex in examples])]
-    if max_seq_length - min(max_query_length, max((len(q) for q in q_ids), default=0)) - 3 <= 0:
-        raise LitebertError(
-            f"max_seq_length {max_seq_length} leaves no room for the context after a question of "
-            f"max_query_length {max_query_length} tokens"
-        )
     feats = QAFeatures([], [], np.zeros(0, np.int64), [], [] if labelled else None, [] if labelled else None)
     ex_index: list[int] = []
     for e, ex in enumerate(examples):
@@ -464,13 +501,7 @@ def build_features(
             q = q[:max_query_length]
             feats.truncated_questions += 1
         ids, offs = ctx_enc[ex.context]
-        window = max_seq_length - len(q) - 3
-        if doc_stride >= window and len(ids) > window:
-            raise LitebertError(
-                f"doc_stride {doc_stride} must be smaller than the context window "
-                f"({window} tokens = max_seq_length {max_seq_length} - question {len(q)} - 3); "
-                f"lower --doc-stride or --max-query-length, or raise --max-seq-length"
-            )
+        window = max_seq_length - len(q) - 3  # > doc_stride: check_window_options
         tok_s = tok_e = None
         if labelled and ex.start_char is not None:
             # first token whose span ends after start_char / last token that starts before end_char
@@ -644,7 +675,25 @@ QA_METRICS = ("squad", "squad_v2", "cmrc")
 """Metric families: SQuAD v1.1, SQuAD v2.0 (with the null threshold), the CMRC 2018 scorer (Chinese)."""
 
 QA_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30}
-"""The QA options and their defaults (google-research/albert ``run_squad`` and transformers ``run_qa``)."""
+"""The QA options and their defaults (google-research/albert ``run_squad`` and transformers ``run_qa``); the window
+options' defaults follow ``max_seq_length`` (:func:`qa_default`)."""
+
+
+def qa_default(name: str, max_seq_length: int | None = None, max_query_length: int | None = None) -> int:
+    """The default of a QA option. The window options follow the length the features are cut to, as transformers'
+    ``question-answering`` pipeline takes ``doc_stride = min(max_seq_len // 2, 128)``: ``max_query_length = min(64,
+    (max_seq_length - 3) // 2)`` and ``doc_stride = min(128, (max_seq_length - 3 - max_query_length) // 2)``, so the
+    defaults always pass :func:`check_window_options` and are google-research/albert's 64 and 128 from
+    ``max_seq_length`` 323 (its 384 included); at 128 they are 62 and 31. Without a length: :data:`QA_DEFAULTS`."""
+    if max_seq_length is None or name not in ("doc_stride", "max_query_length"):
+        return QA_DEFAULTS[name]
+    if name == "max_query_length":
+        return max(1, min(QA_DEFAULTS[name], (max_seq_length - 3) // 2))
+    query = max_query_length if max_query_length is not None else qa_default("max_query_length", max_seq_length)
+    return max(0, min(QA_DEFAULTS[name], (max_seq_length - 3 - query) // 2))
+
+
+_METRIC_NAMES = {"squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "cmrc": "CMRC 2018"}
 
 
 def infer_metric(read: QAReadResult) -> str:
@@ -686,23 +735,28 @@ class QAKind(TaskKind):
                 "(squad: exact_match/f1, squad_v2: exact/f1, cmrc2018/drcd: exact_match/f1)"
             )
         self.metric: str | None = self.task.option("qa_metric") if self.task else None
+        #: where the metric came from, for messages: the task, the model's config.json, or the training file
+        self.metric_from = f"--task {self.task.name}" if self.metric else None
         self.given = {name: getattr(data, name, None) for name in QA_DEFAULTS}
         self.saved: dict[str, Any] = {}
         self.null_threshold = 0.0
         self.choose_threshold = True  # fine-tuning: on dev; evaluate/predict: the saved one
         self.offsets: dict[str, dict[str, int]] = {}
         self.max_seq_length: int | None = None  # of the training features, saved for evaluate/predict's warning
+        self.window_length: int | None = None  # of the features being made: the window options' defaults follow it
         self._set_metrics()
 
     def _set_metrics(self) -> None:
         self.metrics = ("f1", "exact" if self.metric == "squad_v2" else "exact_match")
 
     def option(self, name: str) -> int:
-        """A QA option: the user's, else the one saved with the model, else :data:`QA_DEFAULTS`."""
+        """A QA option: the user's, else the one saved with the model, else its default (:func:`qa_default`, from
+        the length of the features being made)."""
         for source in (self.given, self.saved):
             if source.get(name) is not None:
                 return int(source[name])
-        return QA_DEFAULTS[name]
+        query = self.option("max_query_length") if name == "doc_stride" else None
+        return qa_default(name, self.window_length, query)
 
     # ---- data
     def read(self, path: str | Path, *, require_labels: bool) -> QAReadResult:
@@ -718,11 +772,54 @@ class QAKind(TaskKind):
             raise LitebertError(
                 f"{res.path}: no question has answers to score (use litebert predict for unlabelled files)"
             )
+        problem = self.unanswered(res)
+        if problem and require_labels:
+            raise LitebertError(problem)
+        if problem:  # predict, finetune's --test: an unanswered question would score 0 (v1) or as unanswerable (v2)
+            log.warning("%s; its questions are predicted, not scored (no metrics)", problem)
+            res.unscored = problem
         return res
+
+    def unanswered(self, read: QAReadResult) -> str | None:
+        """Why the questions of ``read`` (a file with answers) cannot all be trained on or scored, or None.
+
+        A question without ``answers`` in a file that has them is unlabelled, not unanswerable (``[]`` or
+        ``is_impossible: true`` marks an unanswerable one): every question of a training or dev file needs them. The
+        SQuAD v1.1 and CMRC 2018 metrics also refuse an unanswerable question: their official scorers take the
+        maximum over the reference answers and fail on none, and a dropped or zero-scored question would change
+        the counts silently. The message names the first such question (``file:line`` or
+        ``file:data[i].paragraphs[j].qas[k]`` and its id), counts them, and for unanswerable questions names
+        ``--task squad_v2``. Until the metric is known (``--task-type qa`` before :meth:`fit`) only the first
+        rule is checked; :meth:`featurize` checks both on the training and dev files.
+        """
+        questions = read.examples
+        if not any(ex.answers or ex.is_impossible for ex in questions):
+            return None  # an unlabelled file: predicted, or refused by _checked_read where answers are needed
+        missing = [ex for ex in questions if not ex.answers and not ex.is_impossible]
+        if missing:
+            ex = missing[0]
+            return (
+                f"{ex.where}: question {ex.qid!r} has no 'answers' ({len(missing)} of {len(questions)} questions of "
+                "this file have none): every question of a training or dev file needs them"
+                + (" ([] or is_impossible: true marks an unanswerable one)" if self.metric == "squad_v2" else "")
+                + "; litebert predict reads questions without answers"
+            )
+        impossible = [ex for ex in questions if ex.is_impossible]
+        if not impossible or self.metric in (None, "squad_v2"):
+            return None
+        ex = impossible[0]
+        name = _METRIC_NAMES.get(self.metric, self.metric)
+        return (
+            f"{ex.where}: question {ex.qid!r} is unanswerable (is_impossible: true or an empty 'answers'; "
+            f"{len(impossible)} of {len(questions)} questions of this file), but {self.metric_from} scores "
+            f"{name}, where every question has an answer; for unanswerable questions (SQuAD v2.0 layout) use "
+            "--task squad_v2"
+        )
 
     def fit(self, train: QAReadResult) -> None:
         if self.metric is None:
             self.metric = infer_metric(train)
+            self.metric_from = f"--task-type qa (metric {self.metric!r}, chosen from {train.path})"
             self._set_metrics()
         if not any(ex.is_impossible or ex.start_char is not None for ex in train.examples):
             raise LitebertError(f"{train.path}: no question has an answer located in its context")
@@ -731,15 +828,40 @@ class QAKind(TaskKind):
         extra = config.extra or {}
         self.saved = {k: extra.get(k) for k in QA_DEFAULTS}
         self.saved["max_seq_length"] = extra.get("litebert_max_seq_length")
-        self.metric = self.metric or extra.get("litebert_qa_metric")
+        if self.metric is None and extra.get("litebert_qa_metric"):
+            self.metric = extra["litebert_qa_metric"]
+            self.metric_from = f"the model's metric {self.metric!r} (litebert_qa_metric in config.json)"
         self.null_threshold = float(extra.get("litebert_null_score_diff_threshold", 0.0))
         self.choose_threshold = False
         self._set_metrics()
 
     def featurize(self, read: QAReadResult, tokenizer, max_seq_length: int, split: str) -> Features:
+        """Features of ``read`` (:func:`build_features`).
+
+        Raises:
+            LitebertError: window options that leave a question's windows no room to overlap by ``doc_stride``
+                (:func:`check_window_options`, before any text is tokenized: fine-tuning refuses them before it
+                trains, evaluate/predict before they run); a training or dev question without an answer the
+                metric can score (:meth:`unanswered`).
+        """
+        self.window_length = max_seq_length
+        check_window_options(
+            max_seq_length,
+            self.option("doc_stride"),
+            self.option("max_query_length"),
+            {
+                n: "saved with the model" if self.saved.get(n) is not None else "the default"
+                for n in ("doc_stride", "max_query_length")
+                if self.given.get(n) is None
+            },
+        )
         if self.metric is None:
             self.metric = infer_metric(read)
+            self.metric_from = f"the metric {self.metric!r} chosen from {read.path}"
             self._set_metrics()
+        problem = self.unanswered(read) if split in ("train", "dev") else None
+        if problem:  # --task-type qa: the metric was not known when the file was read
+            raise LitebertError(problem)
         if split == "train":
             self.max_seq_length = max_seq_length
         elif self.saved.get("max_seq_length") not in (None, max_seq_length):

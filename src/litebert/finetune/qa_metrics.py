@@ -20,7 +20,9 @@
   the two differ only when a non-CJK run holds a sentence boundary (".  Next"), which answer spans almost never do.
 
 A question without a prediction scores 0 (v1.1 and CMRC count it in the total; the v2.0 script skips it, but
-litebert always predicts every question).
+litebert always predicts every question). A question without a reference answer is an error for v1.1 and CMRC, whose
+scripts take the maximum over the references and fail on none (only v2.0 has unanswerable questions; the readers
+refuse them before, :meth:`litebert.finetune.qa.QAKind.unanswered`).
 """
 
 from __future__ import annotations
@@ -69,16 +71,32 @@ def _v2_references(references: list[str]) -> list[str]:
     return golds or [""]
 
 
+def _require_references(references: dict[str, list[str]], metric: str) -> None:
+    """Raise LitebertError naming the first question without a reference answer (``metric`` names the scorer)."""
+    empty = [qid for qid, refs in references.items() if not refs]
+    if empty:
+        raise LitebertError(
+            f"question {empty[0]!r} has no reference answer ({len(empty)} of {len(references)} questions): the "
+            f"{metric} metric scores answered questions only (unanswerable ones: SQuAD v2.0)"
+        )
+
+
 def squad_scores(
     references: dict[str, list[str]], predictions: dict[str, str], version: str = "1.1"
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Per-question ``(exact, f1)`` in [0, 1], max over the references; missing predictions score 0."""
+    """Per-question ``(exact, f1)`` in [0, 1], max over the references; missing predictions score 0.
+
+    Raises:
+        LitebertError: an unknown ``version``; v1.1 and a question without a reference answer.
+    """
     if version not in ("1.1", "2.0"):
         raise LitebertError(f"SQuAD metric version must be '1.1' or '2.0', got {version!r}")
+    if version == "1.1":
+        _require_references(references, "SQuAD v1.1")
     exact, f1 = {}, {}
     for qid, refs in references.items():
         golds = _v2_references(refs) if version == "2.0" else list(refs)
-        if qid not in predictions or not golds:
+        if qid not in predictions:
             exact[qid] = f1[qid] = 0.0
             continue
         pred = predictions[qid]
@@ -88,7 +106,11 @@ def squad_scores(
 
 
 def squad_v1_metrics(references: dict[str, list[str]], predictions: dict[str, str]) -> dict[str, float]:
-    """``{"exact_match", "f1"}`` ×100 over all questions, as ``evaluate-v1.1.py`` prints them."""
+    """``{"exact_match", "f1"}`` ×100 over all questions, as ``evaluate-v1.1.py`` prints them.
+
+    Raises:
+        LitebertError: a question without a reference answer (the script fails on it).
+    """
     exact, f1 = squad_scores(references, predictions, "1.1")
     n = max(len(references), 1)
     return {"exact_match": 100.0 * sum(exact.values()) / n, "f1": 100.0 * sum(f1.values()) / n}
@@ -281,7 +303,12 @@ def cmrc_exact(prediction: str, references: list[str]) -> float:
 
 
 def cmrc_metrics(references: dict[str, list[str]], predictions: dict[str, str]) -> dict[str, float]:
-    """``{"exact_match", "f1", "average"}`` ×100 over all questions (missing predictions score 0)."""
+    """``{"exact_match", "f1", "average"}`` ×100 over all questions (missing predictions score 0).
+
+    Raises:
+        LitebertError: a question without a reference answer (the script fails on it).
+    """
+    _require_references(references, "CMRC 2018")
     em = f1 = 0.0
     for qid, refs in references.items():
         if qid in predictions:

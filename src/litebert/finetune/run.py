@@ -147,15 +147,15 @@ class DataOptions:
         ge=0,
         metavar="N",
         group="extractive QA",
-        help="QA: tokens shared by consecutive context windows (transformers' meaning; "
-        "default 128, or as saved with the model)",
+        help="QA: tokens shared by consecutive context windows (transformers' meaning; default "
+        "min(128, (max_seq_length - 3 - max_query_length) // 2), or as saved with the model)",
     )
     max_query_length: int | None = setting(
         None,
         ge=1,
         metavar="N",
         group="extractive QA",
-        help="QA: question tokens kept (default 64, or as saved with the model)",
+        help="QA: question tokens kept (default min(64, (max_seq_length - 3) // 2), or as saved with the model)",
     )
     n_best_size: int | None = setting(
         None,
