@@ -772,21 +772,29 @@ def _read_jsonl(
                 raise LitebertError(f"{where}: not a JSON object with a string {text_column!r} field ({exc})") from None
             stats.skip(where)
             continue
-        if text is None:  # a null row, as in a Parquet column: skipped and counted
-            if on_invalid == "error":
-                raise LitebertError(f"{where}: field {text_column!r} is null, not a string")
-            stats.skip(where)
-            continue
-        _check_json_text(text, text_column, where)
-        if has_lone_surrogate(line, text):  # invalid Unicode, as a line of invalid UTF-8: skipped or an error
-            if on_invalid == "error":
-                raise LitebertError(f"{where}: field {text_column!r} holds an unpaired UTF-16 surrogate escape "
-                                    "(\\ud800-\\udfff), not valid Unicode")  # fmt: skip
-            stats.skip(where)
-            continue
-        doc = _text_document(text, splitter)
+        doc = _json_document(text, "\\u" in line, where, stats, on_invalid, splitter, text_column)
         if doc:
             yield n, doc
+
+
+def _json_document(
+    text, escaped: bool, where: str, stats: CorpusStats, on_invalid: str, splitter, text_column: str
+) -> list[str] | None:
+    """The sentences of a JSON object's text field ``text`` (``escaped``: its JSON had a ``\\u`` escape), or
+    ``None`` for a null or invalid one, skipped and counted (``on_invalid="skip"``) or raised naming ``where``."""
+    if text is None:  # a null row, as in a Parquet column: skipped and counted
+        if on_invalid == "error":
+            raise LitebertError(f"{where}: field {text_column!r} is null, not a string")
+        stats.skip(where)
+        return None
+    _check_json_text(text, text_column, where)
+    if escaped and has_lone_surrogate("\\u", text):  # invalid Unicode, as a line of invalid UTF-8
+        if on_invalid == "error":
+            raise LitebertError(f"{where}: field {text_column!r} holds an unpaired UTF-16 surrogate escape "
+                                "(\\ud800-\\udfff), not valid Unicode")  # fmt: skip
+        stats.skip(where)
+        return None
+    return _text_document(text, splitter)
 
 
 def json_array_rows(text: str, items: list) -> list[tuple[int, object]]:
@@ -828,23 +836,15 @@ def _read_json_array(
         ) from None
     if not isinstance(items, list):
         raise LitebertError(f"{path}: expected one JSON array of objects, got a JSON {type(items).__name__}")
-    escapes = "\\u" in text
+    escaped = "\\u" in text
     for n, obj in json_array_rows(text, items):
         where = f"{path}:{n}"
-        value = obj.get(text_column) if isinstance(obj, dict) else None
-        if value is None:  # not an object, no text field, or null: skipped and counted, as a JSON line
+        if not isinstance(obj, dict) or text_column not in obj:  # skipped and counted, as such a JSON line
             if on_invalid == "error":
                 raise LitebertError(f"{where}: not a JSON object with a string {text_column!r} field")
             stats.skip(where)
             continue
-        _check_json_text(value, text_column, where)
-        if escapes and has_lone_surrogate("\\u", value):
-            if on_invalid == "error":
-                raise LitebertError(f"{where}: field {text_column!r} holds an unpaired UTF-16 surrogate escape "
-                                    "(\\ud800-\\udfff), not valid Unicode")  # fmt: skip
-            stats.skip(where)
-            continue
-        doc = _text_document(value, splitter)
+        doc = _json_document(obj[text_column], escaped, where, stats, on_invalid, splitter, text_column)
         if doc:
             yield n, doc
 
