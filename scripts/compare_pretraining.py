@@ -214,8 +214,6 @@ EN_TAPT_PRETRAIN = dict(
     max_steps=1500,
     batch_size=64,
     logging_steps=250,
-    eval_steps=750,
-    max_eval_batches=40,
     save_steps=1500,
     seed=42,
 )

@@ -273,3 +273,28 @@ def test_load_weights_from_state_dict_without_prefix():
     report = load_weights(model, other.state_dict(), "memory")
     torch.testing.assert_close(model.albert.pooler.weight, other.pooler.weight)
     assert "predictions.dense.weight" in report["missing"]
+
+
+def test_a_training_checkpoint_given_as_a_model_names_what_to_do(tmp_path):
+    """`pretrain --init-from RUN/checkpoints/step-N` said no weights were found, `finetune --model` of it that
+    config.json was missing; `litebert info` already knew it was a training checkpoint."""
+    from litebert.checkpoint import load_config, load_state_dict_file
+
+    for command in ("pretrain", "finetune"):
+        ckpt = tmp_path / command / "checkpoints" / "step-20"
+        ckpt.mkdir(parents=True)
+        (ckpt / "model.pt").write_bytes(b"")
+        (ckpt / "trainer_state.json").write_text("{}")
+        (tmp_path / command / "run_settings.json").write_text(json.dumps({"command": command}))
+        want = (
+            f"{ckpt} is a `litebert pretrain` training checkpoint (model.pt, optimizer state), not a model directory; "
+            f"write one with `litebert export {ckpt} --output DIR`, or resume training from it with `litebert "
+            f"pretrain ... --resume {ckpt}`"
+            if command == "pretrain"
+            else f"{ckpt} is a `litebert finetune` training checkpoint (model.pt, optimizer state), not a model "
+            f"directory: the run's model is {tmp_path / command / 'best'}"
+        )
+        for read in (load_config, load_state_dict_file):
+            with pytest.raises(LitebertError) as err:
+                read(ckpt)
+            assert str(err.value) == want

@@ -130,6 +130,18 @@ def test_pretrain_reads_a_merged_directory(tmp_path, tiny, short_docs, capsys):
         _run(short_docs, tok, tmp_path / f"p{i}", num_partitions=2, partition=i, max_seq_length=64, shard_size=500)
         for i in range(2)
     ]
+    # a part alone is refused (before: it trained on half the corpus without a word); merge-data needs --output
+    args = ["pretrain", "--data", str(parts[0]), "--model-config", "albert-debug", "--output", str(tmp_path / "r0")]
+    assert main([*args, "--max-steps", "1"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --data {parts[0]} is partition 0 of 2 of a prepared corpus: merge the parts first (litebert "
+        "merge-data PART_DIR ... --output DIR) and pass the merged directory\n"
+    )
+    assert not (tmp_path / "r0").exists()
+    assert main(["merge-data", *map(str, parts)]) == 2  # before: a TypeError traceback
+    assert capsys.readouterr().err == (
+        "error: merge-data: give --output DIR for the merged data (or --check to verify the parts only)\n"
+    )
     assert main(["merge-data", *map(str, parts), "--output", str(tmp_path / "data")]) == 0
     assert "merged 2 partition(s)" in capsys.readouterr().out
     for p in parts:  # the merged directory stands alone

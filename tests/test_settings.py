@@ -38,6 +38,8 @@ NEEDS = {
     "dupe_factor": {"static_masking": True},
     "partition": {"num_partitions": 2},
     "num_partitions": {"partition": 0},  # N > 1 needs the part this run writes
+    "eval_steps": {"eval_data": "e"},  # pretrain: evaluation options need evaluation data
+    "max_eval_batches": {"eval_data": "e"},
 }
 
 
@@ -175,9 +177,10 @@ def test_every_field_settable_from_cli_and_config_file(command, path, tmp_path):
     _, f, ft, m = next(leaf for leaf in _leaves(cls) if leaf[0] == path)
     value = _non_default(f, ft, m)
     values = _set(required, path, value)
+    fields = {f.name for f in dataclasses.fields(cls)}
     for name, extra in NEEDS.items():
         if path[-1] == name:
-            values = {**values, **extra}
+            values = {**values, **{k: v for k, v in extra.items() if k in fields}}  # (finetune has no eval_data)
     expected = cls(**values)
     assert _get(expected, path) != _get(cls(**required), path), "the test value must differ from the default"
     assert _parse([command, *_argv(cls, values)]) == expected
@@ -452,3 +455,14 @@ def test_every_released_option_still_exists():
     for command, options in RELEASED_OPTIONS.items():
         have = {s for a in sub[command]._actions for s in a.option_strings}
         assert set(options.split()) <= have, (command, sorted(set(options.split()) - have))
+
+
+def test_evaluation_options_without_eval_data_are_refused():
+    """`pretrain --eval-steps 1` without --eval-data ran without evaluating and without a word."""
+    from litebert.training.pretrain import PretrainConfig
+
+    for opt, value in (("eval_steps", 1), ("max_eval_batches", 4)):
+        with pytest.raises(LitebertError) as err:
+            PretrainConfig(data="d", output="o", model_config="albert-debug", **{opt: value})
+        assert str(err.value) == f"--{opt.replace('_', '-')} {value}: evaluates on --eval-data, which is not given"
+        PretrainConfig(data="d", output="o", model_config="albert-debug", eval_data="e", **{opt: value})

@@ -188,11 +188,15 @@ def check_not_run_dir(directory: str | os.PathLike) -> None:
     command (``finetune``, ``evaluate``, ``predict``, ``export``, ``pretrain --init-from``) gives this one line
     rather than a missing file's.
 
+    A training checkpoint (``RUN/checkpoints/step-N``) is refused too (:func:`training_checkpoint_message`).
+
     Raises:
         LitebertError: ``"RUN is a `litebert pretrain` run directory, not a model directory: pass RUN/final"``;
             for a run that has not written its model yet, what to pass once it has (or how to export a checkpoint).
     """
     directory = Path(directory)
+    if is_training_checkpoint(directory):
+        raise LitebertError(training_checkpoint_message(directory))
     command = run_command(directory)
     names = RUN_MODEL_DIRS.get(command or "")
     if not names:
@@ -208,6 +212,28 @@ def check_not_run_dir(directory: str | os.PathLike) -> None:
     else:
         use = f"pass {directory / names[0]} once the run has written it"
     raise LitebertError(f"{directory} is a `litebert {command}` run directory, not a model directory: {use}")
+
+
+def is_training_checkpoint(directory: Path) -> bool:
+    """Whether ``directory`` is a training checkpoint (``RUN/checkpoints/step-N``: ``model.pt`` and the trainer's
+    state), not a model directory."""
+    return (directory / "model.pt").is_file() and (directory / "trainer_state.json").is_file()
+
+
+def training_checkpoint_message(directory: Path) -> str:
+    """What to do with a training checkpoint given where a model directory is read: export it (pretrain), or use
+    the run's model directory (finetune: ``RUN/best``)."""
+    run = directory.parent.parent
+    if run_command(run) == "finetune":
+        return (
+            f"{directory} is a `litebert finetune` training checkpoint (model.pt, optimizer state), not a model "
+            f"directory: the run's model is {run / 'best'}"
+        )
+    return (
+        f"{directory} is a `litebert pretrain` training checkpoint (model.pt, optimizer state), not a model "
+        f"directory; write one with `litebert export {directory} --output DIR`, or resume training from it with "
+        f"`litebert pretrain ... --resume {directory}`"
+    )
 
 
 def load_state_dict_file(directory: str | os.PathLike) -> tuple[dict[str, torch.Tensor], Path]:

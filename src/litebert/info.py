@@ -19,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from litebert.checkpoint import RUN_MODEL_DIRS, find_weight_files, read_pytorch_bin, read_safetensors_header
+from litebert.checkpoint import (
+    RUN_MODEL_DIRS,
+    find_weight_files,
+    is_training_checkpoint,
+    read_pytorch_bin,
+    read_safetensors_header,
+    training_checkpoint_message,
+)
 from litebert.errors import LitebertError
 from litebert.fileio import read_json, run_command
 from litebert.tf.bundle import open_checkpoint
@@ -250,12 +257,8 @@ def inspect_path(path: str | os.PathLike, backend: str = "auto") -> PathInfo:
         return PathInfo(
             str(p), "model_dir", layout, config, str(p / "config.json"), count, _describe_tokenizer(p), details
         )
-    if p.is_dir() and (p / "model.pt").is_file() and (p / "trainer_state.json").is_file():
-        raise LitebertError(
-            f"{p} is a `litebert pretrain` training checkpoint (model.pt, optimizer state), not a "
-            f"model directory; write one with `litebert export {p} --output DIR`, or resume "
-            f"training from it with `litebert pretrain ... --resume {p}`"
-        )
+    if p.is_dir() and is_training_checkpoint(p):
+        raise LitebertError(training_checkpoint_message(p))
     if p.is_dir() and not list(p.glob("*.index")) and not (p / "checkpoint").is_file():
         raise LitebertError(f"{p}: neither a model directory (no config.json) nor a TensorFlow checkpoint (no *.index)")
     reader = open_checkpoint(p, backend=backend)
@@ -302,7 +305,7 @@ _RUN_FINISHED = {"pretrain": "final", "finetune": "eval_results.json"}
 def _inspect_run_dir(p: Path, command: str) -> PathInfo:
     """A ``litebert pretrain``/``finetune`` run directory: command, steps done, newest checkpoint, the model
     directory it made (``final/``, ``best/``) when there is one."""
-    from litebert.training.state import list_checkpoints
+    from litebert.training.state import list_checkpoints, stopped_early
 
     settings = read_json(p / "run_settings.json", what="run settings", expect=dict)
     run_cfg = settings.get(f"{command}_config")
@@ -321,8 +324,11 @@ def _inspect_run_dir(p: Path, command: str) -> PathInfo:
         details["parameters"] = f"{settings['num_parameters']:,}"
     marker = _RUN_FINISHED.get(command)
     if marker is not None:
+        stopped = stopped_early(p) if command == "pretrain" else None
         details["state"] = (
-            f"finished ({marker})"
+            f"stopped {stopped} ({marker}): continue it with --resume auto (the same --max-steps)"
+            if stopped is not None and (p / marker).exists()
+            else f"finished ({marker})"
             if (p / marker).exists()
             else "unfinished (continue it with --resume auto)"
             if checkpoints
@@ -369,9 +375,10 @@ def _inspect_data_dir(p: Path) -> PathInfo:
         ),
         "use": f"litebert pretrain --data {p} ...",
     }
-    if "partition" in manifest:
+    if "partition" in manifest:  # one part: pretrain refuses it
         part = manifest["partition"]
-        details["partition"] = f"{part.get('index')} of {part.get('count')} (merge the parts: litebert merge-data)"
+        details["partition"] = f"{part.get('index')} of {part.get('count')}"
+        details["use"] = "merge the parts first: litebert merge-data PART_DIR ... --output DIR (pretrain reads DIR)"
     tok_dir = p / manifest.get("tokenizer", {}).get("path", "tokenizer")
     return PathInfo(str(p), "data_dir", None, {}, None, 0, _describe_tokenizer(tok_dir), details)
 

@@ -64,6 +64,8 @@ def merge_data(
     """
     if not parts:
         raise LitebertError("merge-data: no part directory given")
+    if output is None and not check:
+        raise LitebertError("merge-data: give --output DIR for the merged data (or --check to verify the parts only)")
     dirs = [Path(p) for p in parts]
     manifests = [read_manifest(d) for d in dirs]
     n = _check_partitions(dirs, manifests)
@@ -94,8 +96,6 @@ def merge_data(
             f"{n} partition(s) complete and consistent: {result.instances} instances in {result.shards} shard(s)"
         )
         return result
-    if output is None:
-        raise LitebertError("merge-data: --output is required (or --check)")
     out = Path(output)
     check_output_target(
         out,

@@ -170,6 +170,10 @@ class PretrainConfig:
         if self.group_by_length and self.static_shapes:
             fail(self, "group_by_length", "groups batches to pad them less: not with --static-shapes or --cuda-graphs, "
                  "which pad every batch to the data's max_seq_length")  # fmt: skip
+        if not self.eval_data:  # options that would change nothing without evaluation data: refused
+            for name, default in (("eval_steps", 0), ("max_eval_batches", None)):
+                if getattr(self, name) != default:
+                    fail(self, name, "evaluates on --eval-data, which is not given")
         if self.unpad == "on" and (self.static_shapes or self.compile_mode == "reduce-overhead"):
             fail(self, "unpad", "on gives every batch its own shape: not with --static-shapes or CUDA graphs")
 
@@ -391,6 +395,12 @@ def _read_data(path: str, what: str):
     if not (p / "manifest.json").is_file():
         raise LitebertError(f"{what} {p} is not a litebert data directory (no manifest.json; run `litebert prepare`)")
     manifest = litebert_data.read_manifest(p)
+    if "partition" in manifest:  # one part of a corpus prepared on several machines: the rest would be left out
+        part = manifest["partition"]
+        raise LitebertError(
+            f"{what} {p} is partition {part.get('index')} of {part.get('count')} of a prepared corpus: merge the "
+            f"parts first (litebert merge-data PART_DIR ... --output DIR) and pass the merged directory"
+        )
     dataset = litebert_data.PretrainingDataset(p, epoch=0)
     return manifest, dataset
 
