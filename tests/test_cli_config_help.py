@@ -33,3 +33,12 @@ def test_every_config_help_example_is_a_key_the_command_reads(tmp_path):
         # the settings-file reader accepts the key (an unknown one is "unknown setting 'max_steps' ...")
         assert read_settings_file(path, defaults._settings_class) == {examples[name]: 1}
     assert examples["ablate"] == "steps"  # the report's case: `max_steps = 30` in ablate's --config was refused
+
+
+def test_config_help_names_run_settings_json_only_where_the_command_writes_one():
+    """prepare's and train-tokenizer's help said "a run's run_settings.json works too"; neither writes one."""
+    writers = set()
+    for name, p in _config_commands().items():
+        if "run_settings.json works too" in next(a.help for a in p._actions if a.dest == "_config_file"):
+            writers.add(name)
+    assert writers == {"pretrain", "finetune", "evaluate", "predict", "ablate"}

@@ -86,7 +86,7 @@ def add_settings(
         parser.set_defaults(**{_CLASS: cls, _SECTION: section, _PARSER: parser})
         config = next((a for a in parser._actions if a.dest == _CONFIG_FILE), None)
         if config is not None:  # --config's example key: one this command takes (ablate has steps, not max_steps)
-            config.help = _config_help(_example_key(cls))
+            config.help = _config_help(_example_key(cls), writes_run_settings=section is not None)
     ftypes = S.field_types(cls)
     for f in dataclasses.fields(cls):
         m = S.meta(f)
@@ -120,12 +120,11 @@ def add_settings(
         target.add_argument(*names, **kwargs)
 
 
-def _config_help(example: str | None) -> str:
+def _config_help(example: str | None, writes_run_settings: bool = True) -> str:
+    """``--config``'s help; a command that writes no ``run_settings.json`` (train-tokenizer, prepare) names none."""
     keys = "the settings' field names" + (f", e.g. {example}" if example else "")
-    return (
-        f"read settings from a JSON or TOML file (keys: {keys}; a run's run_settings.json works too); options "
-        "given here override it"
-    )
+    runs = "; a run's run_settings.json works too" if writes_run_settings else ""
+    return f"read settings from a JSON or TOML file (keys: {keys}{runs}); options given here override it"
 
 
 def _example_key(cls: type) -> str | None:
