@@ -178,3 +178,21 @@ def test_evaluate_prints_strict_json_a_nan_metric_is_null(tmp_path, monkeypatch,
 
     printed = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert printed == {"eval_loss": None, "f1": 0.5, "num_examples": 0, "truncated": 0}
+
+
+def test_pretrain_data_that_is_a_file_or_missing_is_named_as_such(tmp_path, capsys, monkeypatch):
+    """`pretrain --data corpus.txt` said "no such directory"; a relative path missing names the working directory."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("A sentence.\n")
+    base = ["pretrain", "--model-config", "albert-debug", "--output", str(tmp_path / "run"), "--data"]
+    assert main([*base, str(corpus)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --data {corpus} is a file: pretrain reads the directory `litebert prepare` writes from a corpus\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main([*base, "reldata"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --data reldata: no such directory (run `litebert prepare` first; a relative path is read from the "
+        f"working directory, {tmp_path})\n"
+    )
+    assert not (tmp_path / "run").exists()

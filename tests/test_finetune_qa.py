@@ -937,3 +937,17 @@ def test_a_broken_pretty_printed_json_file_is_reported_where_it_breaks(tmp_path)
     lines.write_text('{"id": "b",\n{"id": "a", "question": "q", "context": "c", "answers": []}\n')  # line 1 broken
     with pytest.raises(LitebertError, match=r"rows\.jsonl:1: not valid JSON"):
         read_qa_file(lines)
+
+
+def test_a_v1_model_scored_as_squad_v2_is_warned_that_it_has_no_threshold(squad_run, tmp_path, caplog):
+    """`evaluate --task squad_v2` on a model fine-tuned for SQuAD v1.1 used the null threshold 0.0 without a word."""
+    _, out, dev = squad_run
+    kw = {"model": str(out / "best"), "data_file": str(dev), "precision": "fp32", "max_seq_length": SEQ}
+    with caplog.at_level("WARNING", logger="litebert"):
+        ev = evaluate(EvaluateConfig(**kw, output_dir=str(tmp_path / "v2"), data=DataOptions(task="squad_v2")))
+    assert "the model has no SQuAD v2 null-score threshold (it was not fine-tuned with --task squad_v2)" in caplog.text
+    assert ev.metrics["null_score_diff_threshold"] == 0.0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="litebert"):
+        evaluate(EvaluateConfig(**kw, output_dir=str(tmp_path / "v1")))
+    assert "null-score threshold" not in caplog.text

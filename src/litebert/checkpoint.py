@@ -332,8 +332,9 @@ def load_weights(
                 continue
             raise LitebertError(
                 f"{source}: parameter {name!r} has shape {list(value.shape)} in the file but "
-                f"{list(own[name].shape)} in the model built from the config (check config.json; "
-                "for a new task head pass ignore_mismatched_sizes=True)"
+                f"{list(own[name].shape)} in the model built from the config (check config.json, or the "
+                "--model-config given with --init-from: its sizes must be the weights'; in Python, "
+                "ignore_mismatched_sizes=True re-initialises such a tensor, e.g. a new task head)"
             )
         loaded[name] = value
     missing: list[str] = []

@@ -832,6 +832,12 @@ class QAKind(TaskKind):
             self.metric = extra["litebert_qa_metric"]
             self.metric_from = f"the model's metric {self.metric!r} (litebert_qa_metric in config.json)"
         self.null_threshold = float(extra.get("litebert_null_score_diff_threshold", 0.0))
+        if self.metric == "squad_v2" and "litebert_null_score_diff_threshold" not in extra:
+            log.warning(
+                "the model has no SQuAD v2 null-score threshold (it was not fine-tuned with --task squad_v2): "
+                '0.0 is used, so unanswerable questions are answered "" only where the null score beats the best '
+                "span's; best_f1_thresh in the metrics is the threshold this file would want"
+            )
         self.choose_threshold = False
         self._set_metrics()
 

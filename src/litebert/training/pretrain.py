@@ -390,8 +390,15 @@ def _read_data(path: str, what: str):
     from litebert import data as litebert_data
 
     p = Path(path)
+    if p.is_file():
+        raise LitebertError(
+            f"{what} {p} is a file: pretrain reads the directory `litebert prepare` writes from a corpus"
+        )
     if not p.is_dir():
-        raise LitebertError(f"{what} {p}: no such directory (run `litebert prepare` first)")
+        raise LitebertError(
+            f"{what} {p}: no such directory (run `litebert prepare` first; a relative path is read from the "
+            f"working directory, {Path.cwd()})"
+        )
     if not (p / "manifest.json").is_file():
         raise LitebertError(f"{what} {p} is not a litebert data directory (no manifest.json; run `litebert prepare`)")
     manifest = litebert_data.read_manifest(p)
