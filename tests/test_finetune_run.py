@@ -1287,3 +1287,17 @@ def test_data_the_tokenizer_does_not_cover_is_warned_about(sst2_run, shared_data
             EvaluateConfig(data_file=str(shared_data / "glue/SST-2/dev.tsv"), output_dir=str(tmp_path / "en"), **cfg)
         )
     assert "unknown token" not in caplog.text
+
+
+def test_a_label_column_alone_is_laid_over_the_layout_saved_with_the_model(sst2_run, shared_data, tmp_path, capsys):
+    """`evaluate --label-column X` alone threw the saved task away and asked for --task or --text-column; it is now
+    read over the saved layout, as --delimiter is: a wrong name is named against the header."""
+    _, out = sst2_run
+    dev = shared_data / "glue/SST-2/dev.tsv"
+    base = ["evaluate", "--model", str(out / "best"), "--data", str(dev), "--max-seq-length", "64"]
+    assert main([*base, "--label-column", "nope", "--output", str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {dev}: a label column is required here (got 'nope'; header ['sentence', 'label'])\n"
+    )
+    assert main([*base, "--label-column", "label", "--output", str(tmp_path / "b")]) == 0
+    assert json.loads((tmp_path / "b/eval_results.json").read_text())["num_examples"] == 872

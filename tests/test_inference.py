@@ -542,7 +542,8 @@ def test_layout_options_alone_are_laid_over_the_saved_task(sst2_classifier, tmp_
     assert _predictions(tmp_path / "semi/predictions.tsv") == _predictions(tmp_path / "tsv/predictions.tsv")
     for extra, message in (
         (["--delimiter", "bogus"], "--delimiter must be one character"),
-        (["--label-column", "label"], "give --task NAME or --text-column"),  # a column alone still needs the text
+        # a label column alone is laid over the saved task too (the file's ';' then shows in the header)
+        (["--label-column", "label"], "text column 'sentence' is not in the header ['sentence;label']"),
     ):
         assert main(["predict", "--model", str(model_dir), "--data", str(semi), *extra]) == 2, extra
         err = capsys.readouterr().err

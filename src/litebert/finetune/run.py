@@ -1298,7 +1298,9 @@ def _eval_seq_length(cfg: EvaluateConfig, config, kind: TaskKind, directory: Pat
 
 
 #: data options that name what the data is; without one, evaluate/predict start from the layout saved with the model
-_LAYOUT_KEYS = ("task", "text_column", "label_column", "task_type")
+_LAYOUT_KEYS = ("task", "text_column", "task_type")
+"""The options that replace the layout saved with a model; any other (``--label-column``, ``--delimiter`` ...) is
+laid over it."""
 
 
 def _non_default(options: DataOptions) -> dict:
@@ -1325,7 +1327,7 @@ def _prepare_eval(cfg: EvaluateConfig, command: str):
     saved_task, saved_columns = extra.get("finetuning_task"), extra.get("litebert_data_options")
     saved_type = extra.get("litebert_task_type")
     # no task, column or task type given: the layout saved with the model, with any layout option given laid over it
-    # (--delimiter, --no-header ...); one of those four replaces the saved layout
+    # (--label-column, --delimiter, --no-header ...); one of those three replaces the saved layout
     if data is None or not any(getattr(data, k) is not None for k in _LAYOUT_KEYS):
         if not saved_task and not saved_columns and saved_type in (None, "classification"):
             raise LitebertError(f"{directory}/config.json names no finetuning_task: give --task or --text-column")
