@@ -829,3 +829,19 @@ def test_finetune_rerun_with_other_settings_fine_tunes_again(corpus, finished, s
     got = short_finetune(out / "depth" / "L1" / "final", run, "sst2", 2, record["seed"], str(sst2), log=lambda m: None)
     assert got["finetune_settings"]["steps"] == 2
     assert json.loads((run / "run_settings.json").read_text())["finetune_config"]["max_steps"] == 2
+
+
+def test_the_last_resume_of_a_cell_is_read_including_a_second_resume_from_the_same_step(tmp_path):
+    """A second resume from step N writes run_settings.resume-step-N-2.json (the first is kept); the cell's last
+    command line is that one, not the first."""
+    import json
+
+    from litebert.ablate.provenance import _legacy_evaluation
+
+    for name, sequences in (("run_settings.json", 10), ("run_settings.resume-step-3.json", 20)):
+        argv = ["litebert", "ablate", "--max-eval-sequences", str(sequences)]
+        (tmp_path / name).write_text(json.dumps({"argv": argv}))
+    assert _legacy_evaluation(tmp_path)["max_eval_sequences"] == 20
+    argv = ["litebert", "ablate", "--max-eval-sequences", "30"]
+    (tmp_path / "run_settings.resume-step-3-2.json").write_text(json.dumps({"argv": argv}))
+    assert _legacy_evaluation(tmp_path)["max_eval_sequences"] == 30

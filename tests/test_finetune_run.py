@@ -1255,7 +1255,7 @@ def test_resume_from_a_pretrain_checkpoint_is_refused_before_anything_is_written
     nested = tmp_path / "new" / "ft"
     for path, why in (
         (tmp_path / "nothing", f"--resume {tmp_path / 'nothing'}: no such checkpoint directory"),
-        (run, f"checkpoint {run} is incomplete (no COMPLETE marker)"),
+        (run, f"--resume {run} is a run directory: use --resume auto (its newest checkpoint is {ckpt})"),
     ):
         assert main(_sst2_argv(en_model, nested, "--max-steps", 2, "--resume", path, shared_data=shared_data)) == 2
         assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {why}")

@@ -812,3 +812,73 @@ def test_group_by_length_trains_is_recorded_and_refuses_static_shapes(tiny_data,
     err = capsys.readouterr().err
     assert "--group-by-length True: groups batches to pad them less: not with --static-shapes" in err
     assert not (tmp_path / "s").exists()
+
+
+def _signal_resume(tiny_data, out, common, sig):
+    """Start a run, send it ``sig`` once its first train record is written, then `--resume auto` to the end."""
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "litebert", *_args(tiny_data, out, *common)],
+        env=SUB_ENV,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "metrics.jsonl").is_file() and '"train"' in (out / "metrics.jsonl").read_text():
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=300)
+    resumed = _sub(_args(tiny_data, out, *common, "--resume", "auto"), timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return proc.returncode, stdout, stderr
+
+
+def test_sigterm_and_sigint_save_a_checkpoint_and_resume_auto_is_bit_identical(tiny_data, tmp_path):
+    """Defect: SIGTERM (a preemptible machine) killed pretrain with nothing saved (exit 143), Ctrl-C printed only
+    "interrupted" (exit 130): with the default --save-steps 0 the whole run was lost. Now the run stops at the step
+    boundary, saves that step's checkpoint, names it and the resume command, exits 128 + signal, and `--resume
+    auto` ends bit-identical to an uninterrupted run, with the same train records."""
+    common = ["--max-steps", 40, "--batch-size", 8, "--logging-steps", 4]
+    ref = _sub(_args(tiny_data, tmp_path / "ref", *common), timeout=300)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    reference = _weights(tmp_path / "ref")
+    ref_steps = [r["step"] for r in read_metrics(tmp_path / "ref") if r["split"] == "train"]
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        out = tmp_path / sig.name
+        code, stdout, stderr = _signal_resume(tiny_data, out, common, sig)
+        assert code == 128 + sig, (code, stderr[-2000:])
+        line = next(x for x in stdout.splitlines() if x.startswith(f"{sig.name} at step "))
+        step = int(line.split()[3].rstrip(":"))
+        assert 4 <= step < 40, line
+        assert line == (
+            f"{sig.name} at step {step}: stopped, checkpoint {out / 'checkpoints' / f'step-{step}'}; continue with "
+            f"the same command and --resume auto (`litebert pretrain ... --output {out} --resume auto`)"
+        )
+        assert "Traceback" not in stderr
+        got = _weights(out)
+        assert all(torch.equal(reference[k], got[k]) for k in reference), f"{sig.name} at step {step}"
+        assert [r["step"] for r in read_metrics(out) if r["split"] == "train"] == ref_steps
+
+
+def test_a_run_stopped_by_max_minutes_is_said_to_be_continued_with_the_same_max_steps(tiny_data, tmp_path, capsys):
+    """Defect: a run stopped by --max-minutes (step 1 of 50) was called "finished", to be trained further with a
+    larger --max-steps (another LR schedule). Now the refusal of a rerun and `litebert info` say where and why it
+    stopped and that --resume auto (the same --max-steps) continues it."""
+    out = tmp_path / "run"
+    assert main(_args(tiny_data, out, "--max-steps", 50, "--batch-size", 4, "--max-minutes", "1e-6")) == 0
+    capsys.readouterr()
+    assert main(_args(tiny_data, out, "--max-steps", 50, "--batch-size", 4)) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: --output {out} holds a `litebert pretrain` run stopped at step 1 of 50 by --max-minutes (its model "
+        f"is in {out / 'final'}): continue it with --resume auto (the same --max-steps), or choose a new --output, "
+        f"or remove {out} to run it again (nothing was written)\n"
+    )
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "state:      stopped at step 1 of 50 by --max-minutes (final): continue it with --resume auto" in text

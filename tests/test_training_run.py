@@ -402,6 +402,47 @@ def test_a_checkpoint_of_another_command_or_model_is_refused(tmp_path):
         r"\(here / in the checkpoint\): albert\.embeddings\.word_embeddings\.weight 100x32 / 90x32, ",
     ):
         check_checkpoint_fits(small, "pretrain", model)
+    # a fresh run into the same --output is refused (it holds the run): the hint names what works
+    with pytest.raises(LitebertError) as exc:
+        check_checkpoint_fits(small, "pretrain", model)
+    assert str(exc.value).endswith("or start a fresh run without --resume into a new --output (nothing was written)")
+
+
+def test_a_second_resume_from_the_same_checkpoint_keeps_the_first_ones_settings(tmp_path):
+    """Defect: a second resume from step 3 overwrote run_settings.resume-step-3.json, the first resume's record.
+    Now the second writes run_settings.resume-step-3-2.json (then -3 ...), and the settings of the segment that
+    wrote a later checkpoint are the newest of them."""
+    from litebert.training.run import _recorded_settings
+
+    run, settings = tmp_path / "run", run_settings("pretrain", _Cfg())
+    write_run_settings(run, settings)
+    ckpt = run / "checkpoints" / "step-3"
+    first = write_run_settings(run, {**settings, "max_steps": 10}, ckpt)
+    second = write_run_settings(run, {**settings, "max_steps": 20}, ckpt)
+    third = write_run_settings(run, {**settings, "max_steps": 30}, ckpt)
+    assert (first.name, second.name, third.name) == (
+        "run_settings.resume-step-3.json",
+        "run_settings.resume-step-3-2.json",
+        "run_settings.resume-step-3-3.json",
+    )
+    assert [json.loads(f.read_text())["max_steps"] for f in (first, second, third)] == [10, 20, 30]
+    assert _recorded_settings(run, "pretrain", 5)["max_steps"] == 30
+    assert "max_steps" not in _recorded_settings(run, "pretrain", 3)  # run_settings.json: the first segment
+
+
+def test_resume_from_a_run_directory_names_its_checkpoints(tmp_path):
+    """Defect: `--resume RUN` (the run directory, not a checkpoint) said "checkpoint RUN is incomplete (no COMPLETE
+    marker)". Now it says RUN is a run directory and names --resume auto and its newest checkpoint."""
+    run = _run_dir(tmp_path / "run", "pretrain", checkpoint=True)
+    with pytest.raises(LitebertError) as exc:
+        resolve_resume(run, run, verify=True)
+    newest = run / "checkpoints" / "step-4"
+    assert str(exc.value) == (
+        f"--resume {run} is a run directory: use --resume auto (its newest checkpoint is {newest}) or --resume {newest}"
+    )
+    empty = _run_dir(tmp_path / "empty", "pretrain")
+    with pytest.raises(LitebertError, match="is a run directory: use --resume auto \\(it holds no complete"):
+        resolve_resume(empty, empty, verify=True)
 
 
 def test_more_processes_than_gpus_is_one_error_before_anything_is_written(tmp_path, monkeypatch):

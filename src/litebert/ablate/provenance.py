@@ -203,13 +203,17 @@ def _legacy_settings(run: Path, plan: dict) -> dict:
     return out
 
 
+_RESUME_SEGMENT = re.compile(r"step-(\d+)(?:-(\d+))?\.json$")
+
+
 def _legacy_evaluation(run: Path) -> dict:
     """The evaluation settings (``max_eval_sequences``, ``eval_corpus``) of the ``litebert ablate`` command line
     that ran the cell's last training segment (``run_settings.resume-step-N.json`` of the highest N, else
     ``run_settings.json``): the call that scored it. Empty when there is no such command line."""
     segments = sorted(
         run.glob("run_settings.resume-step-*.json"),
-        key=lambda p: int(m.group(1)) if (m := re.search(r"step-(\d+)\.json$", p.name)) else -1,
+        # step-N, then step-N-2, -3 ... (later resumes from the same checkpoint)
+        key=lambda p: (int(m.group(1)), int(m.group(2) or 1)) if (m := _RESUME_SEGMENT.search(p.name)) else (-1, 0),
     )
     path = segments[-1] if segments else run / "run_settings.json"
     if not path.is_file():

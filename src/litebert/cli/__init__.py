@@ -212,4 +212,8 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # a training run stopped by SIGINT/SIGTERM after its checkpoint (training.loop's
+        if getattr(exc, "signum", None) is None:  # TrainingInterrupted, not imported here: it needs torch)
+            raise
+        return int(exc.code)  # 128 + the signal, through main's torchrun exit as any other status
     return int(result) if isinstance(result, int) else 0

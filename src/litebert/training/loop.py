@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -161,6 +163,47 @@ class TrainResult:
     #: checkpoint it resumed from recorded of the calls before it
     train_seconds: float = 0.0
     train_cpu_seconds: float = 0.0
+
+
+class TrainingInterrupted(SystemExit):
+    """SIGINT or SIGTERM stopped the run at an optimizer-step boundary, after a checkpoint of that step was saved.
+
+    A :class:`SystemExit` whose ``code`` is 128 + the signal's number (130, 143), so the command exits as a process
+    killed by it would (but with a checkpoint). ``step``, ``checkpoint`` and ``signum`` say where it stopped."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Path | None) -> None:
+        super().__init__(128 + signum)
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+
+
+#: the signals that stop a run at the next step boundary with a checkpoint (a preemptible machine sends SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: under several processes the ranks agree on a stop with a host collective (a gloo group: no device read), on the
+#: steps that read back anyway (log, evaluate, save) and every this many steps in between
+STOP_CHECK_STEPS = 10
+
+
+class _StopSignals:
+    """While entered (in the main thread), SIGINT and SIGTERM only set ``signum``: the loop stops at the next step
+    boundary, so a signal never lands in the middle of an optimizer step or a checkpoint (a second one while the
+    checkpoint is written changes nothing). The previous handlers come back on exit."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self.previous: dict[int, object] = {}
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = self.signum or signum
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass
@@ -474,6 +517,9 @@ class _Trainer:
         self.last_train: dict = {}
         self.last_eval: dict = {}
         self.stopped_early = False
+        self.stop_reason: str | None = None  # what stopped the run before max_steps: recorded in the checkpoint
+        self.signals = _StopSignals()
+        self.stop_group = None  # a gloo group for the ranks' stop flag: a host collective, never a device read
         self.logger: MetricsLogger | None = None
         self.data_iter: Iterator[Batch] | None = None
         # where reading the data has got to (one batch ahead of st.epoch/st.position when one is staged)
@@ -774,6 +820,7 @@ class _Trainer:
                 f"{patience} evaluations (best {st.best_metric} at step {st.best_step})"
             )
             self.stopped_early = True
+            self.stop_reason = "early stopping"
 
     def checkpoint(self, at_end: bool) -> None:
         """Every ``save_steps`` steps, at the end and on early stopping — never in a non-finite streak, so "the last
@@ -799,6 +846,8 @@ class _Trainer:
             "extra": self.extra_state or {},
             "gradient_accumulation_steps": self.args.gradient_accumulation_steps,
         }
+        if self.stop_reason is not None:  # a run ended before max_steps: `--resume auto` with the same settings
+            trainer_state["stopped"] = {"by": self.stop_reason, "max_steps": self.args.max_steps}
         model_state = _model_state(self.model)  # collectives under FSDP: every rank calls them
         optim_state = _optim_state(self.model, self.optimizer)
         raw = D.unwrap_model(self.model)
@@ -821,6 +870,33 @@ class _Trainer:
         self.logger.text(f"saved checkpoint {path}")
         return path
 
+    # -- stop on a signal ---------------------------------------------------------------------------------------------
+    def stop_signal(self, at_end: bool) -> int:
+        """The signal that stops the run after this step (0: none). One process reads its flag; several agree with
+        an all-reduce (the largest signal any rank got), on steps every rank computes the same way."""
+        if self.dist.world_size == 1:
+            return self.signals.signum
+        if not (self.reads_now(at_end) or self.st.step % STOP_CHECK_STEPS == 0):
+            return 0
+        flag = torch.tensor([self.signals.signum], dtype=torch.int64)  # on the host: no device sync
+        if D.is_dist():
+            if self.stop_group is None:  # (created at the same step by every rank: a collective)
+                self.stop_group = torch.distributed.new_group(backend="gloo")
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, group=self.stop_group)
+        return int(flag[0])
+
+    def interrupt(self, signum: int) -> None:
+        """Save a checkpoint of this step (unless the step just saved one), say how to continue, and raise
+        :class:`TrainingInterrupted`."""
+        if self.last_ckpt is None or self.last_ckpt.name != f"step-{self.st.step}":
+            self.last_ckpt = self.save()
+        command = (self.args.log_prefix or "pretrain").split()[0]
+        self.logger.text(
+            f"{signal.Signals(signum).name} at step {self.st.step}: stopped, checkpoint {self.last_ckpt}; continue "
+            f"with the same command and --resume auto (`litebert {command} ... --output {self.out} --resume auto`)"
+        )
+        raise TrainingInterrupted(signum, self.st.step, self.last_ckpt)
+
     # -- the loop -----------------------------------------------------------------------------------------------
     def run(self) -> None:
         args, st = self.args, self.st
@@ -835,6 +911,7 @@ class _Trainer:
         self.model.train()
         t_run = time.perf_counter()
         try:
+            self.signals.__enter__()
             while st.step < args.max_steps:
                 lr = self.optimizer.param_groups[0]["lr"]
                 t_step = time.perf_counter()
@@ -857,15 +934,22 @@ class _Trainer:
                             f"step {st.step}: the time limit of {args.max_minutes:g} minutes is reached; stopping"
                         )
                         self.stopped_early = True  # leaves the loop after this step's log, evaluation, checkpoint
-                if self.reads_now(at_end):
+                        self.stop_reason = "--max-minutes"
+                # a signal stops the run after this step's log, evaluation and checkpoint, as they would have been
+                # (a resume then logs and saves as the uninterrupted run does); at the last step the run just ends
+                signum = 0 if at_end else self.stop_signal(at_end)
+                if self.reads_now(at_end) or signum:
                     self.settle(step_end)  # may stop the run: max_bad_steps non-finite steps in a row
                     bar.set_postfix_str(self.postfix, refresh=False)
                 self.log(lr, at_end)
                 self.evaluate(at_end)
                 self.checkpoint(at_end)
+                if signum:
+                    self.interrupt(signum)
                 if self.stopped_early:
                     break
         finally:
+            self.signals.__exit__()
             bar.close()
             self.logger.close()
 

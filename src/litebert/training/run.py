@@ -86,6 +86,13 @@ def _finished_run(out: Path, command: str, finished: str, model: str, extend: bo
     (never ``--resume auto`` alone: it would not run the command again)."""
     what = f"its model is in {out / model}" if (out / model / CONFIG_NAME).is_file() else finished
     further = "pass --resume auto with a larger --max-steps to train it further, or " if extend else ""
+    stopped = S.stopped_early(out) if extend else None
+    if stopped is not None:  # its own --max-steps are not reached: the same settings continue it
+        return LitebertError(
+            f"--output {out} holds a `litebert {command}` run stopped {stopped} ({what}): continue it with "
+            f"--resume auto (the same --max-steps), or choose a new --output, or remove {out} to run it again "
+            f"{_NOTHING}"
+        )
     return LitebertError(
         f"--output {out} holds a finished `litebert {command}` run ({what}): {further}choose a new --output, or "
         f"remove {out} to run it again {_NOTHING}"
@@ -293,6 +300,11 @@ def _resolve_resume(out: Path, resume, verify: bool) -> Path | None:
         path = Path(resume)
         if not path.is_dir():
             raise LitebertError(f"--resume {path}: no such checkpoint directory")
+        if not (path / S.COMPLETE_MARKER).exists() and (S.checkpoints_dir(path).is_dir() or _has_settings(path)):
+            found = S.list_checkpoints(path, warn=False)
+            newest = f" (its newest checkpoint is {found[-1][1]})" if found else " (it holds no complete checkpoint)"
+            step = f"{found[-1][1]}" if found else f"{S.checkpoints_dir(path)}/step-N"
+            raise LitebertError(f"--resume {path} is a run directory: use --resume auto{newest} or --resume {step}")
     if path is not None and verify:
         S.verify_checkpoint(path)
     return path
@@ -327,20 +339,21 @@ def run_settings(command: str, cfg: Any, record: dict | None = None) -> dict:
 _BATCH_FIELDS = ("batch_size", "gradient_accumulation_steps")
 #: config fields :func:`check_resume_settings` compares by their own rules, never as plain values
 _OWN_RULES = (*_BATCH_FIELDS, "max_steps", "precision")
-_RESUME_FILE = re.compile(r"^run_settings\.resume-step-(\d+)\.json$")
+# run_settings.resume-step-K.json, and -2, -3 ... for later resumes from the same checkpoint
+_RESUME_FILE = re.compile(r"^run_settings\.resume-step-(\d+)(?:-(\d+))?\.json$")
 
 
 def _recorded_settings(run_dir: Path, command: str, step: int) -> dict | None:
     """The settings of the segment of the run that wrote the checkpoint of ``step``: the newest readable
     ``run_settings.resume-step-K.json`` with K < ``step`` (a resume from step K wrote it), else
     ``run_settings.json``; None when the run recorded none (of ``command``)."""
-    found = [(-1, run_dir / "run_settings.json")]
+    found = [(-1, 0, run_dir / "run_settings.json")]
     if run_dir.is_dir():
         for path in run_dir.iterdir():
             m = _RESUME_FILE.match(path.name)
             if m and int(m.group(1)) < step:
-                found.append((int(m.group(1)), path))
-    for _, path in sorted(found, reverse=True):
+                found.append((int(m.group(1)), int(m.group(2) or 1), path))
+    for *_, path in sorted(found, reverse=True):
         if not path.is_file():
             continue
         try:
@@ -572,7 +585,7 @@ def check_checkpoint_fits(resume_from: Path | None, command: str, model: nn.Modu
         its = "its model" if holds == wanted else f"its model ({holds})"
         raise LitebertError(
             f"--resume {resume_from}: {its} does not fit this run's {wanted}: {mismatch}; resume from a checkpoint "
-            f"of this model, or start without --resume {_NOTHING}"
+            f"of this model, or start a fresh run without --resume into a new --output {_NOTHING}"
         )
 
 
@@ -599,6 +612,10 @@ def write_run_settings(output_dir: str | os.PathLike, settings: dict, resumed_fr
     name = RUN_SETTINGS_NAME
     if resumed_from is not None and _has_settings(out):
         name = f"run_settings.resume-{resumed_from.name}.json"
+        n = 1
+        while (out / name).exists():  # another resume from the same checkpoint: keep the earlier record too
+            n += 1
+            name = f"run_settings.resume-{resumed_from.name}-{n}.json"
     out.mkdir(parents=True, exist_ok=True)
     return atomic_write_json(out / name, settings, sort_keys=False, default=str)
 

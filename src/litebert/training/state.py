@@ -244,6 +244,24 @@ def checkpoint_trainer_state(path: str | Path) -> dict:
     return read_json(Path(path) / "trainer_state.json", what="checkpoint trainer state", expect=dict)
 
 
+def stopped_early(run_dir: str | Path) -> str | None:
+    """How a run whose newest checkpoint was written when the run stopped before its ``max_steps`` (by
+    ``--max-minutes``, early stopping) stopped, e.g. ``"at step 280 of 100000 by --max-minutes"``; None when it
+    ran to its end, has no checkpoint, or the checkpoint predates the record (``trainer_state.json``'s
+    ``stopped``)."""
+    found = list_checkpoints(run_dir, warn=False)
+    if not found:
+        return None
+    step, path = found[-1]
+    try:
+        stopped = checkpoint_trainer_state(path).get("stopped")
+    except LitebertError:
+        return None
+    if not isinstance(stopped, dict) or not isinstance(stopped.get("max_steps"), int) or step >= stopped["max_steps"]:
+        return None
+    return f"at step {step} of {stopped['max_steps']} by {stopped.get('by')}"
+
+
 def checkpoint_precision(path: str | Path) -> str | None:
     """The precision (``fp32``/``bf16``/``fp16``) a checkpoint was trained in, from ``trainer_state.json``
     (``extra.precision``, written by pretrain and finetune); None for checkpoints that predate the record.
