@@ -937,6 +937,16 @@ def test_evaluate_and_predict_never_write_over_a_runs_files(sst2_run, shared_dat
     assert main([*argv, "--output", str(tmp_path / "ev")]) == 2
     assert "already holds predictions.tsv (of a `litebert evaluate` run)" in capsys.readouterr().err
     assert _files(tmp_path / "ev") == first
+    # nor into a model directory (before: best/ gained run_settings.json and `info` called it an evaluate run)
+    best = _files(out / "best")
+    for command in ("evaluate", "predict"):
+        argv = [command, "--model", str(out / "best"), "--data", str(glue / "dev.tsv"), "--max-examples", "8"]
+        assert main([*argv, "--output", str(out / "best")]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"error: --output {out / 'best'} holds a model (config.json, model.safetensors): a run never writes into "
+            "a model directory"
+        )
+    assert _files(out / "best") == best
 
 
 def test_a_tokenizer_of_another_vocabulary_is_refused_by_finetune_evaluate_and_predict(

@@ -180,12 +180,7 @@ def _check_output_dir(output_dir, command, resume, finished, model, may_extend, 
     names = sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and p.name not in caller_files)
     if not names:
         return
-    weights = [w for w in _WEIGHT_NAMES if (out / w).is_file()]
-    if (out / CONFIG_NAME).is_file() and weights:
-        raise LitebertError(
-            f"--output {out} holds a model ({CONFIG_NAME}, {weights[0]}): a run never writes into a model "
-            f"directory; choose a new or empty --output {_NOTHING}"
-        )
+    _refuse_model_dir(out)
     owner = run_command(out)
     if owner is not None and owner != command:
         raise LitebertError(
@@ -224,6 +219,17 @@ def _check_output_dir(output_dir, command, resume, finished, model, may_extend, 
         )
 
 
+def _refuse_model_dir(out: Path) -> None:
+    """Refuse an ``--output`` that is a model directory (``config.json`` and weights): no command writes into one
+    (its files would make it look like a run to ``litebert info`` and to the next command)."""
+    weights = [w for w in _WEIGHT_NAMES if (out / w).is_file()]
+    if (out / CONFIG_NAME).is_file() and weights:
+        raise LitebertError(
+            f"--output {out} holds a model ({CONFIG_NAME}, {weights[0]}): a run never writes into a model "
+            f"directory; choose a new or empty --output {_NOTHING}"
+        )
+
+
 def check_no_overwrite(output_dir: str | os.PathLike, command: str, names: Collection[str]) -> None:
     """Refuse an output directory that already holds one of ``names``, the files ``command`` would write there
     (``evaluate``/``predict`` write into any directory, but never over a file, e.g. a finetune run's own
@@ -233,8 +239,8 @@ def check_no_overwrite(output_dir: str | os.PathLike, command: str, names: Colle
 
     Raises:
         LitebertError: ``output_dir`` or one of its parents is a file; its nearest existing directory cannot be
-            written (read-only file system, permissions, /proc); or naming the first such file (and the run that
-            wrote the directory's ``run_settings.json``).
+            written (read-only file system, permissions, /proc); it is a model directory; or naming the first such
+            file (and the run that wrote the directory's ``run_settings.json``).
     """
     import tempfile
 
@@ -252,6 +258,8 @@ def check_no_overwrite(output_dir: str | os.PathLike, command: str, names: Colle
         raise LitebertError(
             f"--output {out}: cannot write in {path} ({exc.strerror or exc}): choose another --output"
         ) from None
+    if out.is_dir():
+        _refuse_model_dir(out)
     taken = [name for name in names if (out / name).exists()]
     if not taken:
         return
