@@ -551,8 +551,9 @@ class _Counts:
 
 
 UNKNOWN_WARN_SHARE = 0.05
-"""A corpus whose tokens are more than this share the tokenizer's unknown token is warned about: a tokenizer of
-WikiText-2 leaves 0.0 % of WikiText-2 unknown and 95 % of a Chinese news corpus."""
+"""A corpus whose tokens are more than this share the tokenizer's unknown token is warned about: the quick start's
+SentencePiece tokenizer leaves 2.0 % of WikiText-2 train unknown (54,328 of 2,695,788 tokens: its rare characters),
+an English WordPiece tokenizer 70 % of Chinese news (zh_news_albert_zh)."""
 
 
 def unknown_share_warning(unknown: int, total: int, unk_token: str) -> str:
