@@ -730,6 +730,12 @@ def check_no_lone_surrogate(text: str, value, where: str) -> None:
     raise LitebertError(f"{where}: an unpaired UTF-16 surrogate escape (\\ud800-\\udfff), not valid Unicode")
 
 
+def json_shown(value) -> str:
+    """A JSON value as an error message shows it: its JSON text, cut to 60 characters."""
+    shown = json.dumps(value, ensure_ascii=False)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
 def _check_json_text(value, text_column: str, where: str) -> None:
     """A JSON line's text field that holds a number, list, object or boolean is an error (not a skipped line): the
     whole file is likely not text under that field, as a Parquet column of another type.
@@ -739,8 +745,7 @@ def _check_json_text(value, text_column: str, where: str) -> None:
     """
     if value is None or isinstance(value, str):
         return
-    shown = json.dumps(value, ensure_ascii=False)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    shown = json_shown(value)
     raise LitebertError(
         f"{where}: field {text_column!r} is {type(value).__name__} ({shown}), not a string; --text-column names the "
         "field that holds the text"

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litebert.corpus import check_no_lone_surrogate, data_suffix, json_array_rows, read_text_file
+from litebert.corpus import check_no_lone_surrogate, data_suffix, json_array_rows, json_shown, read_text_file
 from litebert.errors import LitebertError
 
 Column = str | int
@@ -514,10 +514,8 @@ def _as_label(value, where: str, what: str = "the label") -> str:
 
 
 def _json_kind(value) -> str:
-    shown = json.dumps(value, ensure_ascii=False)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
     kind = {bool: "a boolean", int: "a number", float: "a number", list: "a JSON list", dict: "a JSON object"}
-    return f"{kind.get(type(value), type(value).__name__)} ({shown})"
+    return f"{kind.get(type(value), type(value).__name__)} ({json_shown(value)})"
 
 
 def _read_json_rows(path: Path, spec: ColumnSpec, first, rows, require_label: bool) -> ReadResult:

@@ -258,8 +258,7 @@ def check_no_overwrite(output_dir: str | os.PathLike, command: str, names: Colle
         raise LitebertError(
             f"--output {out}: cannot write in {path} ({exc.strerror or exc}): choose another --output"
         ) from None
-    if out.is_dir():
-        _refuse_model_dir(out)
+    _refuse_model_dir(out)
     taken = [name for name in names if (out / name).exists()]
     if not taken:
         return
@@ -311,7 +310,7 @@ def _resolve_resume(out: Path, resume, verify: bool) -> Path | None:
         if not (path / S.COMPLETE_MARKER).exists() and (S.checkpoints_dir(path).is_dir() or _has_settings(path)):
             found = S.list_checkpoints(path, warn=False)
             newest = f" (its newest checkpoint is {found[-1][1]})" if found else " (it holds no complete checkpoint)"
-            step = f"{found[-1][1]}" if found else f"{S.checkpoints_dir(path)}/step-N"
+            step = found[-1][1] if found else f"{S.checkpoints_dir(path)}/step-N"
             raise LitebertError(f"--resume {path} is a run directory: use --resume auto{newest} or --resume {step}")
     if path is not None and verify:
         S.verify_checkpoint(path)
